@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Unit tests of the product module. Prints go test's own summary lines.
+set -o errexit -o nounset -o pipefail
+cd "$(dirname "$0")/.."
+
+go test -race -count=1 ./cmd/... ./pkg/...

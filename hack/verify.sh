@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Formatting, vet and module tidiness of the product module.
+set -o errexit -o nounset -o pipefail
+cd "$(dirname "$0")/.."
+
+unformatted=$(gofmt -l cmd pkg e2e 2>/dev/null || true)
+if [[ -n "${unformatted}" ]]; then
+  echo "gofmt would change:" >&2
+  echo "${unformatted}" >&2
+  exit 1
+fi
+go vet ./...
+before=$(cat go.mod go.sum | sha256sum)
+go mod tidy
+after=$(cat go.mod go.sum | sha256sum)
+if [[ "${before}" != "${after}" ]]; then
+  echo "go.mod/go.sum were not tidy (now fixed in the work tree; commit them)" >&2
+  exit 1
+fi
+echo "verify: ok"

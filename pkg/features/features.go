@@ -1,0 +1,33 @@
+// Package features defines the feature gates of vpa-inplace. Both binaries
+// register them on their --feature-gates flag.
+package features
+
+import (
+	"k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/component-base/featuregate"
+)
+
+// Feature gates are listed in alphabetical order. Each names the components
+// on which it must be enabled.
+const (
+	// InPlace enables the InPlace update mode: pods of VPAs with
+	// updatePolicy.updateMode InPlace are resized through the pods/resize
+	// subresource and never evicted.
+	//
+	// alpha, default off.
+	// components: admission-controller, updater
+	InPlace featuregate.Feature = "InPlace"
+)
+
+var defaultFeatureGates = map[featuregate.Feature]featuregate.FeatureSpec{
+	InPlace: {Default: false, PreRelease: featuregate.Alpha},
+}
+
+// NewFeatureGate returns a new mutable gate with every feature of this
+// project registered at its default. Binaries and tests each own one, so no
+// global state leaks between them.
+func NewFeatureGate() featuregate.MutableFeatureGate {
+	gate := featuregate.NewFeatureGate()
+	runtime.Must(gate.Add(defaultFeatureGates))
+	return gate
+}

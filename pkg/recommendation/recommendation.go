@@ -1,0 +1,115 @@
+// Package recommendation turns a VPA's recommendation into the requests and
+// limits each container of a pod should have. It is shared by the updater and
+// the admission controller so that a pod gets the same values whether it is
+// mutated at creation or resized in place.
+//
+// All of the processing is upstream VPA's own: capping to the VPA's
+// minAllowed/maxAllowed and to the LimitRange, controlledValues, and limits
+// scaled in proportion to requests.
+package recommendation
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	admissionrecommendation "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/admission-controller/resource/pod/recommendation"
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
+	vpaapiutil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
+)
+
+// Container holds what one container should have.
+type Container struct {
+	// Requests and Limits are what the container should be given, after all
+	// processing. Limits is empty when the VPA does not control limits and
+	// the container keeps its own.
+	Requests corev1.ResourceList
+	Limits   corev1.ResourceList
+	// LowerBound and UpperBound are the capped bounds of the recommendation,
+	// used to tell whether current requests are outside the recommended range.
+	LowerBound corev1.ResourceList
+	UpperBound corev1.ResourceList
+}
+
+// Desired maps container name to what that container should have. Containers
+// without a recommendation are absent.
+type Desired map[string]Container
+
+// Calculator computes Desired for a pod and its VPA.
+type Calculator struct {
+	limitRanges limitrange.LimitRangeCalculator
+	processor   vpaapiutil.RecommendationProcessor
+}
+
+// NewCalculator returns a Calculator that caps recommendations with the
+// given LimitRange source. Use limitrange.NewNoopLimitsCalculator() when
+// LimitRanges are not to be considered.
+func NewCalculator(limitRanges limitrange.LimitRangeCalculator) *Calculator {
+	return &Calculator{
+		limitRanges: limitRanges,
+		processor:   vpaapiutil.NewCappingRecommendationProcessor(limitRanges),
+	}
+}
+
+// ForPod returns the resources each container of pod should have according to
+// vpa. It returns an empty Desired, and no error, when the VPA has no
+// recommendation yet.
+func (c *Calculator) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler) (Desired, error) {
+	if pod == nil || vpa == nil {
+		return nil, fmt.Errorf("pod and vpa are required")
+	}
+	if vpa.Status.Recommendation == nil || len(vpa.Status.Recommendation.ContainerRecommendations) == 0 {
+		return Desired{}, nil
+	}
+	processed, annotations, err := c.processor.Apply(vpa, pod)
+	if err != nil {
+		return nil, fmt.Errorf("capping recommendation: %w", err)
+	}
+	if annotations == nil {
+		annotations = vpaapiutil.ContainerToAnnotationsMap{}
+	}
+	limitRange, err := c.limitRanges.GetContainerLimitRangeItem(pod.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("reading container LimitRange of namespace %q: %w", pod.Namespace, err)
+	}
+	resources := admissionrecommendation.GetContainersResources(pod, vpa.Spec.ResourcePolicy, *processed, limitRange, false, annotations)
+
+	desired := make(Desired, len(pod.Spec.Containers))
+	for i, container := range pod.Spec.Containers {
+		rec := vpaapiutil.GetRecommendationForContainer(container.Name, processed)
+		if rec == nil || i >= len(resources) {
+			continue
+		}
+		r := resources[i]
+		r.RemoveEmptyResourceKeyIfAny()
+		if len(r.Requests) == 0 && len(r.Limits) == 0 {
+			continue
+		}
+		desired[container.Name] = Container{
+			Requests:   onlyCPUAndMemory(r.Requests),
+			Limits:     onlyCPUAndMemory(r.Limits),
+			LowerBound: onlyCPUAndMemory(rec.LowerBound),
+			UpperBound: onlyCPUAndMemory(rec.UpperBound),
+		}
+	}
+	return desired, nil
+}
+
+// onlyCPUAndMemory keeps the two resources that can be changed in place and
+// that a VPA recommends.
+func onlyCPUAndMemory(in corev1.ResourceList) corev1.ResourceList {
+	if len(in) == 0 {
+		return nil
+	}
+	out := corev1.ResourceList{}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := in[name]; ok {
+			out[name] = q.DeepCopy()
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
