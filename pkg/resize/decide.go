@@ -1,0 +1,319 @@
+// Package resize holds the pure decisions of the InPlace updater: given a
+// pod, what its VPA wants for it and what is remembered about earlier
+// attempts, it returns what to do (patch, wait or skip) and why. It also
+// builds the resize patch, reads the kubelet's resize status and classifies
+// API errors. It has no client, no clock and no logger.
+//
+// The flow follows AEP-8818 ("Complete Flow Description"), with the
+// clarifications of this project: pending, in-progress, unknown and Error
+// resizes are waited for and never patched again; values recorded as
+// infeasible or invalid are compared with the values that would really be
+// patched, after capping.
+package resize
+
+import (
+	"fmt"
+	"math"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+)
+
+// Action is what to do with a pod.
+type Action string
+
+const (
+	// ActionPatch: send Decision.Patch to the pod's resize subresource.
+	ActionPatch Action = "Patch"
+	// ActionWait: a resize is under way or must wait; do nothing now, the
+	// pod's next status change brings it back.
+	ActionWait Action = "Wait"
+	// ActionSkip: nothing to do for this pod with this recommendation.
+	ActionSkip Action = "Skip"
+)
+
+// Reason says why a decision was taken. Values are stable and used in logs,
+// events and metrics.
+type Reason string
+
+const (
+	ReasonPodNotRunning        Reason = "PodNotRunning"
+	ReasonNoRecommendation     Reason = "NoRecommendation"
+	ReasonUpToDate             Reason = "UpToDate"
+	ReasonBelowThreshold       Reason = "BelowThreshold"
+	ReasonResizeDeferred       Reason = "ResizeDeferred"
+	ReasonResizeInProgress     Reason = "ResizeInProgress"
+	ReasonResizeError          Reason = "ResizeError"
+	ReasonResizeUnknown        Reason = "ResizeStateUnknown"
+	ReasonInfeasible           Reason = "Infeasible"
+	ReasonRecordedSame         Reason = "RecordedAttemptSame"
+	ReasonRecordedNotLower     Reason = "RecordedAttemptNotLower"
+	ReasonInvalid              Reason = "Invalid"
+	ReasonDisruptionBudget     Reason = "DisruptionBudget"
+	ReasonResize               Reason = "Resize"
+	ReasonRetryLowerThanRecord Reason = "RetryLowerThanRecorded"
+)
+
+// Input is everything a decision depends on.
+type Input struct {
+	Pod *corev1.Pod
+	// Desired is what the VPA wants for each container, after capping.
+	Desired recommendation.Desired
+	// Record is what is remembered of an earlier failed attempt, or nil.
+	Record *infeasible.Record
+	// Threshold is the minimum relative change worth a resize
+	// (--pod-update-threshold) when requests are inside the recommended range.
+	Threshold float64
+	// ServerMinor is the API server's minor version (33 for 1.33), or 0 when
+	// unknown.
+	ServerMinor int
+	// DisruptionAllowed tells whether one more pod of this pod's workload may
+	// have its containers restarted now (--eviction-tolerance).
+	DisruptionAllowed bool
+}
+
+// Decision is what to do and why.
+type Decision struct {
+	Action  Action
+	Reason  Reason
+	Message string
+	// Target is what the pod's containers should get (cpu and memory
+	// requests and limits of the containers the VPA controls). Set when the
+	// recommendation could be computed.
+	Target infeasible.Resources
+	// Patch is the strategic merge patch for the resize subresource (only
+	// with ActionPatch).
+	Patch []byte
+	// Disruptive is true when the patch restarts containers (a changed
+	// resource has resizePolicy RestartContainer).
+	Disruptive bool
+	// ClearRecord asks to forget the pod's record.
+	ClearRecord bool
+	// NewRecord asks to remember this record for the pod (replacing any).
+	NewRecord *infeasible.Record
+}
+
+// Decide returns what to do with a pod.
+func Decide(in Input) Decision {
+	pod := in.Pod
+	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || pod.Spec.NodeName == "" {
+		return Decision{Action: ActionSkip, Reason: ReasonPodNotRunning, Message: fmt.Sprintf("pod is %s", podPhase(pod))}
+	}
+	if len(in.Desired) == 0 {
+		return Decision{Action: ActionSkip, Reason: ReasonNoRecommendation, Message: "no recommendation for any container of the pod"}
+	}
+	target := Target(pod, in.Desired)
+	current := Current(pod, target)
+	record := in.Record
+	d := Decision{Target: target}
+
+	status := ReadStatus(pod)
+	retryInfeasible := false
+	switch status.State {
+	case StateInfeasible:
+		// The kubelet refused what is in the spec now: that is what was
+		// attempted. Remember it, then see whether the target is worth a new
+		// attempt against it.
+		if record == nil || record.Kind == infeasible.KindInvalid || !infeasible.Equal(record.Attempted, current) {
+			record = &infeasible.Record{Kind: infeasible.KindInfeasible, Attempted: current, Message: status.Message}
+			d.NewRecord = record
+		}
+		switch record.Compare(target) {
+		case infeasible.Same:
+			return d.with(ActionSkip, ReasonInfeasible, "the kubelet reported the resize infeasible: "+status.Message)
+		case infeasible.NotLower:
+			return d.with(ActionSkip, ReasonRecordedNotLower, "the kubelet reported the resize infeasible and the recommendation asks for no less: "+status.Message)
+		}
+		d.NewRecord, d.ClearRecord = nil, true
+		retryInfeasible = true
+	case StateDeferred:
+		return d.with(ActionWait, ReasonResizeDeferred, "resize deferred by the kubelet: "+status.Message)
+	case StateInProgress:
+		return d.with(ActionWait, ReasonResizeInProgress, "resize in progress")
+	case StateError:
+		return d.with(ActionWait, ReasonResizeError, "resize failed on the node, the kubelet retries: "+status.Message)
+	case StateUnknown:
+		return d.with(ActionWait, ReasonResizeUnknown, "resize state unknown ("+status.Reason+"): "+status.Message)
+	}
+
+	if record != nil && !retryInfeasible {
+		switch record.Compare(target) {
+		case infeasible.Same:
+			return d.with(ActionSkip, ReasonRecordedSame, fmt.Sprintf("%s already recorded for these values: %s", record.Kind, record.Message))
+		case infeasible.NotLower:
+			return d.with(ActionSkip, ReasonRecordedNotLower, fmt.Sprintf("recommendation asks for no less than the values recorded as %s: %s", record.Kind, record.Message))
+		}
+		d.ClearRecord = true
+	}
+
+	if infeasible.Equal(current, target) {
+		return d.with(ActionSkip, ReasonUpToDate, "pod resources match the recommendation")
+	}
+	if !retryInfeasible {
+		if matters, why := changeMatters(pod, in.Desired, in.Threshold); !matters {
+			return d.with(ActionSkip, ReasonBelowThreshold, why)
+		}
+	}
+	if msg := Validate(pod, target, in.ServerMinor); msg != "" {
+		d.ClearRecord = false
+		d.NewRecord = &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: target, Message: msg}
+		return d.with(ActionSkip, ReasonInvalid, msg)
+	}
+	d.Disruptive = IsDisruptive(pod, target)
+	if d.Disruptive && !in.DisruptionAllowed {
+		return d.with(ActionWait, ReasonDisruptionBudget, "the resize restarts containers and the workload's eviction tolerance is used up")
+	}
+	patch, err := BuildPatch(pod, target)
+	if err != nil {
+		// Marshalling resource lists cannot fail; treat it as invalid input.
+		d.NewRecord = &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: target, Message: err.Error()}
+		return d.with(ActionSkip, ReasonInvalid, err.Error())
+	}
+	d.Patch = patch
+	reason, msg := ReasonResize, "resize to "+target.String()
+	if retryInfeasible {
+		reason = ReasonRetryLowerThanRecord
+		msg = "recommendation lower than the infeasible values; resize to " + target.String()
+	}
+	return d.with(ActionPatch, reason, msg)
+}
+
+func (d Decision) with(a Action, r Reason, msg string) Decision {
+	d.Action, d.Reason, d.Message = a, r, msg
+	return d
+}
+
+func podPhase(pod *corev1.Pod) string {
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return "terminating"
+	case pod.Spec.NodeName == "":
+		return "not scheduled"
+	case pod.Status.Phase == "":
+		return "in an unknown phase"
+	default:
+		return string(pod.Status.Phase)
+	}
+}
+
+// Target merges desired into the pod's current container resources: for
+// each container with a recommendation, cpu and memory requests (and limits
+// when the VPA controls them) are replaced; everything else is kept.
+// The result holds only cpu and memory.
+func Target(pod *corev1.Pod, desired recommendation.Desired) infeasible.Resources {
+	out := infeasible.Resources{}
+	for _, c := range pod.Spec.Containers {
+		want, ok := desired[c.Name]
+		if !ok {
+			continue
+		}
+		r := cpuMemory(c.Resources)
+		for name, q := range want.Requests {
+			if r.Requests == nil {
+				r.Requests = corev1.ResourceList{}
+			}
+			r.Requests[name] = q.DeepCopy()
+		}
+		for name, q := range want.Limits {
+			if r.Limits == nil {
+				r.Limits = corev1.ResourceList{}
+			}
+			r.Limits[name] = q.DeepCopy()
+		}
+		out[c.Name] = r
+	}
+	return out
+}
+
+// Current returns the pod's spec cpu and memory requests and limits for the
+// containers named in like.
+func Current(pod *corev1.Pod, like infeasible.Resources) infeasible.Resources {
+	out := infeasible.Resources{}
+	for _, c := range pod.Spec.Containers {
+		if _, ok := like[c.Name]; ok {
+			out[c.Name] = cpuMemory(c.Resources)
+		}
+	}
+	return out
+}
+
+func cpuMemory(r corev1.ResourceRequirements) corev1.ResourceRequirements {
+	var out corev1.ResourceRequirements
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := r.Requests[name]; ok {
+			if out.Requests == nil {
+				out.Requests = corev1.ResourceList{}
+			}
+			out.Requests[name] = q.DeepCopy()
+		}
+		if q, ok := r.Limits[name]; ok {
+			if out.Limits == nil {
+				out.Limits = corev1.ResourceList{}
+			}
+			out.Limits[name] = q.DeepCopy()
+		}
+	}
+	return out
+}
+
+// changeMatters applies the updater's update threshold, as upstream VPA
+// does: a change matters when a current request is outside the recommended
+// range (or missing), or when the relative difference of requests, summed
+// over resources (each resource totalled over containers), exceeds threshold.
+// Requests are compared with the capped target, never with raw values.
+func changeMatters(pod *corev1.Pod, desired recommendation.Desired, threshold float64) (bool, string) {
+	totalNow := map[corev1.ResourceName]float64{}
+	totalWant := map[corev1.ResourceName]float64{}
+	for _, c := range pod.Spec.Containers {
+		want, ok := desired[c.Name]
+		if !ok {
+			continue
+		}
+		for name, target := range want.Requests {
+			now, has := c.Resources.Requests[name]
+			if !has {
+				return true, ""
+			}
+			if low, ok := want.LowerBound[name]; ok && now.Cmp(low) < 0 {
+				return true, ""
+			}
+			if up, ok := want.UpperBound[name]; ok && now.Cmp(up) > 0 {
+				return true, ""
+			}
+			totalNow[name] += float64(now.MilliValue())
+			totalWant[name] += float64(target.MilliValue())
+		}
+	}
+	diff := 0.0
+	for name, want := range totalWant {
+		now := math.Max(totalNow[name], 1)
+		diff += math.Abs(now-want) / now
+	}
+	if diff > threshold {
+		return true, ""
+	}
+	return false, fmt.Sprintf("requests are inside the recommended range and differ by %.3f, not more than the threshold %.3f", diff, threshold)
+}
+
+// IsDisruptive reports whether applying target restarts a container: a
+// changed resource whose resizePolicy is RestartContainer.
+func IsDisruptive(pod *corev1.Pod, target infeasible.Resources) bool {
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		t, ok := target[c.Name]
+		if !ok {
+			continue
+		}
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if policyFor(c, name) != corev1.RestartContainer {
+				continue
+			}
+			if !sameValue(c.Resources.Requests, t.Requests, name) || !sameValue(c.Resources.Limits, t.Limits, name) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,104 @@
+package resize
+
+import (
+	"errors"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CauseNodeCapacity and CauseUnsupportedPlatform are the StatusCause types of
+// the API server's PodResizeValidator admission plugin (Kubernetes 1.36+).
+// They are defined only in k8s.io/kubernetes, so they are spelled out here.
+const (
+	CauseNodeCapacity        metav1.CauseType = "NodeCapacity"
+	CauseUnsupportedPlatform metav1.CauseType = "UnsupportedPlatform"
+)
+
+// Outcome classifies the result of a resize patch.
+type Outcome string
+
+const (
+	// OutcomeAccepted: the patch was accepted.
+	OutcomeAccepted Outcome = "Accepted"
+	// OutcomeNodeCapacity: refused at admission because the pod would not
+	// fit the node's allocatable resources. Record, do not retry.
+	OutcomeNodeCapacity Outcome = "NodeCapacity"
+	// OutcomeInvalid: refused for good (422 Invalid, an unsupported
+	// platform, a change validation forbids). Record, do not retry.
+	OutcomeInvalid Outcome = "Invalid"
+	// OutcomeConflict: the pod changed under us; retry soon.
+	OutcomeConflict Outcome = "Conflict"
+	// OutcomeGone: the pod no longer exists; nothing to do.
+	OutcomeGone Outcome = "Gone"
+	// OutcomeTransient: anything else (5xx, 429, timeouts, a quota being
+	// exceeded, an admission plugin not ready, connection errors); retry
+	// with backoff.
+	OutcomeTransient Outcome = "Transient"
+)
+
+// ClassifyPatchError tells what a resize patch error means.
+func ClassifyPatchError(err error) Outcome {
+	if err == nil {
+		return OutcomeAccepted
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		// Not an answer from the API server: a timeout, a refused or reset
+		// connection, a cancelled request.
+		return OutcomeTransient
+	}
+	switch {
+	case HasCause(err, CauseNodeCapacity):
+		return OutcomeNodeCapacity
+	case HasCause(err, CauseUnsupportedPlatform):
+		return OutcomeInvalid
+	case apierrors.IsInvalid(err):
+		return OutcomeInvalid
+	case apierrors.IsNotFound(err):
+		return OutcomeGone
+	case apierrors.IsConflict(err):
+		return OutcomeConflict
+	case apierrors.IsForbidden(err) && isPermanentForbidden(err):
+		return OutcomeInvalid
+	default:
+		return OutcomeTransient
+	}
+}
+
+// HasCause reports whether err is an API status error carrying a cause of
+// the given type.
+func HasCause(err error, cause metav1.CauseType) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	details := status.Status().Details
+	if details == nil {
+		return false
+	}
+	for _, c := range details.Causes {
+		if c.Type == cause {
+			return true
+		}
+	}
+	return false
+}
+
+// isPermanentForbidden recognizes 403s that no retry can fix: the node lacks
+// a feature the resize needs, resize is not supported for the pod. Other
+// 403s (RBAC, a quota, an admission plugin not ready yet) may clear up.
+func isPermanentForbidden(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{
+		"which are not available on node",
+		"cannot be resized",
+		"resize is only supported on linux nodes",
+	} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
