@@ -15,7 +15,9 @@ import (
 )
 
 // Builder builds a VPA.
-type Builder struct{ vpa *vpatypes.VerticalPodAutoscaler }
+type Builder struct {
+	vpa *vpatypes.VerticalPodAutoscaler
+}
 
 // New starts a VPA in namespace "default" targeting Deployment "web".
 func New(name string) *Builder {

@@ -1,0 +1,91 @@
+// Package app wires the updater: flags -> options -> run.
+package app
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/component-base/featuregate"
+)
+
+// Options are the updater's settings, one per flag.
+type Options struct {
+	Kubeconfig           string
+	KubeAPIQPS           float32
+	KubeAPIBurst         int
+	UpdaterInterval      time.Duration
+	PodUpdateThreshold   float64
+	EvictionTolerance    float64
+	VPAObjectNamespace   string
+	IgnoredVPANamespaces []string
+	Workers              int
+	Address              string
+	FeatureGate          featuregate.MutableFeatureGate
+}
+
+// NewOptions returns the defaults.
+func NewOptions(gate featuregate.MutableFeatureGate) *Options {
+	return &Options{
+		KubeAPIQPS:         50,
+		KubeAPIBurst:       100,
+		UpdaterInterval:    time.Minute,
+		PodUpdateThreshold: 0.1,
+		EvictionTolerance:  0.5,
+		Workers:            4,
+		Address:            ":8943",
+		FeatureGate:        gate,
+	}
+}
+
+// AddFlags registers every option on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
+		"Path to a kubeconfig. Empty: the in-cluster configuration.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,
+		"Queries per second to the Kubernetes API server.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
+		"Burst of queries to the Kubernetes API server.")
+	fs.DurationVar(&o.UpdaterInterval, "updater-interval", o.UpdaterInterval,
+		"How often every pod of every InPlace VPA is looked at again, to catch what events missed. Changes are acted on as events arrive, not on this interval.")
+	fs.Float64Var(&o.PodUpdateThreshold, "pod-update-threshold", o.PodUpdateThreshold,
+		"Minimum relative change of requests (summed over resources) worth a resize when requests are inside the recommended range.")
+	fs.Float64Var(&o.EvictionTolerance, "eviction-tolerance", o.EvictionTolerance,
+		"Fraction of a workload's pods whose containers may be restarted at once by resizes (containers whose resizePolicy is RestartContainer for a changed resource). At least one pod at a time. Resizes that restart nothing are not limited.")
+	fs.StringVar(&o.VPAObjectNamespace, "vpa-object-namespace", o.VPAObjectNamespace,
+		"Only handle VPA objects (and their pods) in this namespace. Empty: all namespaces.")
+	fs.StringSliceVar(&o.IgnoredVPANamespaces, "ignored-vpa-object-namespaces", o.IgnoredVPANamespaces,
+		"Comma-separated namespaces whose VPA objects and pods are ignored. Cannot be combined with --vpa-object-namespace.")
+	fs.IntVar(&o.Workers, "workers", o.Workers,
+		"Number of pods handled concurrently.")
+	fs.StringVar(&o.Address, "address", o.Address,
+		"Address serving /healthz, /readyz and /metrics.")
+	o.FeatureGate.AddFlag(fs)
+}
+
+// Validate returns every problem with the options.
+func (o *Options) Validate() []error {
+	var errs []error
+	if o.KubeAPIQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps must be positive, got %v", o.KubeAPIQPS))
+	}
+	if o.KubeAPIBurst <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-burst must be positive, got %d", o.KubeAPIBurst))
+	}
+	if o.UpdaterInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--updater-interval must be at least 1s, got %s", o.UpdaterInterval))
+	}
+	if o.PodUpdateThreshold < 0 {
+		errs = append(errs, fmt.Errorf("--pod-update-threshold must not be negative, got %v", o.PodUpdateThreshold))
+	}
+	if o.EvictionTolerance < 0 || o.EvictionTolerance > 1 {
+		errs = append(errs, fmt.Errorf("--eviction-tolerance must be between 0 and 1, got %v", o.EvictionTolerance))
+	}
+	if o.VPAObjectNamespace != "" && len(o.IgnoredVPANamespaces) > 0 {
+		errs = append(errs, fmt.Errorf("--vpa-object-namespace and --ignored-vpa-object-namespaces cannot be used together"))
+	}
+	if o.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
+	}
+	return errs
+}

@@ -1,0 +1,69 @@
+package app
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/features"
+)
+
+func parse(t *testing.T, args ...string) *Options {
+	t.Helper()
+	o := NewOptions(features.NewFeatureGate())
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	require.NoError(t, fs.Parse(args))
+	return o
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	o := parse(t)
+	assert.Empty(t, o.Validate())
+	assert.Equal(t, time.Minute, o.UpdaterInterval)
+	assert.InDelta(t, 0.1, o.PodUpdateThreshold, 1e-9)
+	assert.InDelta(t, 0.5, o.EvictionTolerance, 1e-9)
+	assert.False(t, o.FeatureGate.Enabled(features.InPlace), "the InPlace gate is off by default")
+}
+
+func TestFlags(t *testing.T) {
+	o := parse(t, "--feature-gates=InPlace=true", "--updater-interval=30s", "--pod-update-threshold=0.2",
+		"--eviction-tolerance=0.25", "--ignored-vpa-object-namespaces=kube-system,other", "--kube-api-qps=5", "--kube-api-burst=10")
+	assert.True(t, o.FeatureGate.Enabled(features.InPlace))
+	assert.Equal(t, 30*time.Second, o.UpdaterInterval)
+	assert.Equal(t, []string{"kube-system", "other"}, o.IgnoredVPANamespaces)
+	assert.Empty(t, o.Validate())
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kube-api-qps=0"}, "--kube-api-qps"},
+		{[]string{"--kube-api-burst=0"}, "--kube-api-burst"},
+		{[]string{"--updater-interval=10ms"}, "--updater-interval"},
+		{[]string{"--pod-update-threshold=-1"}, "--pod-update-threshold"},
+		{[]string{"--eviction-tolerance=1.5"}, "--eviction-tolerance"},
+		{[]string{"--vpa-object-namespace=a", "--ignored-vpa-object-namespaces=b"}, "cannot be used together"},
+		{[]string{"--workers=0"}, "--workers"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			errs := parse(t, tc.args...).Validate()
+			require.Len(t, errs, 1)
+			assert.Contains(t, errs[0].Error(), tc.want)
+		})
+	}
+}
+
+func TestUnknownFeatureGateIsRejected(t *testing.T) {
+	o := NewOptions(features.NewFeatureGate())
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	assert.Error(t, fs.Parse([]string{"--feature-gates=Nope=true"}))
+}

@@ -1,0 +1,155 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
+	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater"
+)
+
+// UserAgent identifies the updater to the API server.
+const UserAgent = "vpa-inplace-updater"
+
+// Run runs the updater until ctx is cancelled.
+func Run(ctx context.Context, o *Options) error {
+	logger := klog.FromContext(ctx)
+	config, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading client configuration: %w", err)
+	}
+	config.QPS, config.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	config = rest.AddUserAgent(config, UserAgent)
+	kube, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	vpaClient, err := vpaclientset.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("creating VPA client: %w", err)
+	}
+	minor := serverMinor(ctx, kube)
+	logger.Info("Starting vpa-inplace updater", "inPlaceGate", o.FeatureGate.Enabled("InPlace"), "serverMinor", minor)
+
+	namespace := metav1.NamespaceAll
+	if o.VPAObjectNamespace != "" {
+		namespace = o.VPAObjectNamespace
+	}
+	// Pods are cached without managed fields, and only while not terminal.
+	podFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithNamespace(namespace),
+		informers.WithTransform(stripManagedFields),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.FieldSelector = fields.AndSelectors(
+				fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+				fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
+			).String()
+		}))
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithNamespace(namespace), informers.WithTransform(stripManagedFields))
+	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(vpaClient, 0, vpainformers.WithNamespace(namespace))
+	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
+
+	limitRanges, err := limitrange.NewLimitsRangeCalculator(factory)
+	if err != nil {
+		return fmt.Errorf("creating LimitRange calculator: %w", err)
+	}
+	resolver := target.NewClusterResolver(ctx, config, kube, factory, vpaInformer.Lister())
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(4)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(kubescheme.Scheme, corev1.EventSource{Component: UserAgent})
+
+	ctrl, err := updater.New(ctx, updater.Config{
+		Threshold:         o.PodUpdateThreshold,
+		EvictionTolerance: o.EvictionTolerance,
+		ResyncInterval:    o.UpdaterInterval,
+		Workers:           o.Workers,
+		IgnoredNamespaces: o.IgnoredVPANamespaces,
+		ServerMinor:       minor,
+	}, updater.Deps{
+		Client:      kube,
+		Pods:        podFactory.Core().V1().Pods(),
+		VPAs:        vpaInformer,
+		Resolver:    resolver,
+		Calculator:  recommendation.NewCalculator(limitRanges),
+		Store:       infeasible.NewMemoryStore(),
+		Recorder:    recorder,
+		FeatureGate: o.FeatureGate,
+		Now:         time.Now,
+	})
+	if err != nil {
+		return err
+	}
+
+	podFactory.Start(ctx.Done())
+	factory.Start(ctx.Done())
+	vpaFactory.Start(ctx.Done())
+	defer func() { podFactory.Shutdown(); factory.Shutdown(); vpaFactory.Shutdown() }()
+
+	srv := newHealthServer(o.Address, ctrl.HasSynced)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error(err, "Health server stopped")
+		}
+	})
+	defer func() {
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+		wg.Wait()
+	}()
+	return ctrl.Run(ctx)
+}
+
+// serverMinor returns the API server's minor version, 0 when it cannot be
+// read (version-specific checks are then left to the API server).
+func serverMinor(ctx context.Context, kube kubernetes.Interface) int {
+	v, err := kube.Discovery().ServerVersion()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot read the API server version; version-specific checks are left to the API server")
+		return 0
+	}
+	minor, err := strconv.Atoi(strings.TrimRight(v.Minor, "+"))
+	if err != nil {
+		return 0
+	}
+	return minor
+}
+
+// stripManagedFields drops managed fields from cached objects: the updater
+// never reads them, and they are a large part of each object.
+func stripManagedFields(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
+}

@@ -1,0 +1,395 @@
+package updater
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpafake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
+	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/features"
+	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+)
+
+// labelResolver matches pods to the VPAs of their namespace by the label
+// app=<vpa targetRef name>.
+type labelResolver struct {
+	vpas func(ns string) []*vpatypes.VerticalPodAutoscaler
+}
+
+func (r labelResolver) VPAForPod(_ context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error) {
+	for _, v := range r.vpas(pod.Namespace) {
+		if pod.Labels["app"] == v.Spec.TargetRef.Name {
+			return v, nil
+		}
+	}
+	return nil, nil
+}
+
+func (labelResolver) Selector(_ context.Context, vpa *vpatypes.VerticalPodAutoscaler) (labels.Selector, error) {
+	return labels.SelectorFromSet(labels.Set{"app": vpa.Spec.TargetRef.Name}), nil
+}
+
+func (labelResolver) Forget(types.UID) {}
+
+type fixture struct {
+	t        *testing.T
+	ctx      context.Context
+	kube     *kubefake.Clientset
+	vpa      *vpafake.Clientset
+	store    *infeasible.MemoryStore
+	recorder *record.FakeRecorder
+	ctrl     *Controller
+}
+
+type fixtureOpts struct {
+	gateOff   bool
+	tolerance float64
+}
+
+func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAutoscaler, o fixtureOpts) *fixture {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+
+	var kubeObjs, vpaObjs []runtime.Object
+	for _, p := range pods {
+		kubeObjs = append(kubeObjs, p)
+	}
+	for _, v := range vpas {
+		vpaObjs = append(vpaObjs, v)
+	}
+	kube := kubefake.NewClientset(kubeObjs...)
+	vpaClient := vpafake.NewSimpleClientset(vpaObjs...)
+	kubeFactory := informers.NewSharedInformerFactory(kube, 0)
+	vpaFactory := vpainformers.NewSharedInformerFactory(vpaClient, 0)
+	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
+	podInformer := kubeFactory.Core().V1().Pods()
+
+	gate := features.NewFeatureGate()
+	if !o.gateOff {
+		require.NoError(t, gate.Set("InPlace=true"))
+	}
+	if o.tolerance == 0 {
+		o.tolerance = 0.5
+	}
+	f := &fixture{t: t, ctx: ctx, kube: kube, vpa: vpaClient, store: infeasible.NewMemoryStore(), recorder: record.NewFakeRecorder(100)}
+	vpaLister := vpaInformer.Lister()
+	ctrl, err := New(ctx, Config{Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: 37}, Deps{
+		Client: kube,
+		Pods:   podInformer,
+		VPAs:   vpaInformer,
+		Resolver: labelResolver{vpas: func(ns string) []*vpatypes.VerticalPodAutoscaler {
+			l, _ := vpaLister.VerticalPodAutoscalers(ns).List(labels.Everything())
+			return l
+		}},
+		Calculator:  recommendation.NewCalculator(limitrange.NewNoopLimitsCalculator()),
+		Store:       f.store,
+		Recorder:    f.recorder,
+		FeatureGate: gate,
+		Now:         func() time.Time { return time.Unix(1_800_000_000, 0) },
+	})
+	require.NoError(t, err)
+	f.ctrl = ctrl
+	kubeFactory.Start(ctx.Done())
+	vpaFactory.Start(ctx.Done())
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), ctrl.synced...))
+	t.Cleanup(func() { cancel(); kubeFactory.Shutdown(); vpaFactory.Shutdown() })
+	return f
+}
+
+// failResize makes every resize patch fail with err.
+func (f *fixture) failResize(err error) {
+	f.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "resize" {
+			return true, nil, err
+		}
+		return false, nil, nil
+	})
+}
+
+func (f *fixture) sync(pod string) error {
+	return f.ctrl.sync(f.ctx, "default/"+pod)
+}
+
+// resizePatches returns the resize patches sent so far.
+func (f *fixture) resizePatches() []string {
+	var out []string
+	for _, a := range f.kube.Actions() {
+		if p, ok := a.(clienttesting.PatchAction); ok && a.GetSubresource() == "resize" {
+			out = append(out, string(p.GetPatch()))
+		}
+	}
+	return out
+}
+
+// writes returns every write action sent to the API.
+func (f *fixture) writes() []string {
+	var out []string
+	for _, a := range f.kube.Actions() {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+		default:
+			out = append(out, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+		}
+	}
+	return out
+}
+
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func webPod(name string) *testpod.Builder {
+	return testpod.New(name).Container("c", "100m", "100Mi").OwnedBy("apps/v1", "ReplicaSet", "web-rs")
+}
+
+func inPlaceVPA(cpu, mem string) *vpatypes.VerticalPodAutoscaler {
+	return testvpa.New("web").InPlace().Recommend("c", cpu, mem).Obj()
+}
+
+func nodeCapacityErr() error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden,
+		Message: `pods "p" is forbidden: node didn't have enough allocatable resources: cpu, requested: 8000, allocatable: 3500`,
+		Details: &metav1.StatusDetails{Kind: "pods", Name: "p", Causes: []metav1.StatusCause{{Type: resize.CauseNodeCapacity}}},
+	}}
+}
+
+func TestPatchOutcomes(t *testing.T) {
+	t.Run("patch succeeds: clear any stored infeasible attempt", func(t *testing.T) {
+		f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
+		f.store.Put("uid-p", &infeasible.Record{Kind: infeasible.KindNodeCapacity, Attempted: infeasible.Resources{"c": {Requests: testpod.List("8", "300Mi")}}})
+		require.NoError(t, f.sync("p"))
+		assert.Len(t, f.resizePatches(), 1)
+		_, held := f.store.Get("uid-p")
+		assert.False(t, held)
+		ev := f.events()
+		require.Len(t, ev, 1)
+		assert.Contains(t, ev[0], "Normal "+EventResizeSent)
+
+		pod, err := f.kube.CoreV1().Pods("default").Get(f.ctx, "p", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "300m", pod.Spec.Containers[0].Resources.Requests.Cpu().String(), "the patch reached the pod")
+	})
+
+	t.Run("patch fails with error containing NodeCapacity cause: store attempted recommendation as infeasible, skip pod", func(t *testing.T) {
+		f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("8", "100Mi")}, fixtureOpts{})
+		f.failResize(nodeCapacityErr())
+		require.NoError(t, f.sync("p"), "a NodeCapacity rejection is recorded, not retried")
+		r, held := f.store.Get("uid-p")
+		require.True(t, held)
+		assert.Equal(t, infeasible.KindNodeCapacity, r.Kind)
+		assert.Equal(t, "c: requests cpu=8 memory=100Mi", r.Attempted.String())
+		assert.Contains(t, r.Message, "allocatable")
+		ev := f.events()
+		require.Len(t, ev, 1)
+		assert.Contains(t, ev[0], "Warning "+EventResizeInfeasible)
+
+		// The same recommendation again: no new attempt, no new event.
+		require.NoError(t, f.sync("p"))
+		assert.Len(t, f.resizePatches(), 1)
+		assert.Empty(t, f.events())
+	})
+
+	t.Run("patch fails with transient error: do nothing, retried with backoff", func(t *testing.T) {
+		f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
+		f.failResize(apierrors.NewInternalError(errors.New("etcd leader changed")))
+		err := f.sync("p")
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "Transient")
+		assert.Equal(t, 0, f.store.Len())
+		assert.Empty(t, f.events())
+	})
+
+	t.Run("patch times out: retried with backoff, nothing recorded", func(t *testing.T) {
+		f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
+		f.failResize(fmt.Errorf("request: %w", context.DeadlineExceeded))
+		require.Error(t, f.sync("p"))
+		assert.Equal(t, 0, f.store.Len())
+	})
+
+	t.Run("patch rejected as invalid (422): recorded with the reason, not retried in a loop", func(t *testing.T) {
+		f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
+		f.failResize(apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", field.ErrorList{
+			field.Invalid(field.NewPath("spec"), "Burstable", "Pod QOS Class may not change as a result of resizing")}))
+		require.NoError(t, f.sync("p"))
+		r, held := f.store.Get("uid-p")
+		require.True(t, held)
+		assert.Equal(t, infeasible.KindInvalid, r.Kind)
+		assert.Contains(t, r.Message, "QOS Class")
+		ev := f.events()
+		require.Len(t, ev, 1)
+		assert.Contains(t, ev[0], "Warning "+EventResizeInvalid)
+		require.NoError(t, f.sync("p"))
+		assert.Len(t, f.resizePatches(), 1, "no second attempt for the same values")
+	})
+
+	t.Run("patch finds the pod gone: nothing to do", func(t *testing.T) {
+		f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
+		f.failResize(apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "p"))
+		require.NoError(t, f.sync("p"))
+		assert.Equal(t, 0, f.store.Len())
+	})
+}
+
+func TestExactlyOneWritePerChange(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
+	require.NoError(t, f.sync("p"))
+	assert.Equal(t, []string{"patch pods/resize"}, f.writes())
+	// The informer sees the patched pod; nothing changed since: no re-patch.
+	require.Eventually(t, func() bool {
+		p, err := f.ctrl.pods.Pods("default").Get("p")
+		return err == nil && p.Spec.Containers[0].Resources.Requests.Cpu().String() == "300m"
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, f.sync("p"))
+	require.NoError(t, f.sync("p"))
+	assert.Equal(t, []string{"patch pods/resize"}, f.writes())
+}
+
+func TestKubeletInfeasibleIsRecordedOnce(t *testing.T) {
+	pod := testpod.New("p").Container("c", "4", "100Mi").OwnedBy("apps/v1", "ReplicaSet", "web-rs").Running().
+		Condition(corev1.PodResizePending, corev1.PodReasonInfeasible, `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`).Obj()
+	f := newFixture(t, []*corev1.Pod{pod}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("4", "100Mi")}, fixtureOpts{})
+	require.NoError(t, f.sync("p"))
+	r, held := f.store.Get("uid-p")
+	require.True(t, held)
+	assert.Equal(t, infeasible.KindInfeasible, r.Kind)
+	assert.Equal(t, "c: requests cpu=4 memory=100Mi", r.Attempted.String())
+	assert.Equal(t, time.Unix(1_800_000_000, 0), r.RecordedAt)
+	require.Len(t, f.events(), 1)
+	require.NoError(t, f.sync("p"))
+	assert.Empty(t, f.events(), "recorded once")
+	assert.Empty(t, f.resizePatches())
+}
+
+func TestDeferredIsWaitedForWithoutRepatch(t *testing.T) {
+	pod := webPod("p").Running().Condition(corev1.PodResizePending, corev1.PodReasonDeferred, "Node didn't have enough resource: cpu").Obj()
+	f := newFixture(t, []*corev1.Pod{pod}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("2", "100Mi")}, fixtureOpts{})
+	for range 3 {
+		require.NoError(t, f.sync("p"))
+	}
+	assert.Empty(t, f.writes())
+	assert.Equal(t, 0, f.store.Len())
+}
+
+func TestFeatureGateOffSkipsInPlaceVPAs(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj(), webPod("q").Running().Obj()},
+		[]*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{gateOff: true})
+	require.NoError(t, f.sync("p"))
+	require.NoError(t, f.sync("q"))
+	assert.Empty(t, f.writes(), "no resize, no eviction")
+	f.ctrl.mu.Lock()
+	defer f.ctrl.mu.Unlock()
+	assert.Equal(t, 1, f.ctrl.gateOffLogged.Len(), "logged once per VPA")
+}
+
+func TestOtherModesAreLeftAlone(t *testing.T) {
+	for _, mode := range []vpatypes.UpdateMode{vpatypes.UpdateModeOff, vpatypes.UpdateModeInitial, vpatypes.UpdateModeRecreate, vpatypes.UpdateModeInPlaceOrRecreate} {
+		t.Run(string(mode), func(t *testing.T) {
+			vpa := testvpa.New("web").Mode(mode).Recommend("c", "300m", "300Mi").Obj()
+			f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{vpa}, fixtureOpts{})
+			require.NoError(t, f.sync("p"))
+			assert.Empty(t, f.writes())
+		})
+	}
+}
+
+func TestSingleReplicaWorkloadIsResized(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("only").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
+	require.NoError(t, f.sync("only"))
+	assert.Len(t, f.resizePatches(), 1)
+}
+
+func TestDisruptiveResizesRespectEvictionTolerance(t *testing.T) {
+	var pods []*corev1.Pod
+	for i := range 4 {
+		pods = append(pods, webPod(fmt.Sprintf("p%d", i)).ResizePolicy("c", corev1.ResourceCPU, corev1.RestartContainer).Running().Obj())
+	}
+	f := newFixture(t, pods, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, fixtureOpts{tolerance: 0.5})
+	for i := range 4 {
+		require.NoError(t, f.sync(fmt.Sprintf("p%d", i)))
+	}
+	assert.Len(t, f.resizePatches(), 2, "floor(0.5 x 4) pods restarted at once")
+
+	t.Run("non-disruptive resizes are not limited", func(t *testing.T) {
+		var pods []*corev1.Pod
+		for i := range 4 {
+			pods = append(pods, webPod(fmt.Sprintf("p%d", i)).Running().Obj())
+		}
+		f := newFixture(t, pods, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, fixtureOpts{tolerance: 0.5})
+		for i := range 4 {
+			require.NoError(t, f.sync(fmt.Sprintf("p%d", i)))
+		}
+		assert.Len(t, f.resizePatches(), 4)
+	})
+}
+
+func TestStaleRecordsAreCleanedUp(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "100Mi")}, fixtureOpts{})
+	f.store.Put("uid-p", &infeasible.Record{Kind: infeasible.KindInfeasible})
+	f.store.Put("uid-gone", &infeasible.Record{Kind: infeasible.KindNodeCapacity})
+	assert.Equal(t, []types.UID{"uid-gone"}, f.ctrl.CleanupRecords())
+	_, held := f.store.Get("uid-p")
+	assert.True(t, held)
+
+	t.Run("a deleted pod's record is forgotten at once", func(t *testing.T) {
+		require.NoError(t, f.kube.CoreV1().Pods("default").Delete(f.ctx, "p", metav1.DeleteOptions{}))
+		assert.Eventually(t, func() bool { return f.store.Len() == 0 }, 10*time.Second, 10*time.Millisecond)
+	})
+}
+
+func TestRecommendationChangeIsActedOnFromEvents(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "100Mi")}, fixtureOpts{})
+	done := make(chan error, 1)
+	go func() { done <- f.ctrl.Run(f.ctx) }()
+
+	vpa := inPlaceVPA("500m", "100Mi")
+	_, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Update(f.ctx, vpa, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, 10*time.Second, 20*time.Millisecond,
+		"the VPA update alone triggers the resize, long before the resync interval")
+	assert.True(t, strings.Contains(f.resizePatches()[0], `"cpu":"500m"`), f.resizePatches())
+}
+
+func TestUnparsableKeyIsDropped(t *testing.T) {
+	f := newFixture(t, nil, nil, fixtureOpts{})
+	assert.NoError(t, f.ctrl.sync(f.ctx, "a/b/c"))
+	assert.NoError(t, f.ctrl.sync(f.ctx, "default/missing"))
+}
