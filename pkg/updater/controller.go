@@ -104,6 +104,8 @@ type Deps struct {
 	Recorder    record.EventRecorder
 	FeatureGate featuregate.FeatureGate
 	Now         func() time.Time
+	// Metrics may be nil.
+	Metrics *Metrics
 }
 
 // Controller is the InPlace updater.
@@ -120,6 +122,7 @@ type Controller struct {
 	recorder record.EventRecorder
 	gate     featuregate.FeatureGate
 	now      func() time.Time
+	metrics  *Metrics
 	ignored  sets.Set[string]
 	queue    workqueue.TypedRateLimitingInterface[string]
 
@@ -153,6 +156,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		recorder: deps.Recorder,
 		gate:     deps.FeatureGate,
 		now:      deps.Now,
+		metrics:  deps.Metrics,
 		ignored:  sets.New(cfg.IgnoredNamespaces...),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
@@ -329,6 +333,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		in.DisruptionAllowed = c.disruptionAllowed(pod)
 	}
 	d := resize.Decide(in)
+	c.metrics.decided(d)
 	logger.V(2).Info("Decided", "vpa", klog.KObj(vpa), "action", d.Action, "reason", d.Reason, "message", d.Message)
 	return c.act(ctx, pod, d)
 }
@@ -350,6 +355,7 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, d resize.Decision
 
 	_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
 	outcome := resize.ClassifyPatchError(err)
+	c.metrics.patched(outcome)
 	switch outcome {
 	case resize.OutcomeAccepted:
 		c.store.Delete(pod.UID)

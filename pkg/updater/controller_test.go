@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -67,6 +69,7 @@ type fixture struct {
 	store    *infeasible.MemoryStore
 	recorder *record.FakeRecorder
 	ctrl     *Controller
+	registry *prometheus.Registry
 }
 
 type fixtureOpts struct {
@@ -103,6 +106,9 @@ func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAu
 	}
 	f := &fixture{t: t, ctx: ctx, kube: kube, vpa: vpaClient, store: infeasible.NewMemoryStore(), recorder: record.NewFakeRecorder(100)}
 	vpaLister := vpaInformer.Lister()
+	f.registry = prometheus.NewRegistry()
+	metrics, merr := NewMetrics(f.registry, f.store)
+	require.NoError(t, merr)
 	ctrl, err := New(ctx, Config{Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: 37}, Deps{
 		Client: kube,
 		Pods:   podInformer,
@@ -116,6 +122,7 @@ func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAu
 		Recorder:    f.recorder,
 		FeatureGate: gate,
 		Now:         func() time.Time { return time.Unix(1_800_000_000, 0) },
+		Metrics:     metrics,
 	})
 	require.NoError(t, err)
 	f.ctrl = ctrl
@@ -207,6 +214,8 @@ func TestPatchOutcomes(t *testing.T) {
 		pod, err := f.kube.CoreV1().Pods("default").Get(f.ctx, "p", metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, "300m", pod.Spec.Containers[0].Resources.Requests.Cpu().String(), "the patch reached the pod")
+		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.sent), 0)
+		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.decisions.WithLabelValues("Patch", "Resize")), 0)
 	})
 
 	t.Run("patch fails with error containing NodeCapacity cause: store attempted recommendation as infeasible, skip pod", func(t *testing.T) {
@@ -218,6 +227,10 @@ func TestPatchOutcomes(t *testing.T) {
 		assert.Equal(t, infeasible.KindNodeCapacity, r.Kind)
 		assert.Equal(t, "c: requests cpu=8 memory=100Mi", r.Attempted.String())
 		assert.Contains(t, r.Message, "allocatable")
+		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.failures.WithLabelValues("NodeCapacity")), 0)
+		n, err := testutil.GatherAndCount(f.registry, MetricInfeasibleRecords)
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
 		ev := f.events()
 		require.Len(t, ev, 1)
 		assert.Contains(t, ev[0], "Warning "+EventResizeInfeasible)

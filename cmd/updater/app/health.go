@@ -4,12 +4,13 @@ import (
 	"net/http"
 	"time"
 
-	"k8s.io/component-base/metrics/legacyregistry"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // newHealthServer serves /healthz (the process is up), /readyz (the caches
 // have synced) and /metrics.
-func newHealthServer(addr string, ready func() bool) *http.Server {
+func newHealthServer(addr string, gatherer prometheus.Gatherer, ready func() bool) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok"))
@@ -21,6 +22,6 @@ func newHealthServer(addr string, ready func() bool) *http.Server {
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	mux.Handle("/metrics", legacyregistry.Handler())
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	return &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 }

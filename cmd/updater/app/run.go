@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,6 +89,14 @@ func Run(ctx context.Context, o *Options) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(kubescheme.Scheme, corev1.EventSource{Component: UserAgent})
 
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	store := infeasible.NewMemoryStore()
+	metrics, err := updater.NewMetrics(registry, store)
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+
 	ctrl, err := updater.New(ctx, updater.Config{
 		Threshold:         o.PodUpdateThreshold,
 		EvictionTolerance: o.EvictionTolerance,
@@ -100,7 +110,8 @@ func Run(ctx context.Context, o *Options) error {
 		VPAs:        vpaInformer,
 		Resolver:    resolver,
 		Calculator:  recommendation.NewCalculator(limitRanges),
-		Store:       infeasible.NewMemoryStore(),
+		Store:       store,
+		Metrics:     metrics,
 		Recorder:    recorder,
 		FeatureGate: o.FeatureGate,
 		Now:         time.Now,
@@ -114,7 +125,7 @@ func Run(ctx context.Context, o *Options) error {
 	vpaFactory.Start(ctx.Done())
 	defer func() { podFactory.Shutdown(); factory.Shutdown(); vpaFactory.Shutdown() }()
 
-	srv := newHealthServer(o.Address, ctrl.HasSynced)
+	srv := newHealthServer(o.Address, registry, ctrl.HasSynced)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
