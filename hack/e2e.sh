@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Runs the e2e suite on the project's local cluster, for each profile:
+# bring the cluster up, apply deploy/overlays/local, run both binaries as
+# processes with the ServiceAccount tokens of deploy/ (so the RBAC shipped is
+# what is tested), run `go test -tags e2e ./e2e/`, and tear everything down,
+# also when a test fails.
+#
+# Env: E2E_PROFILES (default "v1.37 v1.35-kubelet"), E2E_RUN (go test -run
+# pattern), E2E_KEEP=1 keeps the last cluster running for inspection.
+# Logs: _output/e2e/<profile>/.
+set -o errexit -o nounset -o pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+profiles=${E2E_PROFILES:-"v1.37 v1.35-kubelet"}
+mkdir -p _output/bin
+echo "== building the binaries"
+go build -o _output/bin/ ./cmd/...
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+wait_ready() { # name url
+  local i
+  for ((i = 0; i < 120; i++)); do
+    if curl --silent --fail --insecure --max-time 2 "$2" >/dev/null 2>&1; then return 0; fi
+    sleep 0.5
+  done
+  echo "error: $1 did not become ready at $2" >&2
+  return 1
+}
+
+pids=()
+stop_binaries() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+
+cleanup() {
+  stop_binaries
+  if [[ ${E2E_KEEP:-0} != 1 ]]; then
+    hack/cluster/down.sh --purge >/dev/null 2>&1 || true
+  fi
+}
+trap cleanup EXIT
+
+# apply_yaml FILE: server-side apply of one object with the admin cert.
+apply_yaml() {
+  local file=$1 kind name path
+  kind=$(sed -n 's/^kind: *//p' "$file" | head -1)
+  name=$(sed -n '/^metadata:/,/^[a-z]/s/^  name: *//p' "$file" | head -1)
+  case $kind in
+    ValidatingWebhookConfiguration) path=/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations ;;
+    *) echo "apply_yaml: unsupported kind $kind" >&2; return 1 ;;
+  esac
+  curl --silent --show-error --fail --cacert "${CLUSTER_CA}" \
+    --cert "${CLUSTER_PKI_DIR}/admin.crt" --key "${CLUSTER_PKI_DIR}/admin.key" \
+    -X PATCH -H 'Content-Type: application/apply-patch+yaml' --data-binary @"$file" \
+    "${CLUSTER_APISERVER}${path}/${name}?fieldManager=vpa-inplace-e2e&force=true" >/dev/null
+}
+
+run_profile() {
+  local profile=$1 logs=${root}/_output/e2e/$1
+  rm -rf "${logs}" && mkdir -p "${logs}"
+  echo "== profile ${profile}: cluster up"
+  CLUSTER_PROFILE=${profile} hack/cluster/up.sh
+  # shellcheck disable=SC1091
+  source _output/cluster/run/env.sh
+
+  local webhook_port gate_off_port ac_health gate_off_health updater_metrics out=${logs}/deploy
+  webhook_port=$(free_port) gate_off_port=$(free_port) ac_health=$(free_port) gate_off_health=$(free_port) updater_metrics=$(free_port)
+  echo "== profile ${profile}: applying deploy/overlays/local"
+  WEBHOOK_PORT=${webhook_port} OUT_DIR=${out} hack/deploy/local-apply.sh >"${logs}/deploy.log"
+
+  local certs=(--tls-cert-file="${out}/certs/tls.crt" --tls-private-key-file="${out}/certs/tls.key")
+  _output/bin/admission-controller --kubeconfig="${out}/admission-controller.kubeconfig" "${certs[@]}" \
+    --bind-address=127.0.0.1 --port="${webhook_port}" --address="127.0.0.1:${ac_health}" \
+    --feature-gates=InPlace=true -v=2 >"${logs}/admission-controller.log" 2>&1 &
+  pids+=($!)
+  _output/bin/admission-controller --kubeconfig="${out}/admission-controller.kubeconfig" "${certs[@]}" \
+    --bind-address=127.0.0.1 --port="${gate_off_port}" --address="127.0.0.1:${gate_off_health}" \
+    -v=2 >"${logs}/admission-controller-gate-off.log" 2>&1 &
+  pids+=($!)
+  _output/bin/updater --kubeconfig="${out}/updater.kubeconfig" --feature-gates=InPlace=true \
+    --updater-interval=5s --address="127.0.0.1:${updater_metrics}" -v=2 >"${logs}/updater.log" 2>&1 &
+  pids+=($!)
+
+  local ca_bundle
+  ca_bundle=$(base64 <"${out}/certs/ca.crt" | tr -d '\n')
+  sed -e "s|\${CA_BUNDLE}|${ca_bundle}|" -e "s|\${GATE_OFF_PORT}|${gate_off_port}|" \
+    e2e/testdata/gate-off-webhook.yaml >"${logs}/gate-off-webhook.yaml"
+  apply_yaml "${logs}/gate-off-webhook.yaml"
+
+  wait_ready admission-controller "http://127.0.0.1:${ac_health}/readyz"
+  wait_ready admission-controller-gate-off "http://127.0.0.1:${gate_off_health}/readyz"
+  wait_ready updater "http://127.0.0.1:${updater_metrics}/readyz"
+
+  echo "== profile ${profile}: go test -tags e2e ./e2e/"
+  local rc=0
+  if ! KUBECONFIG=${KUBECONFIG} E2E_PROFILE=${profile} E2E_UPDATER_METRICS="http://127.0.0.1:${updater_metrics}/metrics" \
+    go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "${E2E_RUN}"} ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
+    rc=1
+  fi
+  stop_binaries
+  if [[ ${E2E_KEEP:-0} != 1 ]]; then hack/cluster/down.sh --purge >/dev/null; fi
+  echo "== profile ${profile}: $( ((rc == 0)) && echo PASS || echo FAIL) (logs in _output/e2e/${profile})"
+  return "${rc}"
+}
+
+failed=()
+for profile in ${profiles}; do
+  run_profile "${profile}" || failed+=("${profile}")
+done
+if ((${#failed[@]} > 0)); then
+  echo "e2e FAILED on: ${failed[*]}" >&2
+  exit 1
+fi
+echo "e2e passed on: ${profiles}"
