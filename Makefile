@@ -28,3 +28,76 @@ test: ## Run unit tests (with the race detector) and a short fuzz run of the web
 .PHONY: verify
 verify: ## Check formatting, go vet and go.mod tidiness.
 	hack/verify.sh
+
+##@ Fuzzing
+
+FUZZTIME ?= 5m
+
+.PHONY: fuzz
+fuzz: ## Fuzz the admission webhook's request decoding and handling for FUZZTIME (default 5m).
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+
+##@ Deploy
+
+.PHONY: verify-deploy
+verify-deploy: ## Check deploy/: YAML, least-privilege RBAC, webhook settings, CRD = VPA module copy.
+	hack/deploy/verify-manifests.sh
+
+.PHONY: update-crd
+update-crd: ## Copy the VPA CRDs from the VPA module version in go.mod into deploy/base/crd.
+	hack/deploy/update-crd.sh
+
+.PHONY: deploy
+deploy: ## Deploy deploy/base to the cluster of KUBECONFIG with kubectl (UPDATER_IMAGE, ADMISSION_CONTROLLER_IMAGE).
+	hack/deploy/apply.sh
+
+.PHONY: deploy-local
+deploy-local: ## Apply deploy/overlays/local to the local cluster and write per-binary kubeconfigs (no kubectl).
+	hack/deploy/local-apply.sh
+
+.PHONY: undeploy-local
+undeploy-local: ## Remove what deploy-local applied (the CRDs stay).
+	hack/deploy/local-apply.sh --delete
+
+.PHONY: e2e-kind
+e2e-kind: ## Build images, deploy to a kind cluster and run the e2e tests (needs a Docker engine).
+	hack/kind/e2e-kind.sh
+
+##@ Local cluster
+
+CLUSTER_PROFILE ?= v1.37
+export CLUSTER_PROFILE
+
+.PHONY: cluster-build
+cluster-build: ## Build the local cluster binaries for CLUSTER_PROFILE (v1.37 or v1.35-kubelet) into _output/cluster/bin.
+	hack/cluster/build.sh
+
+.PHONY: cluster-up
+cluster-up: ## Start the local cluster (CLUSTER_PROFILE=v1.37|v1.35-kubelet); then `. _output/cluster/run/env.sh`.
+	hack/cluster/up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and delete its run directory.
+	hack/cluster/down.sh --purge
+
+.PHONY: cluster-smoke
+cluster-smoke: ## Check in-place resize end to end on the running local cluster.
+	hack/cluster/smoke.sh
+
+.PHONY: cluster-status
+cluster-status: ## Show the local cluster's processes and their memory.
+	hack/cluster/status.sh
+
+##@ End to end
+
+.PHONY: e2e
+e2e: ## Run the e2e suite on the local cluster, profiles v1.37 and v1.35-kubelet (E2E_PROFILES, E2E_RUN to narrow).
+	hack/e2e.sh
+
+.PHONY: demo
+demo: ## Bring up the local cluster, deploy, run both binaries and show a pod resized in place; leaves it running.
+	hack/demo.sh
+
+.PHONY: demo-down
+demo-down: ## Stop what `make demo` started.
+	hack/demo.sh down
