@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	componentbaseconfig "k8s.io/component-base/config"
+	componentbaseoptions "k8s.io/component-base/config/options"
 	"k8s.io/component-base/featuregate"
 )
 
@@ -22,6 +25,7 @@ type Options struct {
 	Workers              int
 	Address              string
 	FeatureGate          featuregate.MutableFeatureGate
+	LeaderElection       componentbaseconfig.LeaderElectionConfiguration
 }
 
 // NewOptions returns the defaults.
@@ -35,6 +39,15 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		Workers:            4,
 		Address:            ":8943",
 		FeatureGate:        gate,
+		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
+			LeaderElect:       true,
+			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
+			RenewDeadline:     metav1.Duration{Duration: 10 * time.Second},
+			RetryPeriod:       metav1.Duration{Duration: 2 * time.Second},
+			ResourceLock:      "leases",
+			ResourceName:      "vpa-inplace-updater",
+			ResourceNamespace: "vpa-inplace-system",
+		},
 	}
 }
 
@@ -61,6 +74,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Address, "address", o.Address,
 		"Address serving /healthz, /readyz and /metrics.")
 	o.FeatureGate.AddFlag(fs)
+	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 }
 
 // Validate returns every problem with the options.
@@ -83,6 +97,17 @@ func (o *Options) Validate() []error {
 	}
 	if o.VPAObjectNamespace != "" && len(o.IgnoredVPANamespaces) > 0 {
 		errs = append(errs, fmt.Errorf("--vpa-object-namespace and --ignored-vpa-object-namespaces cannot be used together"))
+	}
+	if le := o.LeaderElection; le.LeaderElect {
+		if le.ResourceLock != "leases" {
+			errs = append(errs, fmt.Errorf("--leader-elect-resource-lock must be leases, got %q", le.ResourceLock))
+		}
+		if le.RenewDeadline.Duration >= le.LeaseDuration.Duration {
+			errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be shorter than --leader-elect-lease-duration (%s)", le.RenewDeadline.Duration, le.LeaseDuration.Duration))
+		}
+		if le.ResourceName == "" || le.ResourceNamespace == "" {
+			errs = append(errs, fmt.Errorf("--leader-elect-resource-name and --leader-elect-resource-namespace must be set"))
+		}
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))

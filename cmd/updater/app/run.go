@@ -138,7 +138,10 @@ func Run(ctx context.Context, o *Options) error {
 		_ = srv.Shutdown(shutdownCtx)
 		wg.Wait()
 	}()
-	return ctrl.Run(ctx)
+	if !o.LeaderElection.LeaderElect {
+		return ctrl.Run(ctx)
+	}
+	return runAsLeader(ctx, kube, o.LeaderElection, ctrl.Run)
 }
 
 // serverMinor returns the API server's minor version, 0 when it cannot be
