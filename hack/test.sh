@@ -4,3 +4,5 @@ set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 
 go test -race -count=1 ./cmd/... ./pkg/...
+# A short fuzz run of the admission webhook's request handling.
+go test -run '^$' -fuzz '^FuzzHandleAdmissionReview$' -fuzztime 10s ./pkg/admission/

@@ -1,0 +1,223 @@
+// Package app wires the vpa-inplace admission controller: options, clients,
+// informers, the webhook handler and its servers.
+package app
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/features"
+)
+
+// Defaults of the options.
+const (
+	DefaultPort           = 8000
+	DefaultAddress        = ":8944"
+	DefaultRequestTimeout = 4 * time.Second
+	DefaultKubeAPIQPS     = 20
+	DefaultKubeAPIBurst   = 40
+	DefaultTLSMinVersion  = "VersionTLS12"
+
+	// maxRequestTimeout is the longest timeoutSeconds a webhook
+	// configuration accepts.
+	maxRequestTimeout = 30 * time.Second
+)
+
+// Options are the command line options of the admission controller.
+type Options struct {
+	// Kubeconfig is the path of a kubeconfig; empty means in-cluster.
+	Kubeconfig   string
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+
+	// TLSCertFile and TLSPrivateKeyFile hold the serving key pair; both are
+	// reloaded when they change.
+	TLSCertFile       string
+	TLSPrivateKeyFile string
+	TLSMinVersion     string
+	TLSCipherSuites   []string
+
+	// BindAddress and Port are where the webhooks are served (HTTPS).
+	BindAddress string
+	Port        int
+	// Address is where /healthz, /readyz and /metrics are served (HTTP).
+	Address string
+
+	// RequestTimeout bounds the handling of one admission request.
+	RequestTimeout time.Duration
+
+	// VPAObjectNamespace limits the controller to one namespace;
+	// IgnoredVPAObjectNamespaces excludes namespaces. At most one is set.
+	VPAObjectNamespace         string
+	IgnoredVPAObjectNamespaces []string
+
+	// FeatureGate holds the InPlace gate, set by --feature-gates.
+	FeatureGate featuregate.MutableFeatureGate
+	// Logs is the logging configuration (-v, --vmodule, --logging-format, ...).
+	Logs *logsapi.LoggingConfiguration
+}
+
+// NewOptions returns the options with their defaults.
+func NewOptions() *Options {
+	return &Options{
+		KubeAPIQPS:     DefaultKubeAPIQPS,
+		KubeAPIBurst:   DefaultKubeAPIBurst,
+		TLSMinVersion:  DefaultTLSMinVersion,
+		Port:           DefaultPort,
+		Address:        DefaultAddress,
+		RequestTimeout: DefaultRequestTimeout,
+		FeatureGate:    features.NewFeatureGate(),
+		Logs:           logsapi.NewLoggingConfiguration(),
+	}
+}
+
+// AddFlags registers the options on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
+		"Path to a kubeconfig file. Empty: the in-cluster configuration of the pod's ServiceAccount.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,
+		"Queries per second allowed to the API server (informers list and watch; target resolution may read /scale).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
+		"Burst of queries allowed to the API server above --kube-api-qps.")
+
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile,
+		"Path to the PEM serving certificate of the webhooks (with intermediates). Required. Reloaded when the file changes.")
+	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile,
+		"Path to the PEM private key of --tls-cert-file. Required. Reloaded when the file changes.")
+	fs.StringVar(&o.TLSMinVersion, "tls-min-version", o.TLSMinVersion,
+		"Minimum TLS version of the webhook server: VersionTLS12 or VersionTLS13.")
+	fs.StringSliceVar(&o.TLSCipherSuites, "tls-cipher-suites", o.TLSCipherSuites,
+		"Comma-separated TLS 1.2 cipher suites of the webhook server. Empty: Go's defaults. Possible values: "+
+			strings.Join(secureCipherSuiteNames(), ", ")+".")
+
+	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress,
+		"IP address the webhook server listens on. Empty: all interfaces.")
+	fs.IntVar(&o.Port, "port", o.Port,
+		"Port of the webhook server (HTTPS) of /validate-vpas and /mutate-pods.")
+	fs.StringVar(&o.Address, "address", o.Address,
+		"host:port of the plain-HTTP server of /healthz, /readyz and /metrics.")
+	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout,
+		"Longest time spent on one admission request; a pod whose mutation runs out of time is admitted unchanged. "+
+			"Keep it below the timeoutSeconds of the webhook configurations. At most 30s.")
+
+	fs.StringVar(&o.VPAObjectNamespace, "vpa-object-namespace", o.VPAObjectNamespace,
+		"Only VPAs of this namespace are watched, and only pods and VPAs of this namespace are handled; "+
+			"others are admitted as they are. Empty: all namespaces.")
+	fs.StringSliceVar(&o.IgnoredVPAObjectNamespaces, "ignored-vpa-object-namespaces", o.IgnoredVPAObjectNamespaces,
+		"Comma-separated namespaces whose pods and VPAs are admitted as they are. Not together with --vpa-object-namespace.")
+
+	o.FeatureGate.AddFlag(fs)
+	logsapi.AddFlags(o.Logs, fs)
+}
+
+// Validate returns every problem of the options.
+func (o *Options) Validate() []error {
+	var errs []error
+	if o.KubeAPIQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps must be positive, got %v", o.KubeAPIQPS))
+	}
+	if o.KubeAPIBurst <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-burst must be positive, got %d", o.KubeAPIBurst))
+	}
+	if o.TLSCertFile == "" {
+		errs = append(errs, errors.New("--tls-cert-file is required"))
+	}
+	if o.TLSPrivateKeyFile == "" {
+		errs = append(errs, errors.New("--tls-private-key-file is required"))
+	}
+	if _, err := o.tlsMinVersion(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := o.tlsCipherSuites(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.BindAddress != "" && net.ParseIP(o.BindAddress) == nil {
+		errs = append(errs, fmt.Errorf("--bind-address must be an IP address, got %q", o.BindAddress))
+	}
+	if o.Port < 1 || o.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--port must be between 1 and 65535, got %d", o.Port))
+	}
+	if _, _, err := net.SplitHostPort(o.Address); err != nil {
+		errs = append(errs, fmt.Errorf("--address must be host:port: %w", err))
+	}
+	if o.RequestTimeout <= 0 || o.RequestTimeout > maxRequestTimeout {
+		errs = append(errs, fmt.Errorf("--request-timeout must be more than 0 and at most %s, got %s", maxRequestTimeout, o.RequestTimeout))
+	}
+	if o.VPAObjectNamespace != "" && len(o.IgnoredVPAObjectNamespaces) > 0 {
+		errs = append(errs, errors.New("--vpa-object-namespace and --ignored-vpa-object-namespaces are mutually exclusive"))
+	}
+	if slices.Contains(o.IgnoredVPAObjectNamespaces, "") {
+		errs = append(errs, errors.New("--ignored-vpa-object-namespaces must not contain an empty name"))
+	}
+	if err := logsapi.Validate(o.Logs, nil, nil).ToAggregate(); err != nil {
+		errs = append(errs, fmt.Errorf("logging: %w", err))
+	}
+	return errs
+}
+
+// WebhookAddress is the listen address of the webhook server.
+func (o *Options) WebhookAddress() string {
+	return net.JoinHostPort(o.BindAddress, fmt.Sprint(o.Port))
+}
+
+// tlsMinVersion accepts TLS 1.2 and 1.3 only.
+func (o *Options) tlsMinVersion() (uint16, error) {
+	switch o.TLSMinVersion {
+	case "", "VersionTLS12":
+		return tls.VersionTLS12, nil
+	case "VersionTLS13":
+		return tls.VersionTLS13, nil
+	}
+	return 0, fmt.Errorf("--tls-min-version must be VersionTLS12 or VersionTLS13, got %q", o.TLSMinVersion)
+}
+
+// tlsCipherSuites maps the names of --tls-cipher-suites to IDs; only
+// suites Go considers secure are accepted. Empty means Go's defaults.
+func (o *Options) tlsCipherSuites() ([]uint16, error) {
+	if len(o.TLSCipherSuites) == 0 {
+		return nil, nil
+	}
+	byName := map[string]uint16{}
+	for _, s := range tls12CipherSuites() {
+		byName[s.Name] = s.ID
+	}
+	ids := make([]uint16, 0, len(o.TLSCipherSuites))
+	for _, name := range o.TLSCipherSuites {
+		id, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("--tls-cipher-suites: %q is not a supported secure cipher suite", name)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func secureCipherSuiteNames() []string {
+	var names []string
+	for _, s := range tls12CipherSuites() {
+		names = append(names, s.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// tls12CipherSuites are the secure suites that can be configured: those of
+// TLS 1.2 (TLS 1.3 suites are not configurable).
+func tls12CipherSuites() []*tls.CipherSuite {
+	var out []*tls.CipherSuite
+	for _, s := range tls.CipherSuites() {
+		if slices.Contains(s.SupportedVersions, tls.VersionTLS12) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,108 @@
+package app
+
+import (
+	"crypto/tls"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/features"
+)
+
+func parse(t *testing.T, args ...string) (*Options, *pflag.FlagSet) {
+	t.Helper()
+	opts := NewOptions()
+	fs := pflag.NewFlagSet("admission-controller", pflag.ContinueOnError)
+	opts.AddFlags(fs)
+	require.NoError(t, fs.Parse(args))
+	return opts, fs
+}
+
+func TestDefaults(t *testing.T) {
+	opts, _ := parse(t)
+	assert.Equal(t, 8000, opts.Port)
+	assert.Equal(t, ":8944", opts.Address)
+	assert.Equal(t, ":8000", opts.WebhookAddress())
+	assert.Equal(t, 4*time.Second, opts.RequestTimeout)
+	assert.False(t, opts.FeatureGate.Enabled(features.InPlace), "InPlace is off by default")
+	assert.Empty(t, opts.Kubeconfig)
+	errs := opts.Validate()
+	require.Len(t, errs, 2, "only the key pair is missing: %v", errs)
+	assert.ErrorContains(t, errs[0], "--tls-cert-file is required")
+	assert.ErrorContains(t, errs[1], "--tls-private-key-file is required")
+}
+
+func TestFlags(t *testing.T) {
+	opts, _ := parse(t,
+		"--kubeconfig=/etc/kube/config", "--kube-api-qps=7.5", "--kube-api-burst=15",
+		"--tls-cert-file=/tls/tls.crt", "--tls-private-key-file=/tls/tls.key",
+		"--tls-min-version=VersionTLS13", "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+		"--bind-address=127.0.0.1", "--port=18443", "--address=127.0.0.1:18944", "--request-timeout=2s",
+		"--feature-gates=InPlace=true", "--ignored-vpa-object-namespaces=kube-system,vpa-inplace-system", "-v=4")
+	assert.Equal(t, "/etc/kube/config", opts.Kubeconfig)
+	assert.Equal(t, float32(7.5), opts.KubeAPIQPS)
+	assert.Equal(t, 15, opts.KubeAPIBurst)
+	assert.Equal(t, "127.0.0.1:18443", opts.WebhookAddress())
+	assert.Equal(t, "127.0.0.1:18944", opts.Address)
+	assert.Equal(t, 2*time.Second, opts.RequestTimeout)
+	assert.True(t, opts.FeatureGate.Enabled(features.InPlace))
+	assert.Equal(t, []string{"kube-system", "vpa-inplace-system"}, opts.IgnoredVPAObjectNamespaces)
+	assert.EqualValues(t, 4, opts.Logs.Verbosity)
+	assert.Empty(t, opts.Validate())
+	v, err := opts.tlsMinVersion()
+	require.NoError(t, err)
+	assert.Equal(t, uint16(tls.VersionTLS13), v)
+	suites, err := opts.tlsCipherSuites()
+	require.NoError(t, err)
+	assert.Equal(t, []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}, suites)
+}
+
+func TestValidate(t *testing.T) {
+	keyPair := []string{"--tls-cert-file=/tls/tls.crt", "--tls-private-key-file=/tls/tls.key"}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"port out of range", []string{"--port=70000"}, "--port must be between 1 and 65535"},
+		{"address without port", []string{"--address=localhost"}, "--address must be host:port"},
+		{"bind address not an IP", []string{"--bind-address=localhost"}, "--bind-address must be an IP address"},
+		{"no request timeout", []string{"--request-timeout=0s"}, "--request-timeout must be more than 0"},
+		{"request timeout above the webhook maximum", []string{"--request-timeout=31s"}, "at most 30s"},
+		{"qps not positive", []string{"--kube-api-qps=0"}, "--kube-api-qps must be positive"},
+		{"burst not positive", []string{"--kube-api-burst=0"}, "--kube-api-burst must be positive"},
+		{"TLS 1.1", []string{"--tls-min-version=VersionTLS11"}, "--tls-min-version must be VersionTLS12 or VersionTLS13"},
+		{"insecure cipher suite", []string{"--tls-cipher-suites=TLS_RSA_WITH_RC4_128_SHA"}, "is not a supported secure cipher suite"},
+		{"namespace and ignored namespaces", []string{"--vpa-object-namespace=a", "--ignored-vpa-object-namespaces=b"}, "mutually exclusive"},
+		{"empty ignored namespace", []string{"--ignored-vpa-object-namespaces=a,,b"}, "must not contain an empty name"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts, _ := parse(t, append(keyPair, tc.args...)...)
+			errs := opts.Validate()
+			require.Len(t, errs, 1, "%v", errs)
+			assert.ErrorContains(t, errs[0], tc.want)
+		})
+	}
+	t.Run("unknown feature gate is refused while parsing", func(t *testing.T) {
+		fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+		NewOptions().AddFlags(fs)
+		assert.Error(t, fs.Parse([]string{"--feature-gates=NoSuchGate=true"}))
+	})
+}
+
+func TestHelpDocumentsEveryFlag(t *testing.T) {
+	_, fs := parse(t)
+	for _, name := range []string{"kubeconfig", "kube-api-qps", "kube-api-burst", "tls-cert-file", "tls-private-key-file",
+		"tls-min-version", "tls-cipher-suites", "bind-address", "port", "address", "request-timeout", "feature-gates",
+		"vpa-object-namespace", "ignored-vpa-object-namespaces", "v", "vmodule", "logging-format"} {
+		assert.NotNil(t, fs.Lookup(name), "--%s is registered", name)
+	}
+	fs.VisitAll(func(f *pflag.Flag) {
+		assert.NotEmpty(t, f.Usage, "--%s has a description", f.Name)
+	})
+	assert.Contains(t, fs.FlagUsages(), "InPlace=true|false (ALPHA - default=false)")
+}

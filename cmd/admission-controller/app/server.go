@@ -1,0 +1,231 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/klog/v2"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
+	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/admission"
+	"github.com/vpa-inplace/vpa-inplace/pkg/certwatch"
+	"github.com/vpa-inplace/vpa-inplace/pkg/features"
+	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/server"
+	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+)
+
+var _ server.Check = (*certwatch.Watcher)(nil)
+
+// Timeouts of the webhook server. Handling itself is bounded by
+// --request-timeout.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	idleTimeout       = 90 * time.Second
+	maxHeaderBytes    = 64 << 10
+	// writeSlack is how much longer than --request-timeout a response may
+	// take to be written.
+	writeSlack      = 5 * time.Second
+	shutdownTimeout = 10 * time.Second
+)
+
+// Run applies the logging options, connects to the cluster and serves the
+// webhooks until ctx is cancelled. It never registers webhook
+// configurations: those ship with the deployment manifests.
+func Run(ctx context.Context, opts *Options) error {
+	if err := logsapi.ValidateAndApply(opts.Logs, nil); err != nil {
+		return fmt.Errorf("applying the logging options: %w", err)
+	}
+	config, err := restConfig(opts)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("creating the Kubernetes client: %w", err)
+	}
+	vpas, err := vpaclientset.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("creating the VPA client: %w", err)
+	}
+	return run(ctx, opts, clients{config: config, kube: kube, vpas: vpas}, listenTCP)
+}
+
+// clients are the connections to the cluster.
+type clients struct {
+	config *rest.Config
+	kube   kubernetes.Interface
+	vpas   vpaclientset.Interface
+}
+
+// listenFunc opens a listener for an address of the options.
+type listenFunc func(ctx context.Context, address string) (net.Listener, error)
+
+func listenTCP(ctx context.Context, address string) (net.Listener, error) {
+	var lc net.ListenConfig
+	return lc.Listen(ctx, "tcp", address)
+}
+
+func restConfig(opts *Options) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = opts.Kubeconfig
+	config, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	config.QPS = opts.KubeAPIQPS
+	config.Burst = opts.KubeAPIBurst
+	config.UserAgent = "vpa-inplace-admission-controller"
+	return config, nil
+}
+
+// run serves until ctx is cancelled or a server fails. The probe server
+// starts at once; the webhook server once the caches have synced, which is
+// also when /readyz turns ready (with a loaded certificate).
+func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error {
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting the vpa-inplace admission controller",
+		"inPlaceGate", opts.FeatureGate.Enabled(features.InPlace), "webhookAddress", opts.WebhookAddress(), "address", opts.Address)
+
+	minVersion, err := opts.tlsMinVersion()
+	if err != nil {
+		return err
+	}
+	ciphers, err := opts.tlsCipherSuites()
+	if err != nil {
+		return err
+	}
+	certs, err := certwatch.New(opts.TLSCertFile, opts.TLSPrivateKeyFile, certwatch.DefaultPollInterval)
+	if err != nil {
+		return fmt.Errorf("loading the serving certificate: %w", err)
+	}
+
+	registry := prometheus.NewRegistry()
+	if err := registry.Register(collectors.NewGoCollector()); err != nil {
+		return fmt.Errorf("registering Go metrics: %w", err)
+	}
+	if err := registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return fmt.Errorf("registering process metrics: %w", err)
+	}
+	metrics, err := admission.NewMetrics(registry)
+	if err != nil {
+		return err
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+
+	// Informers: VPAs, LimitRanges and the well-known controllers that
+	// target resolution walks from a pod to its VPA's targetRef.
+	factory := informers.NewSharedInformerFactoryWithOptions(c.kube, 0,
+		informers.WithNamespace(opts.VPAObjectNamespace), informers.WithTransform(stripManagedFields))
+	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(c.vpas, 0,
+		vpainformers.WithNamespace(opts.VPAObjectNamespace), vpainformers.WithTransform(stripManagedFields))
+	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
+	limitRanges, err := limitrange.NewLimitsRangeCalculator(factory)
+	if err != nil {
+		return fmt.Errorf("creating the LimitRange calculator: %w", err)
+	}
+	resolver := target.NewClusterResolver(ctx, c.config, c.kube, factory, vpaInformer.Lister())
+	if _, err := vpaInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if vpa, ok := obj.(*vpatypes.VerticalPodAutoscaler); ok {
+				resolver.Forget(vpa.UID)
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("watching VPA deletions: %w", err)
+	}
+
+	handler, err := admission.NewHandler(admission.Config{
+		FeatureGate:       opts.FeatureGate,
+		VPAs:              resolver,
+		Recommendations:   recommendation.NewCalculator(limitRanges),
+		Metrics:           metrics,
+		Namespace:         opts.VPAObjectNamespace,
+		IgnoredNamespaces: opts.IgnoredVPAObjectNamespaces,
+		Timeout:           opts.RequestTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	webhook := &http.Server{
+		Handler: http.TimeoutHandler(handler, opts.RequestTimeout+time.Second, "admission request timed out"),
+		TLSConfig: &tls.Config{
+			MinVersion:     minVersion,
+			CipherSuites:   ciphers,
+			GetCertificate: certs.GetCertificate,
+		},
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      opts.RequestTimeout + writeSlack,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          klog.NewStandardLogger("INFO"),
+		BaseContext:       server.BaseContext(ctx),
+	}
+
+	synced := server.NewSignal("informers")
+	probeListener, err := listen(ctx, opts.Address)
+	if err != nil {
+		return fmt.Errorf("listening on --address %s: %w", opts.Address, err)
+	}
+	probes := server.NewProbeServer(ctx, server.NewMux(registry, synced, certs))
+	g.Go(func() error { return server.Serve(ctx, probes, probeListener, shutdownTimeout) })
+	g.Go(func() error { return certs.Run(ctx) })
+	g.Go(func() error {
+		factory.StartWithContext(ctx)
+		vpaFactory.StartWithContext(ctx)
+		for _, result := range []cache.SyncResult{factory.WaitForCacheSyncWithContext(ctx), vpaFactory.WaitForCacheSyncWithContext(ctx)} {
+			if err := result.AsError(); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("waiting for caches: %w", err)
+			}
+		}
+		synced.Set()
+		logger.Info("Caches synced")
+		// Listen only now: before, a webhook call would wait on a server
+		// that cannot answer it yet.
+		webhookListener, err := listen(ctx, opts.WebhookAddress())
+		if err != nil {
+			return fmt.Errorf("listening on %s: %w", opts.WebhookAddress(), err)
+		}
+		return server.Serve(ctx, webhook, webhookListener, shutdownTimeout)
+	})
+	err = g.Wait()
+	factory.Shutdown()
+	vpaFactory.Shutdown()
+	return err
+}
+
+// stripManagedFields drops managedFields from cached objects; nothing here
+// reads them.
+func stripManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil && a.GetManagedFields() != nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
+}

@@ -1,0 +1,120 @@
+package admission
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names.
+const (
+	MetricRequests          = "vpa_inplace_admission_requests_total"
+	MetricRequestDuration   = "vpa_inplace_admission_request_duration_seconds"
+	MetricPodMutations      = "vpa_inplace_admission_pod_mutations_total"
+	MetricPodMutationErrors = "vpa_inplace_admission_pod_mutation_failures_total"
+	MetricVPARejections     = "vpa_inplace_admission_vpa_rejections_total"
+)
+
+// Endpoint label values.
+const (
+	EndpointValidateVPAs = "validate-vpas"
+	EndpointMutatePods   = "mutate-pods"
+)
+
+// Outcome label values of MetricRequests.
+const (
+	// OutcomeAllowed: allowed without a patch.
+	OutcomeAllowed = "allowed"
+	// OutcomePatched: allowed with a patch.
+	OutcomePatched = "patched"
+	// OutcomeRejected: denied (a VPA that fails validation).
+	OutcomeRejected = "rejected"
+	// OutcomeBadRequest: answered with an HTTP 4xx error (malformed review,
+	// wrong method or content type, body too large).
+	OutcomeBadRequest = "bad_request"
+	// OutcomeError: answered with an HTTP 5xx error (the response could not
+	// be encoded).
+	OutcomeError = "error"
+)
+
+// Failure label values of MetricPodMutationErrors: the step of the pod
+// mutation that failed. The pod was allowed unchanged.
+const (
+	FailureResolveVPA     = "resolve_vpa"
+	FailureRecommendation = "recommendation"
+	FailurePatch          = "patch"
+	FailurePanic          = "panic"
+)
+
+// Reason label values of MetricVPARejections.
+const (
+	// RejectionFeatureGate: updateMode InPlace while the gate is off.
+	RejectionFeatureGate = "feature_gate"
+	// RejectionInvalid: any other validation error.
+	RejectionInvalid = "invalid"
+)
+
+// Metrics are the admission controller's metrics. None is labelled per pod
+// or per VPA.
+type Metrics struct {
+	requests         *prometheus.CounterVec
+	duration         *prometheus.HistogramVec
+	mutations        prometheus.Counter
+	mutationFailures *prometheus.CounterVec
+	rejections       *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them with reg; a nil reg
+// leaves them unregistered (tests).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricRequests,
+			Help: "Admission requests handled, by endpoint and outcome (allowed, patched, rejected, bad_request, error).",
+		}, []string{"endpoint", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    MetricRequestDuration,
+			Help:    "Time to handle an admission request, by endpoint.",
+			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+		}, []string{"endpoint"}),
+		mutations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricPodMutations,
+			Help: "New pods of InPlace VPAs whose resources were set from the recommendation.",
+		}),
+		mutationFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricPodMutationErrors,
+			Help: "Pod mutations that failed, by failed step; each such pod was admitted unchanged.",
+		}, []string{"step"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricVPARejections,
+			Help: "VPA creations and updates rejected, by reason (feature_gate, invalid).",
+		}, []string{"reason"}),
+	}
+	// Known label values start at zero so that rates exist from the start.
+	for _, e := range []string{EndpointValidateVPAs, EndpointMutatePods} {
+		m.duration.WithLabelValues(e)
+		for _, o := range []string{OutcomeAllowed, OutcomePatched, OutcomeRejected, OutcomeBadRequest, OutcomeError} {
+			m.requests.WithLabelValues(e, o)
+		}
+	}
+	for _, s := range []string{FailureResolveVPA, FailureRecommendation, FailurePatch, FailurePanic} {
+		m.mutationFailures.WithLabelValues(s)
+	}
+	for _, r := range []string{RejectionFeatureGate, RejectionInvalid} {
+		m.rejections.WithLabelValues(r)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.mutations, m.mutationFailures, m.rejections} {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("registering admission metrics: %w", err)
+	}
+	return m, nil
+}
