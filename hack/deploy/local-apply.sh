@@ -185,7 +185,7 @@ done
 cat <<EOM
 
 Run the binaries on this machine (everything on 127.0.0.1):
-  _output/bin/admission-controller --bind-address=127.0.0.1 --kubeconfig=${out_dir}/admission-controller.kubeconfig \\
+  _output/bin/admission-controller --kubeconfig=${out_dir}/admission-controller.kubeconfig \\
       --tls-cert-file=${out_dir}/certs/tls.crt --tls-private-key-file=${out_dir}/certs/tls.key \\
       --bind-address=127.0.0.1 --port=${webhook_port} --address=127.0.0.1:18944 --feature-gates=InPlace=true
   _output/bin/updater --kubeconfig=${out_dir}/updater.kubeconfig \\
