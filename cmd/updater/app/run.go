@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
+	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/server"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater"
 )
@@ -125,19 +125,30 @@ func Run(ctx context.Context, o *Options) error {
 	vpaFactory.Start(ctx.Done())
 	defer func() { podFactory.Shutdown(); factory.Shutdown(); vpaFactory.Shutdown() }()
 
-	srv := newHealthServer(o.Address, registry, ctrl.HasSynced)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error(err, "Health server stopped")
+	// Probes and metrics are served from the start; /readyz turns ready
+	// once the caches have synced (on standby replicas too).
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", o.Address)
+	if err != nil {
+		return fmt.Errorf("listening on --address %s: %w", o.Address, err)
+	}
+	synced := server.CheckFunc("informers", func() error {
+		if !ctrl.HasSynced() {
+			return errors.New("caches not synced")
 		}
+		return nil
 	})
+	probes := server.NewProbeServer(ctx, server.NewMux(registry, synced))
+	probeCtx, stopProbes := context.WithCancel(context.WithoutCancel(ctx))
+	probeDone := make(chan error, 1)
+	go func() { probeDone <- server.Serve(probeCtx, probes, ln, 5*time.Second) }()
 	defer func() {
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdownCtx)
-		wg.Wait()
+		stopProbes()
+		if err := <-probeDone; err != nil {
+			logger.Error(err, "Probe server")
+		}
 	}()
+
 	if !o.LeaderElection.LeaderElect {
 		return ctrl.Run(ctx)
 	}
