@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 profiles=${E2E_PROFILES:-"v1.37 v1.35-kubelet"}
+# The suite's cluster lives apart from the one `make cluster-up` starts.
+export CLUSTER_DIR=${E2E_CLUSTER_DIR:-${root}/_output/e2e/cluster}
 mkdir -p _output/bin
 echo "== building the binaries"
 go build -o _output/bin/ ./cmd/...
@@ -68,12 +70,12 @@ run_profile() {
   echo "== profile ${profile}: cluster up"
   CLUSTER_PROFILE=${profile} hack/cluster/up.sh
   # shellcheck disable=SC1091
-  source _output/cluster/run/env.sh
+  source "${CLUSTER_DIR}/env.sh"
 
   local webhook_port gate_off_port ac_health gate_off_health updater_metrics out=${logs}/deploy
   webhook_port=$(free_port) gate_off_port=$(free_port) ac_health=$(free_port) gate_off_health=$(free_port) updater_metrics=$(free_port)
   echo "== profile ${profile}: applying deploy/overlays/local"
-  WEBHOOK_PORT=${webhook_port} OUT_DIR=${out} hack/deploy/local-apply.sh >"${logs}/deploy.log"
+  CLUSTER_ENV=${CLUSTER_DIR}/env.sh WEBHOOK_PORT=${webhook_port} OUT_DIR=${out} hack/deploy/local-apply.sh >"${logs}/deploy.log"
 
   local certs=(--tls-cert-file="${out}/certs/tls.crt" --tls-private-key-file="${out}/certs/tls.key")
   _output/bin/admission-controller --kubeconfig="${out}/admission-controller.kubeconfig" "${certs[@]}" \
