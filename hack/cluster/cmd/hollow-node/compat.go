@@ -1,0 +1,60 @@
+// Kubelet v1.37 specifics of hollow-node (see hollow.go). The v1.35 counterpart is
+// hack/cluster/kubelet-v1.35/cmd/hollow-node/compat.go.
+package main
+
+import (
+	"context"
+	"math"
+	"strings"
+	"time"
+
+	cadvisorapi "github.com/google/cadvisor/lib/model"
+	v1 "k8s.io/api/core/v1"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	remote "k8s.io/cri-client/pkg"
+	"k8s.io/klog/v2"
+	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
+	"k8s.io/kubernetes/pkg/kubelet/cm"
+)
+
+const kubeletVersion = "kubelet v1.37"
+
+// resourceConfigForPod: the pod cgroup values the kubelet would write at pod start
+// (CPU limits enforced, 100ms CFS period, no memory QoS).
+func resourceConfigForPod(pod *v1.Pod) *cm.ResourceConfig {
+	return cm.ResourceConfigForPod(pod, true, 100000, false, kubeletconfig.NoneMemoryReservationPolicy)
+}
+
+func newRuntimeService(ctx context.Context, endpoint string) (internalapi.RuntimeService, error) {
+	return remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(endpoint).
+		WithConnectionTimeout(15 * time.Second).Build(ctx)
+}
+
+func (c *fakeCadvisor) MachineInfo(logger klog.Logger) (*cadvisorapi.MachineInfo, error) {
+	mi, err := c.Fake.MachineInfo(logger)
+	if err != nil {
+		return nil, err
+	}
+	mi.NumCores = c.cores
+	mi.MemoryCapacity = c.mem
+	return mi, nil
+}
+
+// ContainerInfoV2 answers the kubelet's per-pod stats query (cadvisor stats provider,
+// PodCPUAndMemoryStats) for the pod "cgroup" names handed out by fakePCM. Without pod memory
+// usage the kubelet refuses every memory-limit decrease with
+// "cannot decrease memory limits: missing pod memory usage".
+func (c *fakeCadvisor) ContainerInfoV2(name string, options cadvisorapi.RequestOptions) (map[string]cadvisorapi.ContainerInfo, error) {
+	if !strings.HasPrefix(name, podCgroupPrefix) {
+		return c.Fake.ContainerInfoV2(name, options)
+	}
+	usage := c.cgroups.memoryUsage(name)
+	now := time.Now()
+	return map[string]cadvisorapi.ContainerInfo{name: {
+		ContainerReference: cadvisorapi.ContainerReference{Name: name},
+		Spec: cadvisorapi.ContainerSpec{CreationTime: now.Add(-time.Minute), HasCpu: true, HasMemory: true,
+			Memory: cadvisorapi.MemorySpec{Limit: math.MaxUint64}},
+		Stats: []*cadvisorapi.ContainerStats{{Timestamp: now,
+			Memory: &cadvisorapi.MemoryStats{Usage: usage, WorkingSet: usage, RSS: usage}}},
+	}}, nil
+}

@@ -1,0 +1,61 @@
+// Kubelet v1.35 specifics of hollow-node. hollow.go is a symlink to the shared
+// hack/cluster/cmd/hollow-node/hollow.go; the v1.37 counterpart of this file is
+// hack/cluster/cmd/hollow-node/compat.go.
+package main
+
+import (
+	"context"
+	"math"
+	"strings"
+	"time"
+
+	cadvisorapi "github.com/google/cadvisor/info/v1"
+	cadvisorapiv2 "github.com/google/cadvisor/info/v2"
+	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
+	v1 "k8s.io/api/core/v1"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	remote "k8s.io/cri-client/pkg"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/kubelet/cm"
+)
+
+const kubeletVersion = "kubelet v1.35"
+
+// resourceConfigForPod: the pod cgroup values the kubelet would write at pod start
+// (CPU limits enforced, 100ms CFS period, no memory QoS).
+func resourceConfigForPod(pod *v1.Pod) *cm.ResourceConfig {
+	return cm.ResourceConfigForPod(pod, true, 100000, false)
+}
+
+func newRuntimeService(ctx context.Context, endpoint string) (internalapi.RuntimeService, error) {
+	logger := klog.FromContext(ctx)
+	return remote.NewRemoteRuntimeService(endpoint, 15*time.Second, noopoteltrace.NewTracerProvider(), &logger)
+}
+
+func (c *fakeCadvisor) MachineInfo() (*cadvisorapi.MachineInfo, error) {
+	mi, err := c.Fake.MachineInfo()
+	if err != nil {
+		return nil, err
+	}
+	mi.NumCores = c.cores
+	mi.MemoryCapacity = c.mem
+	return mi, nil
+}
+
+// ContainerInfoV2 answers the kubelet's per-pod stats query (cadvisor stats provider,
+// PodCPUAndMemoryStats) for the pod "cgroup" names handed out by fakePCM. Without pod memory
+// usage the kubelet refuses every memory-limit decrease with
+// "cannot decrease memory limits: missing pod memory usage".
+func (c *fakeCadvisor) ContainerInfoV2(name string, options cadvisorapiv2.RequestOptions) (map[string]cadvisorapiv2.ContainerInfo, error) {
+	if !strings.HasPrefix(name, podCgroupPrefix) {
+		return c.Fake.ContainerInfoV2(name, options)
+	}
+	usage := c.cgroups.memoryUsage(name)
+	now := time.Now()
+	return map[string]cadvisorapiv2.ContainerInfo{name: {
+		Spec: cadvisorapiv2.ContainerSpec{CreationTime: now.Add(-time.Minute), HasCpu: true, HasMemory: true,
+			Memory: cadvisorapiv2.MemorySpec{Limit: math.MaxUint64}},
+		Stats: []*cadvisorapiv2.ContainerStats{{Timestamp: now,
+			Memory: &cadvisorapi.MemoryStats{Usage: usage, WorkingSet: usage, RSS: usage}}},
+	}}, nil
+}
