@@ -156,21 +156,30 @@ func TestFailedUpdateRetrySuccess(t *testing.T) {
 }
 
 // AEP-8818 test plan, InPlace mode: Infeasible Resize Handling. The kubelet
-// marks the resize Infeasible (static CPU manager, Guaranteed pod): the pod
-// waits, is not evicted, and is not patched again.
+// marks the resize Infeasible: the pod waits, is not evicted, and is not
+// patched again. On v1.35-kubelet the kubelet itself refuses a resize beyond
+// the node's capacity; on v1.37 (where the API server refuses those first)
+// a CPU resize of a Guaranteed pod under the static CPU manager is used.
 func TestInfeasibleResizeHandling(t *testing.T) {
 	ns := newNamespace(t, nil)
-	pods := deploy(t, ns, workload{name: "db", node: env("E2E_STATIC_NODE", "hollow-static"), tolerate: true,
-		requests: rl("1", "100Mi"), limits: rl("1", "100Mi")})
+	w := workload{name: "db", node: env("E2E_STATIC_NODE", "hollow-static"), tolerate: true,
+		requests: rl("1", "100Mi"), limits: rl("1", "100Mi")}
+	cpu := "2"
+	if profile == profileV135Kubelet {
+		w = workload{name: "db", requests: rl("100m", "100Mi")}
+		cpu = "8"
+	}
+	pods := deploy(t, ns, w)
 	before := snap(pods)
 	newVPA(t, ns, "db", vpatypes.UpdateModeInPlace, nil)
 
-	recommend(t, ns, "db", "2", "100Mi")
+	recommend(t, ns, "db", cpu, "100Mi")
 	waitFor(t, eventually, "kubelet Infeasible", func(context.Context) (bool, error) {
 		return strings.Contains(resizeConditions(getPod(t, ns, pods[0].Name)), "Infeasible"), nil
 	})
 	waitEvent(t, ns, pods[0].Name, eventInfeasible, 1)
 	requireStable(t, ns, pods[0].Name)
+	assert.Equal(t, pods[0].Generation+1, getPod(t, ns, pods[0].Name).Generation, "patched once, then left alone")
 	requireNotDisrupted(t, ns, "db", before)
 }
 
