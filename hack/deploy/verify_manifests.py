@@ -29,6 +29,7 @@ CA_BUNDLE = "__CA_BUNDLE__"
 WEBHOOK_PORT = "__WEBHOOK_PORT__"
 POD_WEBHOOK = "vpa-inplace-pods"
 VPA_WEBHOOK = "vpa-inplace-vpas"
+UPDATER_CONFIG = "vpa-inplace-updater-config"
 
 CLUSTER_SCOPED = {
     "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
@@ -196,9 +197,11 @@ def check_updater_rbac(c, where, objs):
     for verb in ("patch", "update"):
         c.check(allows(rules, "autoscaling.k8s.io", "verticalpodautoscalers/status", verb),
                 f"{w} can {verb} verticalpodautoscalers/status")
-    for verb in ("create", "update", "patch", "delete"):
+    c.check(allows(cluster, "autoscaling.k8s.io", "verticalpodautoscalers", "patch"),
+            f"{w} can patch verticalpodautoscalers (the infeasible-records annotation)")
+    for verb in ("create", "update", "delete", "deletecollection"):
         c.check(not allows(rules, "autoscaling.k8s.io", "verticalpodautoscalers", verb),
-                f"{w} cannot {verb} verticalpodautoscalers (status only)")
+                f"{w} cannot {verb} verticalpodautoscalers (patch of its annotation and status only)")
     c.check(allows(rules, "example.com", "widgets/scale", "get"), f"{w} can get */scale of any group")
     for group in ("", "events.k8s.io"):
         for verb in ("create", "patch"):
@@ -208,6 +211,16 @@ def check_updater_rbac(c, where, objs):
     for verb in ("get", "create", "update"):
         c.check(allows(namespaced, "coordination.k8s.io", "leases", verb),
                 f"{w} can {verb} leases in {NAMESPACE}")
+    c.check(not any(rule_covers(r, "", "configmaps") for r in cluster),
+            f"{w} has no cluster-wide access to configmaps")
+    for verb in READ:
+        c.check(allows(namespaced, "", "configmaps", verb),
+                f"{w} can {verb} configmaps in {NAMESPACE} (the kill switch)")
+    for verb in ("create", "update", "patch", "delete", "deletecollection"):
+        c.check(not allows(rules, "", "configmaps", verb), f"{w} cannot {verb} configmaps")
+    c.check(all((r.get("resourceNames") or []) == [UPDATER_CONFIG]
+                for r in namespaced if rule_covers(r, "", "configmaps")),
+            f"{w} reads only the ConfigMap {UPDATER_CONFIG}")
 
 
 def check_admission_rbac(c, where, objs):

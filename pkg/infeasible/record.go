@@ -6,9 +6,14 @@
 // cause), or what validation forbids (422, or a change known to be impossible
 // in place). The rules deciding whether a new target may be tried against a
 // record follow AEP-8818.
+//
+// Records survive a restart of the updater and a change of leader: VPAStore
+// writes the records of a VPA's pods into an annotation on that VPA
+// (annotation.go) and reads them all back before the first decision.
 package infeasible
 
 import (
+	"context"
 	"sort"
 	"strings"
 	"sync"
@@ -186,73 +191,158 @@ func (r Resources) String() string {
 	return b.String()
 }
 
+// Owner is the VPA a pod belongs to. A durable store keeps a pod's record on
+// its VPA, so that the record lives and dies with the VPA.
+type Owner struct {
+	Namespace string
+	Name      string
+	UID       types.UID
+}
+
+// Key is "namespace/name".
+func (o Owner) Key() string { return o.Namespace + "/" + o.Name }
+
 // Store holds records by pod UID. Implementations are safe for concurrent
-// use. The in-memory store below is the default; a durable one can replace
-// it behind this interface.
+// use. MemoryStore keeps them in memory only; VPAStore also writes them onto
+// the VPAs, so that they survive a restart and a change of leader.
 type Store interface {
 	// Get returns the record of a pod, if any.
 	Get(uid types.UID) (*Record, bool)
-	// Put stores or replaces the record of a pod.
-	Put(uid types.UID, r *Record)
+	// Put stores or replaces the record of a pod whose VPA is owner.
+	Put(owner Owner, uid types.UID, r *Record)
 	// Delete forgets a pod's record; it reports whether there was one.
 	Delete(uid types.UID) bool
 	// Retain forgets every record whose pod is not live and returns the UIDs
 	// it forgot.
 	Retain(live func(types.UID) bool) []types.UID
+	// ForgetOwner forgets the records of the pods of a VPA that is gone and
+	// returns how many it forgot.
+	ForgetOwner(owner Owner) int
 	// Len is the number of records held.
 	Len() int
+	// Load reads the records kept durably, replacing what is held. It is
+	// called once, before any decision is taken.
+	Load(ctx context.Context) error
+	// Run writes changed records durably until ctx is cancelled. It returns
+	// at once when the store keeps nothing durably.
+	Run(ctx context.Context)
+}
+
+type entry struct {
+	owner string
+	rec   *Record
 }
 
 // MemoryStore is a Store kept in memory.
 type MemoryStore struct {
 	mu      sync.RWMutex
-	records map[types.UID]*Record
+	records map[types.UID]entry
 }
 
 var _ Store = (*MemoryStore)(nil)
 
 // NewMemoryStore returns an empty in-memory store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{records: map[types.UID]*Record{}}
+	return &MemoryStore{records: map[types.UID]entry{}}
 }
 
 // Get implements Store.
 func (s *MemoryStore) Get(uid types.UID) (*Record, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	r, ok := s.records[uid]
-	return r, ok
+	e, ok := s.records[uid]
+	return e.rec, ok
 }
 
 // Put implements Store.
-func (s *MemoryStore) Put(uid types.UID, r *Record) {
+func (s *MemoryStore) Put(owner Owner, uid types.UID, r *Record) {
+	s.put(owner.Key(), uid, r)
+}
+
+// put stores a record and returns the owner key the pod's previous record
+// had, if any.
+func (s *MemoryStore) put(owner string, uid types.UID, r *Record) (previous string, had bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.records[uid] = r
+	old, had := s.records[uid]
+	s.records[uid] = entry{owner: owner, rec: r}
+	return old.owner, had
 }
 
 // Delete implements Store.
 func (s *MemoryStore) Delete(uid types.UID) bool {
+	_, ok := s.delete(uid)
+	return ok
+}
+
+func (s *MemoryStore) delete(uid types.UID) (owner string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.records[uid]
+	e, ok := s.records[uid]
 	delete(s.records, uid)
-	return ok
+	return e.owner, ok
 }
 
 // Retain implements Store.
 func (s *MemoryStore) Retain(live func(types.UID) bool) []types.UID {
+	forgotten, _ := s.retain(live)
+	return forgotten
+}
+
+// retain also returns the owner keys of the forgotten records.
+func (s *MemoryStore) retain(live func(types.UID) bool) ([]types.UID, []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var forgotten []types.UID
-	for uid := range s.records {
+	owners := map[string]bool{}
+	for uid, e := range s.records {
 		if !live(uid) {
 			delete(s.records, uid)
 			forgotten = append(forgotten, uid)
+			owners[e.owner] = true
 		}
 	}
 	sort.Slice(forgotten, func(i, j int) bool { return forgotten[i] < forgotten[j] })
-	return forgotten
+	keys := make([]string, 0, len(owners))
+	for k := range owners {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return forgotten, keys
+}
+
+// ForgetOwner implements Store.
+func (s *MemoryStore) ForgetOwner(owner Owner) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for uid, e := range s.records {
+		if e.owner == owner.Key() {
+			delete(s.records, uid)
+			n++
+		}
+	}
+	return n
+}
+
+// byOwner returns the records of the pods of one VPA.
+func (s *MemoryStore) byOwner(owner string) map[types.UID]*Record {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[types.UID]*Record{}
+	for uid, e := range s.records {
+		if e.owner == owner {
+			out[uid] = e.rec
+		}
+	}
+	return out
+}
+
+// replace swaps in a whole new set of records.
+func (s *MemoryStore) replace(records map[types.UID]entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records = records
 }
 
 // Len implements Store.
@@ -261,3 +351,9 @@ func (s *MemoryStore) Len() int {
 	defer s.mu.RUnlock()
 	return len(s.records)
 }
+
+// Load implements Store: a MemoryStore keeps nothing durably.
+func (s *MemoryStore) Load(context.Context) error { return nil }
+
+// Run implements Store: a MemoryStore writes nothing.
+func (s *MemoryStore) Run(context.Context) {}

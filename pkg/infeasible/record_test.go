@@ -1,6 +1,7 @@
 package infeasible
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -11,6 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+)
+
+var (
+	web = Owner{Namespace: "default", Name: "web", UID: "uid-web"}
+	db  = Owner{Namespace: "default", Name: "db", UID: "uid-db"}
 )
 
 func res(cpu, mem, limCPU, limMem string) corev1.ResourceRequirements {
@@ -58,9 +64,9 @@ func TestMemoryStore(t *testing.T) {
 	_, ok := s.Get("a")
 	assert.False(t, ok)
 
-	s.Put("a", &Record{Kind: KindInfeasible})
-	s.Put("b", &Record{Kind: KindNodeCapacity})
-	s.Put("c", &Record{Kind: KindInvalid})
+	s.Put(web, "a", &Record{Kind: KindInfeasible})
+	s.Put(web, "b", &Record{Kind: KindNodeCapacity})
+	s.Put(db, "c", &Record{Kind: KindInvalid})
 	r, ok := s.Get("b")
 	require.True(t, ok)
 	assert.Equal(t, KindNodeCapacity, r.Kind)
@@ -72,6 +78,12 @@ func TestMemoryStore(t *testing.T) {
 	forgotten := s.Retain(func(uid types.UID) bool { return uid == "b" })
 	assert.Equal(t, []types.UID{"c"}, forgotten)
 	assert.Equal(t, 1, s.Len())
+
+	s.Put(db, "d", &Record{Kind: KindInvalid})
+	assert.Equal(t, 1, s.ForgetOwner(web), "only the records of the VPA that is gone")
+	_, ok = s.Get("d")
+	assert.True(t, ok)
+	assert.NoError(t, s.Load(context.Background()), "nothing durable to load")
 }
 
 func TestMemoryStoreConcurrentUse(t *testing.T) {
@@ -83,7 +95,7 @@ func TestMemoryStoreConcurrentUse(t *testing.T) {
 			defer wg.Done()
 			for j := range 200 {
 				uid := types.UID(fmt.Sprintf("%d-%d", i, j))
-				s.Put(uid, &Record{})
+				s.Put(web, uid, &Record{})
 				s.Get(uid)
 				if j%2 == 0 {
 					s.Delete(uid)

@@ -1,6 +1,8 @@
 package resize
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -34,6 +36,10 @@ type Status struct {
 	State   State
 	Reason  string
 	Message string
+	// Since is when the kubelet entered this state: the lastTransitionTime
+	// of its condition. Zero when unknown (the legacy status.resize field,
+	// or states judged from the spec).
+	Since time.Time
 }
 
 // ReadStatus reads the resize state of a pod, for Kubernetes 1.33 to 1.37:
@@ -51,11 +57,11 @@ func ReadStatus(pod *corev1.Pod) Status {
 		}
 		switch c.Reason {
 		case corev1.PodReasonInfeasible:
-			return Status{State: StateInfeasible, Reason: c.Reason, Message: c.Message}
+			return Status{State: StateInfeasible, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}
 		case corev1.PodReasonDeferred:
-			return Status{State: StateDeferred, Reason: c.Reason, Message: c.Message}
+			return Status{State: StateDeferred, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}
 		default:
-			return Status{State: StateUnknown, Reason: c.Reason, Message: c.Message}
+			return Status{State: StateUnknown, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}
 		}
 	}
 	for _, c := range pod.Status.Conditions {
@@ -63,9 +69,9 @@ func ReadStatus(pod *corev1.Pod) Status {
 			continue
 		}
 		if c.Reason == corev1.PodReasonError {
-			return Status{State: StateError, Reason: c.Reason, Message: c.Message}
+			return Status{State: StateError, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}
 		}
-		return Status{State: StateInProgress, Reason: c.Reason, Message: c.Message}
+		return Status{State: StateInProgress, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}
 	}
 	//nolint:staticcheck // the deprecated field is read on purpose.
 	switch pod.Status.Resize {

@@ -2,6 +2,7 @@ package resize
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
@@ -48,6 +49,26 @@ func TestReadStatus(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.state, ReadStatus(tc.pod).State)
+		})
+	}
+}
+
+func TestReadStatusSince(t *testing.T) {
+	since := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want time.Time
+	}{
+		{"Deferred: the condition's lastTransitionTime", testpod.New("p").Running().ConditionSince(corev1.PodResizePending, corev1.PodReasonDeferred, "", since).Obj(), since},
+		{"Infeasible: the condition's lastTransitionTime", testpod.New("p").Running().ConditionSince(corev1.PodResizePending, corev1.PodReasonInfeasible, "", since).Obj(), since},
+		{"in progress: the condition's lastTransitionTime", testpod.New("p").Running().ConditionSince(corev1.PodResizeInProgress, "", "", since).Obj(), since},
+		{"legacy status.resize: unknown", testpod.New("p").Running().LegacyResizeStatus(corev1.PodResizeStatusDeferred).Obj(), time.Time{}},
+		{"no resize: none", testpod.New("p").Running().Obj(), time.Time{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.True(t, tc.want.Equal(ReadStatus(tc.pod).Since), "got %s", ReadStatus(tc.pod).Since)
 		})
 	}
 }

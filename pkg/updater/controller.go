@@ -4,7 +4,9 @@
 //
 // A recommendation travels: VPA informer event -> the VPA's pods are queued
 // -> worker -> resize.Decide -> patch pods/resize -> the outcome is recorded
-// (pkg/infeasible) and reported (events).
+// (pkg/infeasible) and reported: events on the pod and the VPA, metrics, and
+// the VPA's InPlaceResizeBlocked condition (status.go), written by a second
+// queue keyed by VPA.
 package updater
 
 import (
@@ -33,6 +35,7 @@ import (
 	"k8s.io/klog/v2"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions/autoscaling.k8s.io/v1"
 	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
 
@@ -43,7 +46,8 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 )
 
-// Event reasons, on the pod.
+// Event reasons. Infeasible, Invalid and DeferredTooLong go on the pod and on
+// its VPA; the others on the pod only.
 const (
 	// EventResizeSent: a resize was sent to the pod's resize subresource.
 	EventResizeSent = "InPlaceResizeSent"
@@ -54,6 +58,12 @@ const (
 	// EventResizeInvalid: the change cannot be done in place; it is not
 	// retried until the recommendation changes.
 	EventResizeInvalid = "InPlaceResizeInvalid"
+	// EventResizeDeferredTooLong: the kubelet has held the resize Deferred
+	// for longer than --deferred-warning-after. The pod keeps waiting.
+	EventResizeDeferredTooLong = "InPlaceResizeDeferredTooLong"
+	// EventResizeWithheld: a resize is due but not sent (--dry-run, or
+	// paused); once per pod and target.
+	EventResizeWithheld = "InPlaceResizeWithheld"
 )
 
 // ownerIndex indexes pods by the UID of their controller.
@@ -91,13 +101,36 @@ type Config struct {
 	IgnoredNamespaces []string
 	// ServerMinor is the API server's minor version, 0 when unknown.
 	ServerMinor int
+	// DryRun is --dry-run: decide and report, never send a resize.
+	DryRun bool
+	// DeferredWarningAfter is --deferred-warning-after: how long a resize may
+	// stay Deferred before a warning event; 0 disables the warning.
+	DeferredWarningAfter time.Duration
+	// ConfigMap is the ConfigMap whose "paused" key pauses resizing
+	// cluster-wide (read through Deps.ConfigMaps).
+	ConfigMap types.NamespacedName
+	// StatusMinInterval is the shortest time between two writes of one VPA's
+	// condition; 0 means 10s, a negative value no limit.
+	StatusMinInterval time.Duration
 }
+
+const (
+	defaultStatusMinInterval = 10 * time.Second
+	// statusDelay lets the pods of a VPA settle before its condition is
+	// computed: changes within it make one write.
+	statusDelay = time.Second
+)
 
 // Deps are the controller's collaborators.
 type Deps struct {
-	Client      kubernetes.Interface
-	Pods        coreinformers.PodInformer
-	VPAs        vpainformers.VerticalPodAutoscalerInformer
+	Client kubernetes.Interface
+	// VPAClient writes the VPA condition.
+	VPAClient vpaclientset.Interface
+	Pods      coreinformers.PodInformer
+	VPAs      vpainformers.VerticalPodAutoscalerInformer
+	// ConfigMaps watches the cluster-wide kill switch (Config.ConfigMap);
+	// nil: no cluster-wide switch.
+	ConfigMaps  coreinformers.ConfigMapInformer
 	Resolver    Resolver
 	Calculator  Calculator
 	Store       infeasible.Store
@@ -110,23 +143,34 @@ type Deps struct {
 
 // Controller is the InPlace updater.
 type Controller struct {
-	cfg      Config
-	client   kubernetes.Interface
-	pods     corelisters.PodLister
-	podIdx   cache.Indexer
-	vpas     vpalisters.VerticalPodAutoscalerLister
-	synced   []cache.InformerSynced
-	resolver Resolver
-	calc     Calculator
-	store    infeasible.Store
-	recorder record.EventRecorder
-	gate     featuregate.FeatureGate
-	now      func() time.Time
-	metrics  *Metrics
-	ignored  sets.Set[string]
-	queue    workqueue.TypedRateLimitingInterface[string]
+	cfg        Config
+	client     kubernetes.Interface
+	vpaClient  vpaclientset.Interface
+	pods       corelisters.PodLister
+	podIdx     cache.Indexer
+	vpas       vpalisters.VerticalPodAutoscalerLister
+	configMaps corelisters.ConfigMapLister
+	synced     []cache.InformerSynced
+	resolver   Resolver
+	calc       Calculator
+	store      infeasible.Store
+	recorder   record.EventRecorder
+	gate       featuregate.FeatureGate
+	now        func() time.Time
+	metrics    *Metrics
+	ignored    sets.Set[string]
+	// queue holds pod keys; statusQueue VPA keys whose condition may need
+	// writing.
+	queue       workqueue.TypedRateLimitingInterface[string]
+	statusQueue workqueue.TypedRateLimitingInterface[string]
+	tracker     *tracker
 
 	mu sync.Mutex
+	// recommendationSeen holds, per VPA UID, when the updater saw its
+	// recommendation change (or first saw the VPA).
+	recommendationSeen map[types.UID]time.Time
+	// statusWritten holds, per VPA key, when its condition was last written.
+	statusWritten map[string]time.Time
 	// gateOffLogged holds the VPAs already reported as skipped because the
 	// gate is off, so each is logged once.
 	gateOffLogged sets.Set[types.UID]
@@ -143,29 +187,45 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
+	if cfg.StatusMinInterval == 0 {
+		cfg.StatusMinInterval = defaultStatusMinInterval
+	}
 	c := &Controller{
-		cfg:      cfg,
-		client:   deps.Client,
-		pods:     deps.Pods.Lister(),
-		podIdx:   deps.Pods.Informer().GetIndexer(),
-		vpas:     deps.VPAs.Lister(),
-		synced:   []cache.InformerSynced{deps.Pods.Informer().HasSynced, deps.VPAs.Informer().HasSynced},
-		resolver: deps.Resolver,
-		calc:     deps.Calculator,
-		store:    deps.Store,
-		recorder: deps.Recorder,
-		gate:     deps.FeatureGate,
-		now:      deps.Now,
-		metrics:  deps.Metrics,
-		ignored:  sets.New(cfg.IgnoredNamespaces...),
+		cfg:       cfg,
+		client:    deps.Client,
+		vpaClient: deps.VPAClient,
+		pods:      deps.Pods.Lister(),
+		podIdx:    deps.Pods.Informer().GetIndexer(),
+		vpas:      deps.VPAs.Lister(),
+		synced:    []cache.InformerSynced{deps.Pods.Informer().HasSynced, deps.VPAs.Informer().HasSynced},
+		resolver:  deps.Resolver,
+		calc:      deps.Calculator,
+		store:     deps.Store,
+		recorder:  deps.Recorder,
+		gate:      deps.FeatureGate,
+		now:       deps.Now,
+		metrics:   deps.Metrics,
+		ignored:   sets.New(cfg.IgnoredNamespaces...),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),
 			),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater"},
 		),
-		gateOffLogged: sets.New[types.UID](),
-		disrupting:    sets.New[types.UID](),
+		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-status"},
+		),
+		tracker:            newTracker(),
+		recommendationSeen: map[types.UID]time.Time{},
+		statusWritten:      map[string]time.Time{},
+		gateOffLogged:      sets.New[types.UID](),
+		disrupting:         sets.New[types.UID](),
+	}
+	if deps.ConfigMaps != nil {
+		c.configMaps = deps.ConfigMaps.Lister()
+		// Fail closed: no resize before the kill switch has been read.
+		c.synced = append(c.synced, deps.ConfigMaps.Informer().HasSynced)
 	}
 	if err := deps.Pods.Informer().AddIndexers(cache.Indexers{ownerIndex: indexByController}); err != nil {
 		return nil, fmt.Errorf("adding pod index: %w", err)
@@ -185,7 +245,24 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("adding VPA handler: %w", err)
 	}
+	if deps.ConfigMaps != nil {
+		if _, err := deps.ConfigMaps.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onConfigMap(ctx, nil, obj) },
+			UpdateFunc: func(old, obj any) { c.onConfigMap(ctx, old, obj) },
+			DeleteFunc: func(obj any) { c.onConfigMap(ctx, obj, nil) },
+		}); err != nil {
+			return nil, fmt.Errorf("adding ConfigMap handler: %w", err)
+		}
+	}
+	c.metrics.bind(c.gaugeSnapshot)
 	return c, nil
+}
+
+// gaugeSnapshot is read by the metrics at each scrape.
+func (c *Controller) gaugeSnapshot() gaugeSnapshot {
+	pending, oldest := c.tracker.pending(c.now())
+	paused, _ := c.clusterPaused()
+	return gaugeSnapshot{records: c.store.Len(), pending: pending, oldest: oldest, paused: paused, dryRun: c.cfg.DryRun}
 }
 
 func indexByController(obj any) ([]string, error) {
@@ -209,35 +286,70 @@ func (c *Controller) HasSynced() bool {
 	return true
 }
 
-// Run starts the workers once the caches have synced and blocks until ctx
-// is cancelled; then it drains and returns.
+// Run starts the workers once the caches have synced and the records of
+// earlier attempts are loaded, and blocks until ctx is cancelled; then it
+// drains and returns.
 func (c *Controller) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	defer c.queue.ShutDown()
+	defer c.statusQueue.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return errors.New("caches did not sync before shutdown")
 	}
-	logger.Info("Caches synced; starting workers", "workers", c.cfg.Workers, "resyncInterval", c.cfg.ResyncInterval)
+	// No decision before the records are known: a resize recorded as
+	// infeasible before a restart or a change of leader is not sent again.
+	if err := c.loadRecords(ctx); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	logger.Info("Caches synced and records loaded; starting workers", "workers", c.cfg.Workers,
+		"resyncInterval", c.cfg.ResyncInterval, "dryRun", c.cfg.DryRun)
 
 	var wg sync.WaitGroup
+	wg.Go(func() { c.store.Run(ctx) })
 	for range c.cfg.Workers {
 		wg.Go(func() {
 			for c.processNext(ctx) {
 			}
 		})
 	}
+	wg.Go(func() {
+		for c.processNextStatus(ctx) {
+		}
+	})
 	// The resync runs at once, then every interval: it catches what events
 	// missed and cleans up records of pods that are gone.
 	wg.Go(func() { wait.UntilWithContext(ctx, c.Resync, c.cfg.ResyncInterval) })
 	<-ctx.Done()
 	c.queue.ShutDown()
+	c.statusQueue.ShutDown()
 	wg.Wait()
 	logger.Info("Updater stopped")
 	return nil
 }
 
-// Resync queues the pods of every InPlace VPA and forgets records of pods
-// that no longer exist.
+// loadRecords loads the store, retrying with backoff until it succeeds or
+// ctx is cancelled.
+func (c *Controller) loadRecords(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: time.Minute}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		if err := c.store.Load(ctx); err != nil {
+			logger.Error(err, "Loading infeasible records; no resize is sent until they are loaded")
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("loading infeasible records: %w", err)
+	}
+	return nil
+}
+
+// Resync queues the pods and the condition of every InPlace VPA, and
+// forgets records of pods that no longer exist.
 func (c *Controller) Resync(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	vpas, err := c.vpas.List(labels.Everything())
@@ -248,6 +360,9 @@ func (c *Controller) Resync(ctx context.Context) {
 	for _, vpa := range vpas {
 		if isInPlace(vpa) {
 			c.enqueueVPAPods(ctx, vpa)
+		}
+		if isInPlace(vpa) || hasCondition(vpa) {
+			c.enqueueStatus(vpa)
 		}
 	}
 	forgotten := c.CleanupRecords()
@@ -286,9 +401,10 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	return true
 }
 
-// sync handles one pod: read the caches, decide, act. A returned error is
-// retried with backoff; permanent outcomes are recorded instead.
+// sync handles one pod: read the caches, decide, act, report. A returned
+// error is retried with backoff; permanent outcomes are recorded instead.
 func (c *Controller) sync(ctx context.Context, key string) error {
+	start := c.now()
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil // not a key of ours; never retried
@@ -308,16 +424,26 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return fmt.Errorf("finding the pod's VPA: %w", err)
 	}
 	if vpa == nil || !isInPlace(vpa) {
+		c.untrack(pod.UID)
 		return nil
 	}
 	if !c.gate.Enabled(features.InPlace) {
 		c.logGateOffOnce(logger, vpa)
+		c.untrack(pod.UID)
+		return nil
+	}
+	if c.tracker.cacheBehind(pod.UID, pod.ResourceVersion, start) {
+		// Queued again (a resync, another event) before the cache saw the
+		// resize just sent: never send it twice.
+		logger.V(4).Info("Cache has not seen the resize sent yet; waiting for the pod's update")
 		return nil
 	}
 	c.noteSettled(pod)
 
+	status := resize.ReadStatus(pod)
 	desired, err := c.calc.ForPod(pod, vpa)
 	if err != nil {
+		c.report(ctx, pod, vpa, podStatus{state: PodError, message: "cannot compute what the pod should get: " + err.Error()}, status)
 		return fmt.Errorf("computing recommendation: %w", err)
 	}
 	record, _ := c.store.Get(pod.UID)
@@ -333,24 +459,40 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		in.DisruptionAllowed = c.disruptionAllowed(pod)
 	}
 	d := resize.Decide(in)
-	c.metrics.decided(d)
+	c.metrics.decided(d, c.now().Sub(start))
+	outcome, _ := c.tracker.settle(pod.UID, status.State, func(like infeasible.Resources) infeasible.Resources { return resize.Current(pod, like) })
+	c.metrics.settled(outcome)
 	logger.V(2).Info("Decided", "vpa", klog.KObj(vpa), "action", d.Action, "reason", d.Reason, "message", d.Message)
-	return c.act(ctx, pod, d)
+	st, err := c.act(ctx, pod, vpa, d, status)
+	if st != nil {
+		c.report(ctx, pod, vpa, *st, status)
+	}
+	return err
 }
 
-// act carries out a decision.
-func (c *Controller) act(ctx context.Context, pod *corev1.Pod, d resize.Decision) error {
+// act carries out a decision and returns the pod's resulting state (nil
+// when the pod is gone).
+func (c *Controller) act(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision, rs resize.Status) (*podStatus, error) {
 	logger := klog.FromContext(ctx)
+	owner := ownerOf(vpa)
 	if d.ClearRecord {
 		c.store.Delete(pod.UID)
 	}
 	if d.NewRecord != nil {
 		d.NewRecord.RecordedAt = c.now()
-		c.store.Put(pod.UID, d.NewRecord)
-		c.reportRecord(ctx, pod, d.NewRecord)
+		c.store.Put(owner, pod.UID, d.NewRecord)
+		c.reportRecord(ctx, pod, vpa, d.NewRecord)
 	}
 	if d.Action != resize.ActionPatch {
-		return nil
+		record, _ := c.store.Get(pod.UID)
+		st := stateOf(d, record, rs)
+		return &st, nil
+	}
+
+	if reason, why := c.withheld(vpa); reason != "" {
+		c.metrics.withheldResize(reason)
+		logger.V(2).Info("Resize not sent", "target", d.Target.String(), "why", why)
+		return &podStatus{state: PodWithheld, values: d.Target.String(), message: why}, nil
 	}
 
 	_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
@@ -364,23 +506,32 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, d resize.Decision
 			c.disrupting.Insert(pod.UID)
 			c.mu.Unlock()
 		}
+		now := c.now()
+		c.tracker.markSent(pod.UID, vpaKey(vpa), pod.Name, d.Target, now, pod.ResourceVersion)
+		c.mu.Lock()
+		seen, ok := c.recommendationSeen[vpa.UID]
+		c.mu.Unlock()
+		if ok {
+			c.metrics.recommendationApplied(now.Sub(seen))
+		}
 		logger.Info("Resize sent", "target", d.Target.String(), "disruptive", d.Disruptive)
 		c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeSent, "Resizing in place to %s", d.Target.String())
-		return nil
-	case resize.OutcomeNodeCapacity:
-		r := &infeasible.Record{Kind: infeasible.KindNodeCapacity, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now()}
-		c.store.Put(pod.UID, r)
-		c.reportRecord(ctx, pod, r)
-		return nil
-	case resize.OutcomeInvalid:
-		r := &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now()}
-		c.store.Put(pod.UID, r)
-		c.reportRecord(ctx, pod, r)
-		return nil
+		return &podStatus{state: PodInProgress, since: now, values: d.Target.String(), message: "resize sent"}, nil
+	case resize.OutcomeNodeCapacity, resize.OutcomeInvalid:
+		kind, state := infeasible.KindNodeCapacity, PodInfeasible
+		if outcome == resize.OutcomeInvalid {
+			kind, state = infeasible.KindInvalid, PodInvalid
+		}
+		r := &infeasible.Record{Kind: kind, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now()}
+		c.store.Put(owner, pod.UID, r)
+		c.reportRecord(ctx, pod, vpa, r)
+		return &podStatus{state: state, since: r.RecordedAt, values: r.Attempted.String(), message: r.Message, kind: r.Kind}, nil
 	case resize.OutcomeGone:
-		return nil
+		c.untrack(pod.UID)
+		return nil, nil
 	default:
-		return fmt.Errorf("resize patch (%s): %w", outcome, err)
+		err = fmt.Errorf("resize patch (%s): %w", outcome, err)
+		return &podStatus{state: PodError, message: err.Error()}, err
 	}
 }
 
@@ -392,16 +543,84 @@ func statusMessage(err error) string {
 	return err.Error()
 }
 
-// reportRecord logs and emits the event for a newly recorded outcome.
-func (c *Controller) reportRecord(ctx context.Context, pod *corev1.Pod, r *infeasible.Record) {
+func ownerOf(vpa *vpatypes.VerticalPodAutoscaler) infeasible.Owner {
+	return infeasible.Owner{Namespace: vpa.Namespace, Name: vpa.Name, UID: vpa.UID}
+}
+
+func vpaKey(vpa *vpatypes.VerticalPodAutoscaler) string {
+	return vpa.Namespace + "/" + vpa.Name
+}
+
+// report remembers a pod's state, queues its VPA's condition when it
+// changed, and warns once about a resize Deferred for too long.
+func (c *Controller) report(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, st podStatus, rs resize.Status) {
+	st.vpa, st.name = vpaKey(vpa), pod.Name
+	now := c.now()
+	for _, key := range c.tracker.set(pod.UID, st, now) {
+		c.statusQueue.AddAfter(key, statusDelay)
+	}
+	switch st.state {
+	case PodWithheld:
+		if c.tracker.withheldOnce(pod.UID, st.values) {
+			c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeWithheld, "Would resize in place to %s; not sent: %s", st.values, st.message)
+		}
+	case PodDeferred:
+		c.warnDeferred(ctx, pod, vpa, rs)
+	}
+}
+
+// warnDeferred sends, once per Deferred episode, a warning on the pod and
+// its VPA when the kubelet has held the resize for --deferred-warning-after,
+// and otherwise looks at the pod again when that time comes. The episode
+// starts at the PodResizePending condition's lastTransitionTime (or, without
+// one, when the updater first saw the pod deferred).
+func (c *Controller) warnDeferred(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, rs resize.Status) {
+	after := c.cfg.DeferredWarningAfter
+	if after <= 0 {
+		return
+	}
+	since, ok := c.tracker.since(pod.UID)
+	if !ok {
+		return
+	}
+	age := c.now().Sub(since)
+	if age < after {
+		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, after-age)
+		return
+	}
+	if !c.tracker.warnOnce(pod.UID, since) {
+		return
+	}
+	waited := age.Round(time.Second)
+	klog.FromContext(ctx).Info("Resize deferred for too long; still waiting, the pod is not evicted", "vpa", klog.KObj(vpa), "since", since, "waited", waited)
+	c.recorder.Eventf(pod, corev1.EventTypeWarning, EventResizeDeferredTooLong,
+		"Resize deferred by the kubelet for %s (since %s): %s; still waiting, the pod is not evicted",
+		waited, since.UTC().Format(time.RFC3339), rs.Message)
+	c.recorder.Eventf(vpa, corev1.EventTypeWarning, EventResizeDeferredTooLong,
+		"Pod %s: resize deferred by the kubelet for %s (since %s): %s; still waiting, the pod is not evicted",
+		pod.Name, waited, since.UTC().Format(time.RFC3339), rs.Message)
+}
+
+// untrack forgets a pod's state and queues its VPA's condition.
+func (c *Controller) untrack(uid types.UID) {
+	if key, ok := c.tracker.forget(uid); ok {
+		c.statusQueue.AddAfter(key, statusDelay)
+	}
+}
+
+// reportRecord logs and emits the events, on the pod and on its VPA, for a
+// newly recorded outcome.
+func (c *Controller) reportRecord(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, r *infeasible.Record) {
 	reason := EventResizeInfeasible
 	what := "infeasible"
 	if r.Kind == infeasible.KindInvalid {
 		reason, what = EventResizeInvalid, "not possible in place"
 	}
-	klog.FromContext(ctx).Info("Resize recorded as "+what, "kind", r.Kind, "attempted", r.Attempted.String(), "message", r.Message)
+	klog.FromContext(ctx).Info("Resize recorded as "+what, "vpa", klog.KObj(vpa), "kind", r.Kind, "attempted", r.Attempted.String(), "message", r.Message)
 	c.recorder.Eventf(pod, corev1.EventTypeWarning, reason,
 		"Resize to %s is %s (%s: %s); not retried until the recommendation changes", r.Attempted.String(), what, r.Kind, r.Message)
+	c.recorder.Eventf(vpa, corev1.EventTypeWarning, reason,
+		"Pod %s: resize to %s is %s (%s: %s); not retried until the recommendation changes", pod.Name, r.Attempted.String(), what, r.Kind, r.Message)
 }
 
 func (c *Controller) logGateOffOnce(logger klog.Logger, vpa *vpatypes.VerticalPodAutoscaler) {
@@ -530,27 +749,40 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	if c.store.Delete(pod.UID) {
 		logger.V(4).Info("Forgot record of deleted pod", "pod", klog.KObj(pod))
 	}
+	c.untrack(pod.UID)
 	c.mu.Lock()
 	c.disrupting.Delete(pod.UID)
 	c.mu.Unlock()
 }
 
-// onVPA queues the VPA's pods when its recommendation or spec changed.
+// onVPA queues the VPA's condition, and its pods when its recommendation,
+// spec or pause annotation changed.
 func (c *Controller) onVPA(ctx context.Context, oldObj, obj any) {
 	vpa, ok := obj.(*vpatypes.VerticalPodAutoscaler)
 	if !ok || c.ignored.Has(vpa.Namespace) {
 		return
 	}
-	if old, ok := oldObj.(*vpatypes.VerticalPodAutoscaler); ok {
-		if apiequality.Semantic.DeepEqual(old.Spec, vpa.Spec) &&
-			apiequality.Semantic.DeepEqual(old.Status.Recommendation, vpa.Status.Recommendation) {
-			return
-		}
-		if !isInPlace(old) && !isInPlace(vpa) {
-			return
-		}
-	} else if !isInPlace(vpa) {
+	old, isUpdate := oldObj.(*vpatypes.VerticalPodAutoscaler)
+	switch {
+	case isInPlace(vpa) || hasCondition(vpa):
+	case isUpdate && isInPlace(old):
+	default:
 		return
+	}
+	// Every change, including a recommender's status write that dropped or
+	// reverted the condition, is checked against what the condition should
+	// say; an unchanged condition is not written.
+	c.enqueueStatus(vpa)
+	newRecommendation := !isUpdate || !apiequality.Semantic.DeepEqual(old.Status.Recommendation, vpa.Status.Recommendation)
+	if isUpdate && !newRecommendation &&
+		apiequality.Semantic.DeepEqual(old.Spec, vpa.Spec) &&
+		old.Annotations[PausedAnnotation] == vpa.Annotations[PausedAnnotation] {
+		return
+	}
+	if newRecommendation {
+		c.mu.Lock()
+		c.recommendationSeen[vpa.UID] = c.now()
+		c.mu.Unlock()
 	}
 	c.enqueueVPAPods(ctx, vpa)
 }
@@ -564,9 +796,38 @@ func (c *Controller) onVPADelete(obj any) {
 		return
 	}
 	c.resolver.Forget(vpa.UID)
+	// The VPA's records went with its annotation.
+	c.store.ForgetOwner(ownerOf(vpa))
+	c.tracker.forgetVPA(vpaKey(vpa))
 	c.mu.Lock()
 	c.gateOffLogged.Delete(vpa.UID)
+	delete(c.recommendationSeen, vpa.UID)
+	delete(c.statusWritten, vpaKey(vpa))
 	c.mu.Unlock()
+}
+
+// onConfigMap reacts to the cluster-wide kill switch: when it flips, every
+// InPlace VPA's pods and condition are looked at again.
+func (c *Controller) onConfigMap(ctx context.Context, oldObj, obj any) {
+	if t, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
+		oldObj = t.Obj
+	}
+	value := func(o any) (string, bool) {
+		cm, ok := o.(*corev1.ConfigMap)
+		if !ok || cm.Namespace != c.cfg.ConfigMap.Namespace || cm.Name != c.cfg.ConfigMap.Name {
+			return "", false
+		}
+		v, ok := cm.Data[PausedKey]
+		return v, ok
+	}
+	before, hadBefore := value(oldObj)
+	after, hasAfter := value(obj)
+	if before == after && hadBefore == hasAfter {
+		return
+	}
+	paused, why := c.clusterPaused()
+	klog.FromContext(ctx).Info("Cluster-wide kill switch changed", "configMap", c.cfg.ConfigMap, "paused", paused, "why", why)
+	c.Resync(ctx)
 }
 
 func (c *Controller) enqueueVPAPods(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) {
@@ -585,6 +846,13 @@ func (c *Controller) enqueueVPAPods(ctx context.Context, vpa *vpatypes.VerticalP
 	for _, p := range pods {
 		c.queue.Add(vpa.Namespace + "/" + p.Name)
 	}
+}
+
+func (c *Controller) enqueueStatus(vpa *vpatypes.VerticalPodAutoscaler) {
+	if c.ignored.Has(vpa.Namespace) {
+		return
+	}
+	c.statusQueue.AddAfter(vpaKey(vpa), statusDelay)
 }
 
 func isInPlace(vpa *vpatypes.VerticalPodAutoscaler) bool {

@@ -8,180 +8,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/informers"
-	kubefake "k8s.io/client-go/kubernetes/fake"
-	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2/ktesting"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
-	vpafake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
-	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
-	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
-	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
 )
 
-// labelResolver matches pods to the VPAs of their namespace by the label
-// app=<vpa targetRef name>.
-type labelResolver struct {
-	vpas func(ns string) []*vpatypes.VerticalPodAutoscaler
-}
-
-func (r labelResolver) VPAForPod(_ context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error) {
-	for _, v := range r.vpas(pod.Namespace) {
-		if pod.Labels["app"] == v.Spec.TargetRef.Name {
-			return v, nil
-		}
-	}
-	return nil, nil
-}
-
-func (labelResolver) Selector(_ context.Context, vpa *vpatypes.VerticalPodAutoscaler) (labels.Selector, error) {
-	return labels.SelectorFromSet(labels.Set{"app": vpa.Spec.TargetRef.Name}), nil
-}
-
-func (labelResolver) Forget(types.UID) {}
-
-type fixture struct {
-	t        *testing.T
-	ctx      context.Context
-	kube     *kubefake.Clientset
-	vpa      *vpafake.Clientset
-	store    *infeasible.MemoryStore
-	recorder *record.FakeRecorder
-	ctrl     *Controller
-	registry *prometheus.Registry
-}
-
-type fixtureOpts struct {
-	gateOff   bool
-	tolerance float64
-}
-
-func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAutoscaler, o fixtureOpts) *fixture {
-	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-
-	var kubeObjs, vpaObjs []runtime.Object
-	for _, p := range pods {
-		kubeObjs = append(kubeObjs, p)
-	}
-	for _, v := range vpas {
-		vpaObjs = append(vpaObjs, v)
-	}
-	kube := kubefake.NewClientset(kubeObjs...)
-	vpaClient := vpafake.NewSimpleClientset(vpaObjs...)
-	kubeFactory := informers.NewSharedInformerFactory(kube, 0)
-	vpaFactory := vpainformers.NewSharedInformerFactory(vpaClient, 0)
-	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
-	podInformer := kubeFactory.Core().V1().Pods()
-
-	gate := features.NewFeatureGate()
-	if !o.gateOff {
-		require.NoError(t, gate.Set("InPlace=true"))
-	}
-	if o.tolerance == 0 {
-		o.tolerance = 0.5
-	}
-	f := &fixture{t: t, ctx: ctx, kube: kube, vpa: vpaClient, store: infeasible.NewMemoryStore(), recorder: record.NewFakeRecorder(100)}
-	vpaLister := vpaInformer.Lister()
-	f.registry = prometheus.NewRegistry()
-	metrics, merr := NewMetrics(f.registry, f.store)
-	require.NoError(t, merr)
-	ctrl, err := New(ctx, Config{Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: 37}, Deps{
-		Client: kube,
-		Pods:   podInformer,
-		VPAs:   vpaInformer,
-		Resolver: labelResolver{vpas: func(ns string) []*vpatypes.VerticalPodAutoscaler {
-			l, _ := vpaLister.VerticalPodAutoscalers(ns).List(labels.Everything())
-			return l
-		}},
-		Calculator:  recommendation.NewCalculator(limitrange.NewNoopLimitsCalculator()),
-		Store:       f.store,
-		Recorder:    f.recorder,
-		FeatureGate: gate,
-		Now:         func() time.Time { return time.Unix(1_800_000_000, 0) },
-		Metrics:     metrics,
-	})
-	require.NoError(t, err)
-	f.ctrl = ctrl
-	kubeFactory.Start(ctx.Done())
-	vpaFactory.Start(ctx.Done())
-	require.True(t, cache.WaitForCacheSync(ctx.Done(), ctrl.synced...))
-	t.Cleanup(func() { cancel(); kubeFactory.Shutdown(); vpaFactory.Shutdown() })
-	return f
-}
-
-// failResize makes every resize patch fail with err.
-func (f *fixture) failResize(err error) {
-	f.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() == "resize" {
-			return true, nil, err
-		}
-		return false, nil, nil
-	})
-}
-
-func (f *fixture) sync(pod string) error {
-	return f.ctrl.sync(f.ctx, "default/"+pod)
-}
-
-// resizePatches returns the resize patches sent so far.
-func (f *fixture) resizePatches() []string {
-	var out []string
-	for _, a := range f.kube.Actions() {
-		if p, ok := a.(clienttesting.PatchAction); ok && a.GetSubresource() == "resize" {
-			out = append(out, string(p.GetPatch()))
-		}
-	}
-	return out
-}
-
-// writes returns every write action sent to the API.
-func (f *fixture) writes() []string {
-	var out []string
-	for _, a := range f.kube.Actions() {
-		switch a.GetVerb() {
-		case "get", "list", "watch":
-		default:
-			out = append(out, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
-		}
-	}
-	return out
-}
-
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+var webOwner = infeasible.Owner{Namespace: "default", Name: "web", UID: "uid-web"}
 
 func webPod(name string) *testpod.Builder {
 	return testpod.New(name).Container("c", "100m", "100Mi").OwnedBy("apps/v1", "ReplicaSet", "web-rs")
@@ -202,7 +47,7 @@ func nodeCapacityErr() error {
 func TestPatchOutcomes(t *testing.T) {
 	t.Run("patch succeeds: clear any stored infeasible attempt", func(t *testing.T) {
 		f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
-		f.store.Put("uid-p", &infeasible.Record{Kind: infeasible.KindNodeCapacity, Attempted: infeasible.Resources{"c": {Requests: testpod.List("8", "300Mi")}}})
+		f.store.Put(webOwner, "uid-p", &infeasible.Record{Kind: infeasible.KindNodeCapacity, Attempted: infeasible.Resources{"c": {Requests: testpod.List("8", "300Mi")}}})
 		require.NoError(t, f.sync("p"))
 		assert.Len(t, f.resizePatches(), 1)
 		_, held := f.store.Get("uid-p")
@@ -376,8 +221,8 @@ func TestDisruptiveResizesRespectEvictionTolerance(t *testing.T) {
 
 func TestStaleRecordsAreCleanedUp(t *testing.T) {
 	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "100Mi")}, fixtureOpts{})
-	f.store.Put("uid-p", &infeasible.Record{Kind: infeasible.KindInfeasible})
-	f.store.Put("uid-gone", &infeasible.Record{Kind: infeasible.KindNodeCapacity})
+	f.store.Put(webOwner, "uid-p", &infeasible.Record{Kind: infeasible.KindInfeasible})
+	f.store.Put(webOwner, "uid-gone", &infeasible.Record{Kind: infeasible.KindNodeCapacity})
 	assert.Equal(t, []types.UID{"uid-gone"}, f.ctrl.CleanupRecords())
 	_, held := f.store.Get("uid-p")
 	assert.True(t, held)
@@ -390,8 +235,7 @@ func TestStaleRecordsAreCleanedUp(t *testing.T) {
 
 func TestRecommendationChangeIsActedOnFromEvents(t *testing.T) {
 	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "100Mi")}, fixtureOpts{})
-	done := make(chan error, 1)
-	go func() { done <- f.ctrl.Run(f.ctx) }()
+	f.run()
 
 	vpa := inPlaceVPA("500m", "100Mi")
 	_, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Update(f.ctx, vpa, metav1.UpdateOptions{})
@@ -405,4 +249,18 @@ func TestUnparsableKeyIsDropped(t *testing.T) {
 	f := newFixture(t, nil, nil, fixtureOpts{})
 	assert.NoError(t, f.ctrl.sync(f.ctx, "a/b/c"))
 	assert.NoError(t, f.ctrl.sync(f.ctx, "default/missing"))
+}
+
+// A pod queued again before the cache has seen the resize just sent (the
+// first resync racing with an event, at start) is not patched twice.
+func TestStaleCacheAfterAResizeIsNotPatchedAgain(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
+	stale, err := f.ctrl.pods.Pods("default").Get("p")
+	require.NoError(t, err)
+	require.NoError(t, f.sync("p"))
+	require.Len(t, f.resizePatches(), 1)
+	// Put the pre-patch pod back in the cache, as if the watch lagged.
+	require.NoError(t, f.ctrl.podIdx.Update(stale))
+	require.NoError(t, f.sync("p"))
+	assert.Len(t, f.resizePatches(), 1, "the stale pod is not decided on")
 }

@@ -1,45 +1,98 @@
 package updater
 
 import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 )
 
-// Metric names.
+// Metric names. docs/observability.md describes each.
 const (
 	MetricDecisions         = "vpa_inplace_updater_decisions_total"
+	MetricDecisionDuration  = "vpa_inplace_updater_decision_duration_seconds"
 	MetricResizesSent       = "vpa_inplace_updater_resizes_sent_total"
+	MetricResizesCompleted  = "vpa_inplace_updater_resizes_completed_total"
 	MetricResizeFailures    = "vpa_inplace_updater_resize_failures_total"
+	MetricResizesWithheld   = "vpa_inplace_updater_resizes_withheld_total"
+	MetricRecommendationLag = "vpa_inplace_updater_recommendation_to_patch_seconds"
+	MetricPodsPending       = "vpa_inplace_updater_pods_pending"
+	MetricOldestPending     = "vpa_inplace_updater_oldest_pending_seconds"
 	MetricInfeasibleRecords = "vpa_inplace_updater_infeasible_records"
+	MetricAPIErrors         = "vpa_inplace_updater_api_errors_total"
+	MetricPaused            = "vpa_inplace_updater_paused"
+	MetricDryRun            = "vpa_inplace_updater_dry_run"
 )
 
-// Metrics are the updater's Prometheus metrics. None is labelled per pod.
+// failureKubeletInfeasible is the failure reason of a resize the API server
+// accepted and the kubelet then marked Infeasible.
+const failureKubeletInfeasible = "KubeletInfeasible"
+
+// Metrics are the updater's Prometheus metrics. None is labelled per pod
+// or per VPA.
 type Metrics struct {
-	decisions *prometheus.CounterVec
-	sent      prometheus.Counter
-	failures  *prometheus.CounterVec
+	decisions        *prometheus.CounterVec
+	decisionDuration prometheus.Histogram
+	sent             prometheus.Counter
+	completed        prometheus.Counter
+	failures         *prometheus.CounterVec
+	withheld         *prometheus.CounterVec
+	recommendation   prometheus.Histogram
+	apiErrors        *prometheus.CounterVec
+	gauges           *gaugeCollector
 }
 
-// NewMetrics creates the metrics and registers them, with a gauge of the
-// records held by store, on reg.
-func NewMetrics(reg prometheus.Registerer, store infeasible.Store) (*Metrics, error) {
+// gaugeSnapshot is what the gauges show, read at each scrape.
+type gaugeSnapshot struct {
+	records int
+	pending map[PodState]int
+	oldest  map[PodState]time.Duration
+	paused  bool
+	dryRun  bool
+}
+
+// NewMetrics creates the metrics and registers them on reg. The gauges read
+// the controller's state once New has bound it.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricDecisions, Help: "Decisions taken for pods, by action and reason.",
 		}, []string{"action", "reason"}),
+		decisionDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    MetricDecisionDuration,
+			Help:    "Time from picking a pod off the queue to the decision (cache reads, recommendation processing, decision).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 100us to ~26s
+		}),
 		sent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricResizesSent, Help: "Resize patches accepted by the API server.",
 		}),
+		completed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricResizesCompleted, Help: "Resizes sent by the updater that the kubelet applied.",
+		}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricResizeFailures, Help: "Resize patches refused or failed, by outcome (NodeCapacity, Invalid, Conflict, Transient).",
-		}, []string{"outcome"}),
+			Name: MetricResizeFailures,
+			Help: "Resizes refused or failed, by reason: NodeCapacity, Invalid, Conflict, Transient (patch refused or failed), KubeletInfeasible (accepted, then marked Infeasible by the kubelet).",
+		}, []string{"reason"}),
+		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricResizesWithheld, Help: "Resizes decided but not sent, by reason: DryRun, VPAPaused, ClusterPaused.",
+		}, []string{"reason"}),
+		recommendation: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    MetricRecommendationLag,
+			Help:    "Time from the updater observing a VPA's new recommendation (or first seeing the VPA) to an accepted resize patch of one of its pods.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10), // 10ms to ~43m
+		}),
+		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricAPIErrors, Help: "Failed requests to the Kubernetes API server, by HTTP status code (\"error\" when no response came) and method.",
+		}, []string{"code", "method"}),
+		gauges: newGaugeCollector(),
 	}
-	records := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: MetricInfeasibleRecords, Help: "Pods whose last resize attempt is recorded as infeasible or invalid.",
-	}, func() float64 { return float64(store.Len()) })
-	for _, c := range []prometheus.Collector{m.decisions, m.sent, m.failures, records} {
+	for _, c := range []prometheus.Collector{m.decisions, m.decisionDuration, m.sent, m.completed, m.failures, m.withheld, m.recommendation, m.apiErrors, m.gauges} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -47,11 +100,12 @@ func NewMetrics(reg prometheus.Registerer, store infeasible.Store) (*Metrics, er
 	return m, nil
 }
 
-func (m *Metrics) decided(d resize.Decision) {
+func (m *Metrics) decided(d resize.Decision, took time.Duration) {
 	if m == nil {
 		return
 	}
 	m.decisions.WithLabelValues(string(d.Action), string(d.Reason)).Inc()
+	m.decisionDuration.Observe(took.Seconds())
 }
 
 func (m *Metrics) patched(o resize.Outcome) {
@@ -63,4 +117,122 @@ func (m *Metrics) patched(o resize.Outcome) {
 		return
 	}
 	m.failures.WithLabelValues(string(o)).Inc()
+}
+
+func (m *Metrics) settled(outcome string) {
+	if m == nil {
+		return
+	}
+	switch outcome {
+	case outcomeCompleted:
+		m.completed.Inc()
+	case outcomeKubeletInfeasible:
+		m.failures.WithLabelValues(failureKubeletInfeasible).Inc()
+	}
+}
+
+func (m *Metrics) withheldResize(reason string) {
+	if m == nil {
+		return
+	}
+	m.withheld.WithLabelValues(reason).Inc()
+}
+
+func (m *Metrics) recommendationApplied(lag time.Duration) {
+	if m == nil {
+		return
+	}
+	m.recommendation.Observe(lag.Seconds())
+}
+
+// bind makes the gauges read from snapshot.
+func (m *Metrics) bind(snapshot func() gaugeSnapshot) {
+	if m == nil {
+		return
+	}
+	m.gauges.source.Store(&snapshot)
+}
+
+// InstrumentTransport wraps a client transport so that failed API requests
+// are counted: use it as rest.Config.WrapTransport for every client of the
+// updater.
+func (m *Metrics) InstrumentTransport(rt http.RoundTripper) http.RoundTripper {
+	if m == nil {
+		return rt
+	}
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		switch {
+		case err != nil:
+			// A request cancelled by the updater itself (shutdown, lost
+			// lease) is not an API error.
+			if !errors.Is(err, context.Canceled) {
+				m.apiErrors.WithLabelValues("error", req.Method).Inc()
+			}
+		case resp.StatusCode >= http.StatusBadRequest:
+			m.apiErrors.WithLabelValues(strconv.Itoa(resp.StatusCode), req.Method).Inc()
+		}
+		return resp, err
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// gaugeCollector computes the gauges at scrape time from the controller's
+// state, so that they never drift from it.
+type gaugeCollector struct {
+	source  atomic.Pointer[func() gaugeSnapshot]
+	records *prometheus.Desc
+	pending *prometheus.Desc
+	oldest  *prometheus.Desc
+	paused  *prometheus.Desc
+	dryRun  *prometheus.Desc
+}
+
+func newGaugeCollector() *gaugeCollector {
+	return &gaugeCollector{
+		records: prometheus.NewDesc(MetricInfeasibleRecords,
+			"Pods whose last resize attempt is recorded as infeasible or invalid.", nil, nil),
+		pending: prometheus.NewDesc(MetricPodsPending,
+			"Pods of InPlace VPAs whose recommendation waits to be applied, by state: Deferred (by the kubelet), InProgress, Error, DisruptionBudget, Withheld (dry run or paused).",
+			[]string{"state"}, nil),
+		oldest: prometheus.NewDesc(MetricOldestPending,
+			"How long the oldest pod in each pending state has been in it, in seconds (0 when none is).",
+			[]string{"state"}, nil),
+		paused: prometheus.NewDesc(MetricPaused,
+			"1 while resizing is paused cluster-wide by the updater's ConfigMap.", nil, nil),
+		dryRun: prometheus.NewDesc(MetricDryRun,
+			"1 when the updater runs with --dry-run.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (g *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{g.records, g.pending, g.oldest, g.paused, g.dryRun} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
+	var s gaugeSnapshot
+	if f := g.source.Load(); f != nil {
+		s = (*f)()
+	}
+	ch <- prometheus.MustNewConstMetric(g.records, prometheus.GaugeValue, float64(s.records))
+	for _, state := range pendingStates {
+		ch <- prometheus.MustNewConstMetric(g.pending, prometheus.GaugeValue, float64(s.pending[state]), string(state))
+		ch <- prometheus.MustNewConstMetric(g.oldest, prometheus.GaugeValue, s.oldest[state].Seconds(), string(state))
+	}
+	ch <- prometheus.MustNewConstMetric(g.paused, prometheus.GaugeValue, boolFloat(s.paused))
+	ch <- prometheus.MustNewConstMetric(g.dryRun, prometheus.GaugeValue, boolFloat(s.dryRun))
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

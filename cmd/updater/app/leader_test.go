@@ -99,7 +99,10 @@ func TestLosingTheLeaseStopsWorkAndReturns(t *testing.T) {
 		return err == nil
 	}, 10*time.Second, 10*time.Millisecond)
 
-	// Another replica takes the lease over.
+	// Another replica takes the lease over. From now on this replica's
+	// updates are refused: set before the takeover, or a renewal slipping in
+	// between would overwrite it.
+	takenOver.Store(true)
 	lease, err := kube.CoordinationV1().Leases("vpa-inplace-system").Get(ctx, "vpa-inplace-updater", metav1.GetOptions{})
 	require.NoError(t, err)
 	lease.Spec = coordinationv1.LeaseSpec{
@@ -110,7 +113,6 @@ func TestLosingTheLeaseStopsWorkAndReturns(t *testing.T) {
 	}
 	_, err = kube.CoordinationV1().Leases("vpa-inplace-system").Update(ctx, lease, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	takenOver.Store(true)
 
 	select {
 	case err := <-done:

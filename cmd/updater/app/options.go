@@ -3,6 +3,7 @@ package app
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -24,6 +25,9 @@ type Options struct {
 	IgnoredVPANamespaces []string
 	Workers              int
 	Address              string
+	DryRun               bool
+	DeferredWarningAfter time.Duration
+	ConfigMap            string
 	FeatureGate          featuregate.MutableFeatureGate
 	LeaderElection       componentbaseconfig.LeaderElectionConfiguration
 }
@@ -31,14 +35,16 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 	return &Options{
-		KubeAPIQPS:         50,
-		KubeAPIBurst:       100,
-		UpdaterInterval:    time.Minute,
-		PodUpdateThreshold: 0.1,
-		EvictionTolerance:  0.5,
-		Workers:            4,
-		Address:            ":8943",
-		FeatureGate:        gate,
+		KubeAPIQPS:           50,
+		KubeAPIBurst:         100,
+		UpdaterInterval:      time.Minute,
+		PodUpdateThreshold:   0.1,
+		EvictionTolerance:    0.5,
+		Workers:              4,
+		Address:              ":8943",
+		DeferredWarningAfter: 10 * time.Minute,
+		ConfigMap:            "vpa-inplace-system/vpa-inplace-updater-config",
+		FeatureGate:          gate,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -73,6 +79,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Number of pods handled concurrently.")
 	fs.StringVar(&o.Address, "address", o.Address,
 		"Address serving /healthz, /readyz and /metrics.")
+	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun,
+		"Decide and report (events, metrics, the VPA condition, logs) but never send a resize. Infeasible records are then kept in memory only.")
+	fs.DurationVar(&o.DeferredWarningAfter, "deferred-warning-after", o.DeferredWarningAfter,
+		"How long the kubelet may hold a resize Deferred before a warning event on the pod and its VPA. The pod keeps waiting and is never evicted. 0 disables the warning.")
+	fs.StringVar(&o.ConfigMap, "config-map", o.ConfigMap,
+		`Namespace/name of the ConfigMap whose key paused: "true" pauses every resize cluster-wide, without a redeploy. Empty: no cluster-wide switch.`)
 	o.FeatureGate.AddFlag(fs)
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 }
@@ -109,8 +121,25 @@ func (o *Options) Validate() []error {
 			errs = append(errs, fmt.Errorf("--leader-elect-resource-name and --leader-elect-resource-namespace must be set"))
 		}
 	}
+	if o.DeferredWarningAfter < 0 {
+		errs = append(errs, fmt.Errorf("--deferred-warning-after must not be negative, got %s", o.DeferredWarningAfter))
+	}
+	if o.ConfigMap != "" {
+		if _, _, err := o.configMapName(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
 	}
 	return errs
+}
+
+// configMapName splits --config-map into namespace and name.
+func (o *Options) configMapName() (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(o.ConfigMap, "/")
+	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("--config-map must be namespace/name, got %q", o.ConfigMap)
+	}
+	return namespace, name, nil
 }

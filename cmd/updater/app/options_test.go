@@ -28,6 +28,33 @@ func TestDefaultsAreValid(t *testing.T) {
 	assert.InDelta(t, 0.1, o.PodUpdateThreshold, 1e-9)
 	assert.InDelta(t, 0.5, o.EvictionTolerance, 1e-9)
 	assert.False(t, o.FeatureGate.Enabled(features.InPlace), "the InPlace gate is off by default")
+	assert.False(t, o.DryRun)
+	assert.Equal(t, 10*time.Minute, o.DeferredWarningAfter)
+	assert.Equal(t, "vpa-inplace-system/vpa-inplace-updater-config", o.ConfigMap)
+}
+
+func TestSignalFlags(t *testing.T) {
+	tests := []struct {
+		args                 []string
+		dryRun               bool
+		deferredWarningAfter time.Duration
+		configMap            string
+	}{
+		{[]string{"--dry-run"}, true, 10 * time.Minute, "vpa-inplace-system/vpa-inplace-updater-config"},
+		{[]string{"--deferred-warning-after=30s"}, false, 30 * time.Second, "vpa-inplace-system/vpa-inplace-updater-config"},
+		{[]string{"--deferred-warning-after=0"}, false, 0, "vpa-inplace-system/vpa-inplace-updater-config"},
+		{[]string{"--config-map=ops/switch"}, false, 10 * time.Minute, "ops/switch"},
+		{[]string{"--config-map="}, false, 10 * time.Minute, ""},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o := parse(t, tc.args...)
+			assert.Empty(t, o.Validate())
+			assert.Equal(t, tc.dryRun, o.DryRun)
+			assert.Equal(t, tc.deferredWarningAfter, o.DeferredWarningAfter)
+			assert.Equal(t, tc.configMap, o.ConfigMap)
+		})
+	}
 }
 
 func TestFlags(t *testing.T) {
@@ -51,6 +78,10 @@ func TestValidate(t *testing.T) {
 		{[]string{"--eviction-tolerance=1.5"}, "--eviction-tolerance"},
 		{[]string{"--vpa-object-namespace=a", "--ignored-vpa-object-namespaces=b"}, "cannot be used together"},
 		{[]string{"--workers=0"}, "--workers"},
+		{[]string{"--deferred-warning-after=-1s"}, "--deferred-warning-after"},
+		{[]string{"--config-map=no-namespace"}, "--config-map must be namespace/name"},
+		{[]string{"--config-map=/name"}, "--config-map must be namespace/name"},
+		{[]string{"--config-map=a/b/c"}, "--config-map must be namespace/name"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

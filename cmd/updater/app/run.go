@@ -15,7 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -25,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 
 	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
+	vpascheme "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/scheme"
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
 
@@ -41,12 +45,27 @@ const UserAgent = "vpa-inplace-updater"
 // Run runs the updater until ctx is cancelled.
 func Run(ctx context.Context, o *Options) error {
 	logger := klog.FromContext(ctx)
+	// Informers stop with this context. It is cancelled on return, also when
+	// the lease was lost while the process context lives on, so that the
+	// factories' Shutdown does not wait forever.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	config, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("loading client configuration: %w", err)
 	}
 	config.QPS, config.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	config = rest.AddUserAgent(config, UserAgent)
+
+	// Metrics first: every client's failed requests are counted.
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := updater.NewMetrics(registry)
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	config.Wrap(metrics.InstrumentTransport)
+
 	kube, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		return fmt.Errorf("creating Kubernetes client: %w", err)
@@ -56,7 +75,8 @@ func Run(ctx context.Context, o *Options) error {
 		return fmt.Errorf("creating VPA client: %w", err)
 	}
 	minor := serverMinor(ctx, kube)
-	logger.Info("Starting vpa-inplace updater", "inPlaceGate", o.FeatureGate.Enabled("InPlace"), "serverMinor", minor)
+	logger.Info("Starting vpa-inplace updater", "inPlaceGate", o.FeatureGate.Enabled("InPlace"), "serverMinor", minor,
+		"dryRun", o.DryRun, "killSwitch", o.ConfigMap)
 
 	namespace := metav1.NamespaceAll
 	if o.VPAObjectNamespace != "" {
@@ -83,31 +103,39 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	resolver := target.NewClusterResolver(ctx, config, kube, factory, vpaInformer.Lister())
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(4)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(kubescheme.Scheme, corev1.EventSource{Component: UserAgent})
-
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	store := infeasible.NewMemoryStore()
-	metrics, err := updater.NewMetrics(registry, store)
+	recorder, stopEvents, err := newRecorder(ctx, kube)
 	if err != nil {
-		return fmt.Errorf("registering metrics: %w", err)
+		return err
+	}
+	defer stopEvents()
+
+	// Infeasible records live on the VPAs (an annotation), so that neither a
+	// restart nor a new leader tries them again. A dry run writes nothing.
+	var store infeasible.Store = infeasible.NewMemoryStore()
+	if !o.DryRun {
+		store = infeasible.NewVPAStore(vpaClient.AutoscalingV1(), vpaInformer.Lister(), infeasible.VPAStoreConfig{Namespace: namespace})
+	}
+	killSwitch, err := newKillSwitch(kube, o)
+	if err != nil {
+		return err
 	}
 
 	ctrl, err := updater.New(ctx, updater.Config{
-		Threshold:         o.PodUpdateThreshold,
-		EvictionTolerance: o.EvictionTolerance,
-		ResyncInterval:    o.UpdaterInterval,
-		Workers:           o.Workers,
-		IgnoredNamespaces: o.IgnoredVPANamespaces,
-		ServerMinor:       minor,
+		Threshold:            o.PodUpdateThreshold,
+		EvictionTolerance:    o.EvictionTolerance,
+		ResyncInterval:       o.UpdaterInterval,
+		Workers:              o.Workers,
+		IgnoredNamespaces:    o.IgnoredVPANamespaces,
+		ServerMinor:          minor,
+		DryRun:               o.DryRun,
+		DeferredWarningAfter: o.DeferredWarningAfter,
+		ConfigMap:            killSwitch.name,
 	}, updater.Deps{
 		Client:      kube,
+		VPAClient:   vpaClient,
 		Pods:        podFactory.Core().V1().Pods(),
 		VPAs:        vpaInformer,
+		ConfigMaps:  killSwitch.informer,
 		Resolver:    resolver,
 		Calculator:  recommendation.NewCalculator(limitRanges),
 		Store:       store,
@@ -123,7 +151,14 @@ func Run(ctx context.Context, o *Options) error {
 	podFactory.Start(ctx.Done())
 	factory.Start(ctx.Done())
 	vpaFactory.Start(ctx.Done())
-	defer func() { podFactory.Shutdown(); factory.Shutdown(); vpaFactory.Shutdown() }()
+	killSwitch.start(ctx)
+	defer func() {
+		cancel()
+		podFactory.Shutdown()
+		factory.Shutdown()
+		vpaFactory.Shutdown()
+		killSwitch.shutdown()
+	}()
 
 	// Probes and metrics are served from the start; /readyz turns ready
 	// once the caches have synced (on standby replicas too).
@@ -153,6 +188,62 @@ func Run(ctx context.Context, o *Options) error {
 		return ctrl.Run(ctx)
 	}
 	return runAsLeader(ctx, kube, o.LeaderElection, ctrl.Run)
+}
+
+// newRecorder returns an event recorder for pods and VPAs, and the function
+// that stops it.
+func newRecorder(ctx context.Context, kube kubernetes.Interface) (record.EventRecorder, func(), error) {
+	scheme := runtime.NewScheme()
+	if err := kubescheme.AddToScheme(scheme); err != nil {
+		return nil, nil, fmt.Errorf("building the event scheme: %w", err)
+	}
+	if err := vpascheme.AddToScheme(scheme); err != nil {
+		return nil, nil, fmt.Errorf("building the event scheme: %w", err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(4)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return broadcaster.NewRecorder(scheme, corev1.EventSource{Component: UserAgent}), broadcaster.Shutdown, nil
+}
+
+// killSwitch watches the one ConfigMap of --config-map, by name, in its
+// namespace only (a namespaced Role grants that).
+type killSwitch struct {
+	name     types.NamespacedName
+	factory  informers.SharedInformerFactory
+	informer coreinformers.ConfigMapInformer
+}
+
+func newKillSwitch(kube kubernetes.Interface, o *Options) (*killSwitch, error) {
+	if o.ConfigMap == "" {
+		return &killSwitch{}, nil
+	}
+	namespace, name, err := o.configMapName()
+	if err != nil {
+		return nil, err
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		}))
+	return &killSwitch{
+		name:     types.NamespacedName{Namespace: namespace, Name: name},
+		factory:  factory,
+		informer: factory.Core().V1().ConfigMaps(),
+	}, nil
+}
+
+func (k *killSwitch) start(ctx context.Context) {
+	if k.factory != nil {
+		k.factory.Start(ctx.Done())
+	}
+}
+
+func (k *killSwitch) shutdown() {
+	if k.factory != nil {
+		k.factory.Shutdown()
+	}
 }
 
 // serverMinor returns the API server's minor version, 0 when it cannot be

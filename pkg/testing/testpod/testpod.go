@@ -4,6 +4,8 @@
 package testpod
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,6 +118,15 @@ func (b *Builder) Running() *Builder {
 func (b *Builder) Condition(t corev1.PodConditionType, reason, message string) *Builder {
 	b.pod.Status.Conditions = append(b.pod.Status.Conditions, corev1.PodCondition{
 		Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: message,
+	})
+	return b
+}
+
+// ConditionSince adds a pod condition with status True whose
+// lastTransitionTime is since.
+func (b *Builder) ConditionSince(t corev1.PodConditionType, reason, message string, since time.Time) *Builder {
+	b.pod.Status.Conditions = append(b.pod.Status.Conditions, corev1.PodCondition{
+		Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(since),
 	})
 	return b
 }

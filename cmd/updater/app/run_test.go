@@ -1,0 +1,85 @@
+package app
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/features"
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+)
+
+// Objects from informers carry no kind: the recorder must know VPAs, or
+// every event on a VPA is dropped.
+func TestRecorderRecordsOnPodsAndVPAs(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	kube := kubefake.NewClientset()
+	recorder, stop, err := newRecorder(ctx, kube)
+	require.NoError(t, err)
+	defer stop()
+
+	vpa := testvpa.New("web").Obj()
+	vpa.TypeMeta = metav1.TypeMeta{}
+	recorder.Eventf(vpa, corev1.EventTypeWarning, "InPlaceResizeInfeasible", "Pod %s: no room", "p")
+	recorder.Eventf(testpod.New("p").Obj(), corev1.EventTypeWarning, "InPlaceResizeInfeasible", "no room")
+
+	var kinds []string
+	require.Eventually(t, func() bool {
+		list, err := kube.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{})
+		require.NoError(t, err)
+		kinds = nil
+		for _, e := range list.Items {
+			kinds = append(kinds, e.InvolvedObject.Kind+"/"+e.InvolvedObject.APIVersion)
+		}
+		return len(kinds) == 2
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.ElementsMatch(t, []string{"VerticalPodAutoscaler/autoscaling.k8s.io/v1", "Pod/v1"}, kinds)
+}
+
+func TestKillSwitchWatchesOneConfigMapInItsNamespace(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	kube := kubefake.NewClientset()
+	o := NewOptions(features.NewFeatureGate())
+	k, err := newKillSwitch(kube, o)
+	require.NoError(t, err)
+	assert.Equal(t, "vpa-inplace-system/vpa-inplace-updater-config", k.name.String())
+	require.NotNil(t, k.informer)
+	k.informer.Informer() // registered before start, as the controller does
+	k.start(ctx)
+	defer func() { cancel(); k.shutdown() }() // Shutdown waits for the informers, which stop with ctx
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), k.informer.Informer().HasSynced))
+
+	var lists []clienttesting.ListActionImpl
+	for _, a := range kube.Actions() {
+		if l, ok := a.(clienttesting.ListActionImpl); ok && a.GetResource().Resource == "configmaps" {
+			lists = append(lists, l)
+		}
+	}
+	require.NotEmpty(t, lists)
+	for _, l := range lists {
+		assert.Equal(t, "vpa-inplace-system", l.GetNamespace(), "never cluster-wide")
+		assert.Equal(t, "metadata.name=vpa-inplace-updater-config", l.GetListOptions().FieldSelector,
+			"by name, so that a Role limited to that name allows it")
+	}
+
+	t.Run("no ConfigMap, no switch", func(t *testing.T) {
+		o.ConfigMap = ""
+		k, err := newKillSwitch(kube, o)
+		require.NoError(t, err)
+		assert.Nil(t, k.informer)
+		k.start(ctx)
+		k.shutdown()
+	})
+}

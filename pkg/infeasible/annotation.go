@@ -1,0 +1,163 @@
+package infeasible
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+	"unicode/utf8"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// AnnotationKey is the VPA annotation holding the records of the VPA's pods.
+const AnnotationKey = "vpa-inplace.dev/infeasible-attempts"
+
+// DefaultMaxAnnotationBytes bounds the annotation: a quarter of the 256 KiB
+// the API server allows for all annotations of an object together. With
+// identical attempts shared, it holds the records of about 600 pods.
+const DefaultMaxAnnotationBytes = 64 << 10
+
+// maxMessageBytes bounds the kubelet's or the API server's message kept with
+// a record.
+const maxMessageBytes = 512
+
+const annotationVersion = 1
+
+// annotationDoc is the annotation's JSON. Pods of one workload usually fail
+// with the same values and the same message, so attempts are listed once and
+// pods point at them:
+//
+//	{"version":1,
+//	 "attempts":[{"kind":"NodeCapacity","resources":{"app":{"requests":{"cpu":"8"}}},"message":"..."}],
+//	 "pods":{"<pod uid>":{"attempt":0,"recordedAt":"2026-01-02T03:04:05Z"}}}
+type annotationDoc struct {
+	Version  int                           `json:"version"`
+	Attempts []annotationAttempt           `json:"attempts"`
+	Pods     map[types.UID]annotationEntry `json:"pods"`
+}
+
+type annotationAttempt struct {
+	Kind      Kind      `json:"kind"`
+	Resources Resources `json:"resources"`
+	Message   string    `json:"message,omitempty"`
+}
+
+type annotationEntry struct {
+	Attempt    int         `json:"attempt"`
+	RecordedAt metav1.Time `json:"recordedAt"`
+}
+
+// EncodeAnnotation returns the annotation value holding records, "" when
+// there are none. When the value would exceed maxBytes, the oldest records
+// are left out (they are still held in memory) and their UIDs returned. The
+// same records always give the same value.
+func EncodeAnnotation(records map[types.UID]*Record, maxBytes int) (string, []types.UID, error) {
+	if len(records) == 0 {
+		return "", nil, nil
+	}
+	// Newest first: those are kept when space runs out.
+	uids := make([]types.UID, 0, len(records))
+	for uid := range records {
+		uids = append(uids, uid)
+	}
+	sort.Slice(uids, func(i, j int) bool {
+		a, b := records[uids[i]].RecordedAt, records[uids[j]].RecordedAt
+		if !a.Equal(b) {
+			return a.After(b)
+		}
+		return uids[i] < uids[j]
+	})
+	kept := uids
+	for {
+		value, err := buildAnnotation(records, kept)
+		if err != nil {
+			return "", nil, err
+		}
+		if len(value) <= maxBytes {
+			return value, uids[len(kept):], nil
+		}
+		if len(kept) <= 1 {
+			return "", uids, nil
+		}
+		// Drop in proportion to the excess, at least one record.
+		keep := min(len(kept)-1, len(kept)*maxBytes/len(value))
+		kept = kept[:keep]
+	}
+}
+
+func buildAnnotation(records map[types.UID]*Record, uids []types.UID) (string, error) {
+	firstOf := map[string]*Record{}
+	keyOf := make(map[types.UID]string, len(uids))
+	for _, uid := range uids {
+		r := records[uid]
+		k := attemptKey(r)
+		keyOf[uid] = k
+		if _, ok := firstOf[k]; !ok {
+			firstOf[k] = r
+		}
+	}
+	keys := make([]string, 0, len(firstOf))
+	for k := range firstOf {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	doc := annotationDoc{Version: annotationVersion, Attempts: make([]annotationAttempt, len(keys)), Pods: map[types.UID]annotationEntry{}}
+	index := make(map[string]int, len(keys))
+	for i, k := range keys {
+		r := firstOf[k]
+		doc.Attempts[i] = annotationAttempt{Kind: r.Kind, Resources: r.Attempted, Message: truncate(r.Message, maxMessageBytes)}
+		index[k] = i
+	}
+	for _, uid := range uids {
+		at := records[uid].RecordedAt
+		if !at.IsZero() {
+			at = at.UTC().Truncate(time.Second)
+		}
+		doc.Pods[uid] = annotationEntry{Attempt: index[keyOf[uid]], RecordedAt: metav1.NewTime(at)}
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return "", fmt.Errorf("encoding records: %w", err)
+	}
+	return string(b), nil
+}
+
+// attemptKey identifies what a record says, apart from its pod and time.
+func attemptKey(r *Record) string {
+	return string(r.Kind) + "\x00" + r.Attempted.String() + "\x00" + truncate(r.Message, maxMessageBytes)
+}
+
+// DecodeAnnotation reads the records of an annotation value.
+func DecodeAnnotation(value string) (map[types.UID]*Record, error) {
+	var doc annotationDoc
+	if err := json.Unmarshal([]byte(value), &doc); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", AnnotationKey, err)
+	}
+	if doc.Version != annotationVersion {
+		return nil, fmt.Errorf("decoding %s: unknown version %d", AnnotationKey, doc.Version)
+	}
+	out := make(map[types.UID]*Record, len(doc.Pods))
+	for uid, e := range doc.Pods {
+		if e.Attempt < 0 || e.Attempt >= len(doc.Attempts) {
+			return nil, fmt.Errorf("decoding %s: pod %s refers to attempt %d of %d", AnnotationKey, uid, e.Attempt, len(doc.Attempts))
+		}
+		a := doc.Attempts[e.Attempt]
+		out[uid] = &Record{Kind: a.Kind, Attempted: a.Resources, Message: a.Message, RecordedAt: e.RecordedAt.Time}
+	}
+	return out, nil
+}
+
+// truncate cuts s to at most n bytes, on a character boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "..."
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}

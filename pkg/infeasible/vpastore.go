@@ -1,0 +1,277 @@
+package infeasible
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	vpaclient "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1"
+	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
+)
+
+// VPAStore is a Store that keeps records in memory, where decisions read
+// them, and writes the records of each VPA's pods into the annotation
+// AnnotationKey on that VPA, from where Load reads them back after a restart
+// or a change of leader.
+//
+// On the VPA, because:
+//   - the records go away with the VPA, and the only new right needed is
+//     patch on verticalpodautoscalers (not on pods, nor a ConfigMap per VPA);
+//   - the annotation is metadata: the recommender writes only the status
+//     subresource (the whole of it), which leaves metadata alone;
+//   - one write per VPA covers all its pods, and pods of one workload share
+//     their attempts in the value.
+//
+// Writes are made by Run, one VPA at a time, as soon as its records change,
+// and only when the value differs from what the VPA already carries. A failed
+// write is retried with backoff (500 ms to 5 min) while the records stay in
+// memory; nothing is dropped except for a VPA that no longer exists.
+type VPAStore struct {
+	mem       *MemoryStore
+	client    vpaclient.VerticalPodAutoscalersGetter
+	lister    vpalisters.VerticalPodAutoscalerLister
+	namespace string
+	maxBytes  int
+	queue     workqueue.TypedRateLimitingInterface[string]
+
+	mu sync.Mutex
+	// owners holds the UID of each VPA records were put for: writes carry it,
+	// so that a record never lands on a new VPA of the same name.
+	owners map[string]types.UID
+}
+
+var _ Store = (*VPAStore)(nil)
+
+// VPAStoreConfig configures a VPAStore.
+type VPAStoreConfig struct {
+	// Namespace limits Load to the VPAs of one namespace; empty: all.
+	Namespace string
+	// MaxBytes bounds each VPA's annotation; 0 means
+	// DefaultMaxAnnotationBytes.
+	MaxBytes int
+}
+
+// NewVPAStore returns an empty store writing through client and reading the
+// VPAs' current annotations from lister.
+func NewVPAStore(client vpaclient.VerticalPodAutoscalersGetter, lister vpalisters.VerticalPodAutoscalerLister, cfg VPAStoreConfig) *VPAStore {
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxAnnotationBytes
+	}
+	return &VPAStore{
+		mem:       NewMemoryStore(),
+		client:    client,
+		lister:    lister,
+		namespace: cfg.Namespace,
+		maxBytes:  cfg.MaxBytes,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 5*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-records"},
+		),
+		owners: map[string]types.UID{},
+	}
+}
+
+// Get implements Store.
+func (s *VPAStore) Get(uid types.UID) (*Record, bool) { return s.mem.Get(uid) }
+
+// Len implements Store.
+func (s *VPAStore) Len() int { return s.mem.Len() }
+
+// Put implements Store.
+func (s *VPAStore) Put(owner Owner, uid types.UID, r *Record) {
+	key := owner.Key()
+	s.mu.Lock()
+	if owner.UID != "" {
+		s.owners[key] = owner.UID
+	}
+	s.mu.Unlock()
+	previous, had := s.mem.put(key, uid, r)
+	s.queue.Add(key)
+	if had && previous != key {
+		s.queue.Add(previous)
+	}
+}
+
+// Delete implements Store.
+func (s *VPAStore) Delete(uid types.UID) bool {
+	owner, ok := s.mem.delete(uid)
+	if ok {
+		s.queue.Add(owner)
+	}
+	return ok
+}
+
+// Retain implements Store.
+func (s *VPAStore) Retain(live func(types.UID) bool) []types.UID {
+	forgotten, owners := s.mem.retain(live)
+	for _, key := range owners {
+		s.queue.Add(key)
+	}
+	return forgotten
+}
+
+// ForgetOwner implements Store. The VPA is gone and its annotation with it:
+// nothing is written.
+func (s *VPAStore) ForgetOwner(owner Owner) int {
+	s.mu.Lock()
+	delete(s.owners, owner.Key())
+	s.mu.Unlock()
+	return s.mem.ForgetOwner(owner)
+}
+
+// Load implements Store: it lists the VPAs from the API server (a
+// consistent read, not a cache that may lag behind the previous leader's
+// last writes) and holds the records of every annotation. An annotation that
+// cannot be read is skipped and rewritten at the next change of its VPA.
+func (s *VPAStore) Load(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	list, err := s.client.VerticalPodAutoscalers(s.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing VPAs to load infeasible records: %w", err)
+	}
+	loaded := map[types.UID]entry{}
+	owners := map[string]types.UID{}
+	for i := range list.Items {
+		vpa := &list.Items[i]
+		value, ok := vpa.Annotations[AnnotationKey]
+		if !ok {
+			continue
+		}
+		records, err := DecodeAnnotation(value)
+		if err != nil {
+			logger.Error(err, "Ignoring unreadable infeasible records", "vpa", klog.KObj(vpa))
+			continue
+		}
+		key := Owner{Namespace: vpa.Namespace, Name: vpa.Name}.Key()
+		owners[key] = vpa.UID
+		for uid, r := range records {
+			// A pod that moved between VPAs: its newest record wins.
+			if prev, ok := loaded[uid]; ok && !r.RecordedAt.After(prev.rec.RecordedAt) {
+				continue
+			}
+			loaded[uid] = entry{owner: key, rec: r}
+		}
+	}
+	s.mem.replace(loaded)
+	s.mu.Lock()
+	s.owners = owners
+	s.mu.Unlock()
+	logger.Info("Loaded infeasible records", "records", len(loaded), "vpas", len(owners))
+	return nil
+}
+
+// Run implements Store: it writes the annotations of VPAs whose records
+// changed until ctx is cancelled.
+func (s *VPAStore) Run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		s.queue.ShutDown()
+	}()
+	for s.processNext(ctx) {
+	}
+}
+
+func (s *VPAStore) processNext(ctx context.Context) bool {
+	key, shutdown := s.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer s.queue.Done(key)
+	err := s.write(ctx, key)
+	if err == nil {
+		s.queue.Forget(key)
+		return true
+	}
+	logger := klog.FromContext(ctx)
+	if ctx.Err() != nil {
+		logger.Error(err, "Infeasible records not written before shutdown; the next leader retries the attempt once", "vpa", key)
+		return true
+	}
+	logger.Error(err, "Writing infeasible records failed; kept in memory, retrying", "vpa", key, "retries", s.queue.NumRequeues(key))
+	s.queue.AddRateLimited(key)
+	return true
+}
+
+// write brings the annotation of one VPA up to date with the records held.
+func (s *VPAStore) write(ctx context.Context, key string) error {
+	logger := klog.FromContext(ctx)
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	records := s.mem.byOwner(key)
+	value, left, err := EncodeAnnotation(records, s.maxBytes)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	uid := s.owners[key]
+	s.mu.Unlock()
+
+	vpa, err := s.lister.VerticalPodAutoscalers(namespace).Get(name)
+	switch {
+	case apierrors.IsNotFound(err):
+		if len(records) == 0 {
+			return nil // nothing to keep, nowhere to keep it
+		}
+		// The cache may lag behind a new VPA: ask the API server.
+	case err != nil:
+		return fmt.Errorf("reading VPA %s from cache: %w", key, err)
+	default:
+		if vpa.Annotations[AnnotationKey] == value {
+			return nil
+		}
+		if uid == "" {
+			uid = vpa.UID
+		}
+	}
+
+	patch, err := annotationPatch(uid, value)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.VerticalPodAutoscalers(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	switch {
+	case err == nil:
+		logger.V(4).Info("Wrote infeasible records", "vpa", key, "records", len(records)-len(left), "bytes", len(value))
+		if len(left) > 0 {
+			logger.Info("Infeasible records left out of the VPA annotation to keep it small; they are held in memory only",
+				"vpa", key, "leftOut", len(left), "maxBytes", s.maxBytes)
+		}
+		return nil
+	case apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsConflict(err):
+		// Gone, or replaced by a new VPA of the same name (the UID in the
+		// patch no longer matches: 422, or 409 as a failed precondition):
+		// the records have nowhere to go.
+		logger.V(2).Info("VPA gone; its infeasible records are held in memory only", "vpa", key, "err", err)
+		return nil
+	default:
+		return fmt.Errorf("patching VPA %s: %w", key, err)
+	}
+}
+
+// annotationPatch is a JSON merge patch setting (or, for "", removing) the
+// annotation. With uid set, the API server refuses it when the VPA of that
+// name is not the one the records belong to. Without a resourceVersion it
+// never conflicts with other writers: only the leader writes this annotation.
+func annotationPatch(uid types.UID, value string) ([]byte, error) {
+	metadata := map[string]any{}
+	if uid != "" {
+		metadata["uid"] = uid
+	}
+	if value == "" {
+		metadata["annotations"] = map[string]any{AnnotationKey: nil}
+	} else {
+		metadata["annotations"] = map[string]any{AnnotationKey: value}
+	}
+	return json.Marshal(map[string]any{"metadata": metadata})
+}

@@ -1,0 +1,157 @@
+package updater
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+)
+
+func pod(name string, state PodState) podStatus {
+	return podStatus{vpa: "default/web", name: name, state: state, since: t0}
+}
+
+func withDetail(p podStatus, values, message string, kind infeasible.Kind) podStatus {
+	p.values, p.message, p.kind = values, message, kind
+	return p
+}
+
+func withSince(p podStatus, since time.Time) podStatus {
+	p.since = since
+	return p
+}
+
+func TestBlockedCondition(t *testing.T) {
+	infeasiblePod := withDetail(pod("web-2", PodInfeasible), "c: requests cpu=8 memory=100Mi",
+		"node didn't have enough allocatable resources: cpu", infeasible.KindNodeCapacity)
+	invalidPod := withDetail(pod("web-3", PodInvalid), "c: requests cpu=300m",
+		"the pod's QoS class would change from BestEffort to Burstable, which resizing cannot do", infeasible.KindInvalid)
+	deferredOld := withDetail(withSince(pod("web-5", PodDeferred), t0.Add(-time.Hour)), "", "Node didn't have enough resource: cpu", "")
+	deferredNew := withDetail(pod("web-4", PodDeferred), "", "Node didn't have enough resource: cpu", "")
+	errorPod := withDetail(pod("web-6", PodError), "", "failed to update the container's cgroup", "")
+	withheldPod := withDetail(pod("web-7", PodWithheld), "c: requests cpu=300m", "", "")
+
+	tests := []struct {
+		name        string
+		in          summary
+		status      corev1.ConditionStatus
+		reason      string
+		contains    []string
+		notContains []string
+	}{
+		{"no pods", summary{}, corev1.ConditionFalse, ReasonNoPods, []string{"No pods."}, nil},
+		{"all resized", summary{pods: []podStatus{pod("web-1", PodResized), pod("web-2", PodResized)}},
+			corev1.ConditionFalse, ReasonUpToDate, []string{"2 pods: 2 resized."}, nil},
+		{"resized and not running", summary{pods: []podStatus{pod("web-1", PodResized), pod("web-2", PodNotRunning)}},
+			corev1.ConditionFalse, ReasonUpToDate, []string{"2 pods: 1 resized, 1 not running."}, nil},
+		{"in progress", summary{pods: []podStatus{pod("web-1", PodResized), pod("web-2", PodInProgress)}},
+			corev1.ConditionFalse, ReasonInProgress, []string{"1 resized, 1 in progress"}, nil},
+		{"waiting for the eviction tolerance", summary{pods: []podStatus{pod("web-1", PodWaiting)}},
+			corev1.ConditionFalse, ReasonInProgress, []string{"1 pod: 1 waiting for the eviction tolerance."}, nil},
+		{"deferred: the oldest pending pod and since when", summary{pods: []podStatus{pod("web-1", PodResized), deferredNew, deferredOld}},
+			corev1.ConditionTrue, ReasonDeferred,
+			[]string{"3 pods: 1 resized, 2 deferred.", "oldest pending web-5 since 2027-01-15T07:00:00Z", "Node didn't have enough resource: cpu", "not evicted", "(and 1 more)"},
+			[]string{"web-4"}},
+		{"infeasible: the values and the API server's message", summary{pods: []podStatus{pod("web-1", PodResized), infeasiblePod}},
+			corev1.ConditionTrue, ReasonInfeasible,
+			[]string{"1 infeasible", "web-2 cannot get c: requests cpu=8 memory=100Mi", "NodeCapacity: node didn't have enough allocatable resources: cpu", "asks for less"}, nil},
+		{"invalid: the reason", summary{pods: []podStatus{invalidPod}},
+			corev1.ConditionTrue, ReasonInvalid, []string{"web-3 cannot be resized in place to c: requests cpu=300m: the pod's QoS class would change"}, nil},
+		{"in error", summary{pods: []podStatus{errorPod}},
+			corev1.ConditionTrue, ReasonResizeError, []string{"1 in error", "web-6: failed to update the container's cgroup"}, nil},
+		{"invalid comes before infeasible, infeasible before error, error before deferred",
+			summary{pods: []podStatus{deferredOld, errorPod, infeasiblePod, invalidPod}},
+			corev1.ConditionTrue, ReasonInvalid, []string{"Invalid:", "Infeasible:", "Error:", "Deferred:"}, nil},
+		{"dry run: what would be sent", summary{pods: []podStatus{withheldPod, infeasiblePod}, dryRun: true},
+			corev1.ConditionTrue, ReasonDryRun, []string{"1 not sent", "Not sent (dry run): web-7 would be resized to c: requests cpu=300m"}, nil},
+		{"dry run with nothing to send says so", summary{pods: []podStatus{pod("web-1", PodResized)}, dryRun: true},
+			corev1.ConditionFalse, ReasonUpToDate, []string{"Dry run: no resize is sent."}, nil},
+		{"paused comes first and says how", summary{pods: []podStatus{withheldPod, invalidPod}, paused: `resizing is paused by annotation vpa-inplace.dev/paused="true" on the VPA`},
+			corev1.ConditionTrue, ReasonPaused, []string{"Paused: resizing is paused by annotation vpa-inplace.dev/paused", "Not sent (paused)", "Invalid:"}, nil},
+		{"paused with nothing due is still reported", summary{pods: []podStatus{pod("web-1", PodResized)}, paused: "resizing is paused cluster-wide"},
+			corev1.ConditionTrue, ReasonPaused, []string{"Paused: resizing is paused cluster-wide."}, nil},
+		{"gate off", summary{gateOff: true}, corev1.ConditionTrue, ReasonFeatureGateOff, []string{"--feature-gates=InPlace=true"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := blockedCondition(tc.in)
+			assert.Equal(t, ConditionInPlaceResizeBlocked, c.Type)
+			assert.Equal(t, tc.status, c.Status)
+			assert.Equal(t, tc.reason, c.Reason)
+			for _, s := range tc.contains {
+				assert.Contains(t, c.Message, s)
+			}
+			for _, s := range tc.notContains {
+				assert.NotContains(t, c.Message, s)
+			}
+			assert.True(t, c.LastTransitionTime.IsZero(), "set when written")
+		})
+	}
+}
+
+func TestBlockedConditionIsStableAsTimePasses(t *testing.T) {
+	in := summary{pods: []podStatus{withDetail(withSince(pod("web-1", PodDeferred), t0.Add(-time.Hour)), "", "no room", "")}}
+	assert.Equal(t, blockedCondition(in), blockedCondition(in), "no age in the message: no write as time passes")
+}
+
+func TestBlockedConditionMessageIsBounded(t *testing.T) {
+	long := strings.Repeat("é", 3000)
+	c := blockedCondition(summary{pods: []podStatus{withDetail(pod("web-1", PodInvalid), "x", long, infeasible.KindInvalid)}})
+	assert.LessOrEqual(t, len(c.Message), maxConditionMessage)
+	assert.True(t, strings.HasSuffix(c.Message, "..."))
+	assert.True(t, strings.ToValidUTF8(c.Message, "?") == c.Message, "cut on a character boundary")
+}
+
+func TestSetCondition(t *testing.T) {
+	earlier := metav1.NewTime(t0.Add(-time.Hour))
+	ours := func(status corev1.ConditionStatus, reason, msg string, at metav1.Time) vpatypes.VerticalPodAutoscalerCondition {
+		return vpatypes.VerticalPodAutoscalerCondition{Type: ConditionInPlaceResizeBlocked, Status: status, Reason: reason, Message: msg, LastTransitionTime: at}
+	}
+	recommender := vpatypes.VerticalPodAutoscalerCondition{Type: vpatypes.RecommendationProvided, Status: corev1.ConditionTrue, LastTransitionTime: earlier}
+	want := ours(corev1.ConditionTrue, ReasonInfeasible, "1 pod: 1 infeasible.", metav1.Time{})
+	tests := []struct {
+		name     string
+		existing []vpatypes.VerticalPodAutoscalerCondition
+		want     *vpatypes.VerticalPodAutoscalerCondition
+		changed  bool
+		result   []vpatypes.VerticalPodAutoscalerCondition
+	}{
+		{"added next to the recommender's, transition now", []vpatypes.VerticalPodAutoscalerCondition{recommender}, &want, true,
+			[]vpatypes.VerticalPodAutoscalerCondition{recommender, ours(corev1.ConditionTrue, ReasonInfeasible, "1 pod: 1 infeasible.", metav1.NewTime(t0))}},
+		{"same status, reason and message: unchanged, whatever the transition time",
+			[]vpatypes.VerticalPodAutoscalerCondition{ours(corev1.ConditionTrue, ReasonInfeasible, "1 pod: 1 infeasible.", earlier), recommender}, &want, false,
+			[]vpatypes.VerticalPodAutoscalerCondition{ours(corev1.ConditionTrue, ReasonInfeasible, "1 pod: 1 infeasible.", earlier), recommender}},
+		{"new message, same status: the transition time is kept",
+			[]vpatypes.VerticalPodAutoscalerCondition{ours(corev1.ConditionTrue, ReasonDeferred, "old", earlier)}, &want, true,
+			[]vpatypes.VerticalPodAutoscalerCondition{ours(corev1.ConditionTrue, ReasonInfeasible, "1 pod: 1 infeasible.", earlier)}},
+		{"status flips: the transition time moves",
+			[]vpatypes.VerticalPodAutoscalerCondition{ours(corev1.ConditionFalse, ReasonUpToDate, "ok", earlier)}, &want, true,
+			[]vpatypes.VerticalPodAutoscalerCondition{ours(corev1.ConditionTrue, ReasonInfeasible, "1 pod: 1 infeasible.", metav1.NewTime(t0))}},
+		{"removed when no longer wanted", []vpatypes.VerticalPodAutoscalerCondition{recommender, ours(corev1.ConditionFalse, ReasonUpToDate, "ok", earlier)}, nil, true,
+			[]vpatypes.VerticalPodAutoscalerCondition{recommender}},
+		{"absent and not wanted: unchanged", []vpatypes.VerticalPodAutoscalerCondition{recommender}, nil, false,
+			[]vpatypes.VerticalPodAutoscalerCondition{recommender}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, changed := setCondition(tc.existing, tc.want, t0)
+			assert.Equal(t, tc.changed, changed)
+			require.Len(t, got, len(tc.result))
+			for i := range got {
+				assert.Equal(t, tc.result[i].Type, got[i].Type)
+				assert.Equal(t, tc.result[i].Status, got[i].Status)
+				assert.Equal(t, tc.result[i].Reason, got[i].Reason)
+				assert.Equal(t, tc.result[i].Message, got[i].Message)
+				assert.True(t, tc.result[i].LastTransitionTime.Equal(&got[i].LastTransitionTime), "%s: %s vs %s", got[i].Type, tc.result[i].LastTransitionTime, got[i].LastTransitionTime)
+			}
+		})
+	}
+}

@@ -1,0 +1,108 @@
+package updater
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+)
+
+const (
+	waitFor = 10 * time.Second
+	every   = 20 * time.Millisecond
+)
+
+// TestRecordSurvivesRestart: an updater records an infeasible resize and
+// stops (a restart, or another replica taking the lease); the next one
+// loads the record before deciding and sends no repeated attempt.
+func TestRecordSurvivesRestart(t *testing.T) {
+	first := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("8", "100Mi")}, fixtureOpts{durable: true})
+	first.failResize(nodeCapacityErr())
+	stopFirst := first.run()
+	require.Eventually(t, func() bool { return first.getVPA("web").Annotations[infeasible.AnnotationKey] != "" }, waitFor, every,
+		"the record is written onto the VPA")
+	require.Len(t, first.resizePatches(), 1)
+	stopFirst()
+
+	for _, who := range []string{"after a restart", "after another restart"} {
+		t.Run(who, func(t *testing.T) {
+			next := newFixtureOn(t, first.kube, first.vpa, fixtureOpts{durable: true})
+			next.run()
+			require.Eventually(t, func() bool {
+				return testutil.ToFloat64(next.ctrl.metrics.decisions.WithLabelValues("Skip", "RecordedAttemptSame")) >= 1
+			}, waitFor, every, "the pod is decided against the loaded record")
+			assert.Len(t, first.resizePatches(), 1, "no repeated attempt for an unchanged recommendation")
+			assert.Equal(t, 1, next.store.Len())
+			assert.Empty(t, next.events(), "nothing new to report")
+		})
+	}
+}
+
+// blockingStore holds Load until released.
+type blockingStore struct {
+	*infeasible.MemoryStore
+	release chan struct{}
+}
+
+func (s *blockingStore) Load(ctx context.Context) error {
+	select {
+	case <-s.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func TestNoResizeBeforeRecordsAreLoaded(t *testing.T) {
+	store := &blockingStore{MemoryStore: infeasible.NewMemoryStore(), release: make(chan struct{})}
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{store: store})
+	f.run()
+	time.Sleep(300 * time.Millisecond)
+	assert.Empty(t, f.resizePatches(), "caches synced and a resize is due, but records are not loaded yet")
+	close(store.release)
+	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, every)
+}
+
+func TestLoadIsRetriedUntilItSucceeds(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{store: &failingLoad{MemoryStore: infeasible.NewMemoryStore(), failures: 1}})
+	f.run()
+	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, every, "after one failed load and a backoff")
+}
+
+type failingLoad struct {
+	*infeasible.MemoryStore
+	failures int
+}
+
+func (s *failingLoad) Load(context.Context) error {
+	if s.failures > 0 {
+		s.failures--
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+func TestDeletedVPAForgetsItsRecordsAndPods(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("8", "100Mi")}, fixtureOpts{})
+	f.failResize(nodeCapacityErr())
+	require.NoError(t, f.sync("p"))
+	require.Equal(t, 1, f.store.Len())
+	require.Len(t, f.ctrl.tracker.podsOf("default/web"), 1)
+
+	require.NoError(t, f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Delete(context.Background(), "web", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return f.store.Len() == 0 }, waitFor, every, "the records went with the VPA's annotation")
+	assert.Empty(t, f.ctrl.tracker.podsOf("default/web"))
+	f.ctrl.mu.Lock()
+	defer f.ctrl.mu.Unlock()
+	assert.NotContains(t, f.ctrl.recommendationSeen, types.UID("uid-web"))
+}

@@ -1,0 +1,414 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2/ktesting"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpafake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
+	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/features"
+	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+)
+
+// t0 is the fixtures' clock at start.
+var t0 = time.Unix(1_800_000_000, 0)
+
+// systemNamespace holds the kill switch ConfigMap in tests.
+const systemNamespace = "vpa-inplace-system"
+
+// labelResolver matches pods to the VPAs of their namespace by the label
+// app=<vpa targetRef name>.
+type labelResolver struct {
+	vpas func(ns string) []*vpatypes.VerticalPodAutoscaler
+}
+
+func (r labelResolver) VPAForPod(_ context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error) {
+	for _, v := range r.vpas(pod.Namespace) {
+		if pod.Labels["app"] == v.Spec.TargetRef.Name {
+			return v, nil
+		}
+	}
+	return nil, nil
+}
+
+func (labelResolver) Selector(_ context.Context, vpa *vpatypes.VerticalPodAutoscaler) (labels.Selector, error) {
+	return labels.SelectorFromSet(labels.Set{"app": vpa.Spec.TargetRef.Name}), nil
+}
+
+func (labelResolver) Forget(types.UID) {}
+
+// fakeClock is the controller's clock in tests.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// event is one recorded event.
+type event struct {
+	kind, name, eventType, reason, message string
+}
+
+func (e event) String() string {
+	return e.kind + "/" + e.name + " " + e.eventType + " " + e.reason + " " + e.message
+}
+
+// eventRecorder records events with the kind of object they are about.
+var _ record.EventRecorder = (*eventRecorder)(nil)
+
+type eventRecorder struct {
+	mu     sync.Mutex
+	events []event
+	read   map[string]int
+}
+
+func (r *eventRecorder) Event(obj runtime.Object, eventType, reason, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := event{eventType: eventType, reason: reason, message: message}
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		e.kind, e.name = "Pod", o.Name
+	case *vpatypes.VerticalPodAutoscaler:
+		e.kind, e.name = "VerticalPodAutoscaler", o.Name
+	default:
+		e.kind = fmt.Sprintf("%T", obj)
+	}
+	r.events = append(r.events, e)
+}
+
+func (r *eventRecorder) Eventf(obj runtime.Object, eventType, reason, messageFmt string, args ...any) {
+	r.Event(obj, eventType, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (r *eventRecorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventType, reason, messageFmt string, args ...any) {
+	r.Eventf(obj, eventType, reason, messageFmt, args...)
+}
+
+// unread returns the events about objects of kind not returned before.
+func (r *eventRecorder) unread(kind string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.read == nil {
+		r.read = map[string]int{}
+	}
+	var out []string
+	seen := 0
+	for _, e := range r.events {
+		if e.kind != kind {
+			continue
+		}
+		seen++
+		if seen > r.read[kind] {
+			out = append(out, e.String())
+		}
+	}
+	r.read[kind] = seen
+	return out
+}
+
+// delays records the AddAfter calls of a queue.
+type delays struct {
+	workqueue.TypedRateLimitingInterface[string]
+	mu    sync.Mutex
+	after map[string][]time.Duration
+}
+
+func (d *delays) AddAfter(key string, after time.Duration) {
+	d.mu.Lock()
+	d.after[key] = append(d.after[key], after)
+	d.mu.Unlock()
+	d.TypedRateLimitingInterface.AddAfter(key, after)
+}
+
+// of returns the longest delay asked for key.
+func (d *delays) of(key string) (time.Duration, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var longest time.Duration
+	for _, after := range d.after[key] {
+		longest = max(longest, after)
+	}
+	return longest, len(d.after[key]) > 0
+}
+
+type fixture struct {
+	t        *testing.T
+	ctx      context.Context
+	kube     *kubefake.Clientset
+	vpa      *vpafake.Clientset
+	store    infeasible.Store
+	recorder *eventRecorder
+	clock    *fakeClock
+	ctrl     *Controller
+	registry *prometheus.Registry
+	opts     fixtureOpts
+	// podQueue and statusQueue record the controller's delayed requeues.
+	podQueue    *delays
+	statusQueue *delays
+}
+
+type fixtureOpts struct {
+	gateOff   bool
+	tolerance float64
+	dryRun    bool
+	// deferredWarningAfter is --deferred-warning-after (0: disabled).
+	deferredWarningAfter time.Duration
+	// watchConfigMap turns on the cluster-wide kill switch, read from
+	// vpa-inplace-system/vpa-inplace-updater-config.
+	watchConfigMap bool
+	// durable uses the VPA annotation store instead of memory.
+	durable bool
+	// store replaces the store (durable is then ignored).
+	store             infeasible.Store
+	statusMinInterval time.Duration
+}
+
+func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAutoscaler, o fixtureOpts) *fixture {
+	t.Helper()
+	var kubeObjs, vpaObjs []runtime.Object
+	for _, p := range pods {
+		kubeObjs = append(kubeObjs, p)
+	}
+	for _, v := range vpas {
+		vpaObjs = append(vpaObjs, v)
+	}
+	kube := kubefake.NewClientset(kubeObjs...)
+	bumpResourceVersions(kube)
+	return newFixtureOn(t, kube, vpafake.NewSimpleClientset(vpaObjs...), o)
+}
+
+// bumpResourceVersions makes pod patches change the pod's resourceVersion,
+// as the API server does (the fake tracker does not).
+func bumpResourceVersions(kube *kubefake.Clientset) {
+	var mu sync.Mutex
+	version := 1000
+	tracker := kube.Tracker()
+	patch := clienttesting.ObjectReaction(tracker)
+	kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		handled, obj, err := patch(a)
+		pod, ok := obj.(*corev1.Pod)
+		if err != nil || !ok {
+			return handled, obj, err
+		}
+		mu.Lock()
+		version++
+		pod = pod.DeepCopy()
+		pod.ResourceVersion = strconv.Itoa(version)
+		mu.Unlock()
+		return true, pod, tracker.Update(a.GetResource(), pod, pod.Namespace)
+	})
+}
+
+// newFixtureOn builds a controller, with its own informers and store, on
+// existing clients: a second call is the updater after a restart, or another
+// replica.
+func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Clientset, o fixtureOpts) *fixture {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+
+	kubeFactory := informers.NewSharedInformerFactory(kube, 0)
+	systemFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(systemNamespace))
+	vpaFactory := vpainformers.NewSharedInformerFactory(vpaClient, 0)
+	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
+	podInformer := kubeFactory.Core().V1().Pods()
+
+	gate := features.NewFeatureGate()
+	if !o.gateOff {
+		require.NoError(t, gate.Set("InPlace=true"))
+	}
+	if o.tolerance == 0 {
+		o.tolerance = 0.5
+	}
+	if o.statusMinInterval == 0 {
+		o.statusMinInterval = -1 // no rate limit, unless a test asks for one
+	}
+	vpaLister := vpaInformer.Lister()
+	f := &fixture{t: t, ctx: ctx, kube: kube, vpa: vpaClient, recorder: &eventRecorder{}, clock: &fakeClock{now: t0}, opts: o}
+	switch {
+	case o.store != nil:
+		f.store = o.store
+	case o.durable:
+		f.store = infeasible.NewVPAStore(vpaClient.AutoscalingV1(), vpaLister, infeasible.VPAStoreConfig{})
+	default:
+		f.store = infeasible.NewMemoryStore()
+	}
+	f.registry = prometheus.NewRegistry()
+	metrics, err := NewMetrics(f.registry)
+	require.NoError(t, err)
+	deps := Deps{
+		Client:    kube,
+		VPAClient: vpaClient,
+		Pods:      podInformer,
+		VPAs:      vpaInformer,
+		Resolver: labelResolver{vpas: func(ns string) []*vpatypes.VerticalPodAutoscaler {
+			l, _ := vpaLister.VerticalPodAutoscalers(ns).List(labels.Everything())
+			return l
+		}},
+		Calculator:  recommendation.NewCalculator(limitrange.NewNoopLimitsCalculator()),
+		Store:       f.store,
+		Recorder:    f.recorder,
+		FeatureGate: gate,
+		Now:         f.clock.Now,
+		Metrics:     metrics,
+	}
+	cfg := Config{
+		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: 37,
+		DryRun: o.dryRun, DeferredWarningAfter: o.deferredWarningAfter, StatusMinInterval: o.statusMinInterval,
+	}
+	if o.watchConfigMap {
+		deps.ConfigMaps = systemFactory.Core().V1().ConfigMaps()
+		cfg.ConfigMap = types.NamespacedName{Namespace: systemNamespace, Name: "vpa-inplace-updater-config"}
+	}
+	ctrl, err := New(ctx, cfg, deps)
+	require.NoError(t, err)
+	f.podQueue = &delays{TypedRateLimitingInterface: ctrl.queue, after: map[string][]time.Duration{}}
+	ctrl.queue = f.podQueue
+	f.statusQueue = &delays{TypedRateLimitingInterface: ctrl.statusQueue, after: map[string][]time.Duration{}}
+	ctrl.statusQueue = f.statusQueue
+	f.ctrl = ctrl
+	kubeFactory.Start(ctx.Done())
+	systemFactory.Start(ctx.Done())
+	vpaFactory.Start(ctx.Done())
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), ctrl.synced...))
+	t.Cleanup(func() { cancel(); kubeFactory.Shutdown(); systemFactory.Shutdown(); vpaFactory.Shutdown() })
+	return f
+}
+
+// run runs the controller until stop is called or the test ends.
+func (f *fixture) run() (stop func()) {
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.ctrl.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(f.t, <-done)
+		})
+	}
+	f.t.Cleanup(stop)
+	return stop
+}
+
+// failResize makes every resize patch fail with err.
+func (f *fixture) failResize(err error) {
+	f.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "resize" {
+			return true, nil, err
+		}
+		return false, nil, nil
+	})
+}
+
+func (f *fixture) sync(pod string) error {
+	return f.ctrl.sync(f.ctx, "default/"+pod)
+}
+
+func (f *fixture) syncStatus(vpa string) error {
+	return f.ctrl.syncStatus(f.ctx, "default/"+vpa)
+}
+
+// resizePatches returns the resize patches sent so far.
+func (f *fixture) resizePatches() []string {
+	var out []string
+	for _, a := range f.kube.Actions() {
+		if p, ok := a.(clienttesting.PatchAction); ok && a.GetSubresource() == "resize" {
+			out = append(out, string(p.GetPatch()))
+		}
+	}
+	return out
+}
+
+// writes returns every write action sent to the Kubernetes API (not VPAs).
+func (f *fixture) writes() []string {
+	var out []string
+	for _, a := range f.kube.Actions() {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+		default:
+			out = append(out, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+		}
+	}
+	return out
+}
+
+// statusWrites returns the updater's patches of VPA status (the recommender
+// of some tests writes JSON patches).
+func (f *fixture) statusWrites() []string {
+	var out []string
+	for _, a := range f.vpa.Actions() {
+		if p, ok := a.(clienttesting.PatchAction); ok && a.GetSubresource() == "status" && p.GetPatchType() == types.MergePatchType {
+			out = append(out, string(p.GetPatch()))
+		}
+	}
+	return out
+}
+
+// events returns the pod events not returned before.
+func (f *fixture) events() []string { return f.recorder.unread("Pod") }
+
+// vpaEvents returns the VPA events not returned before.
+func (f *fixture) vpaEvents() []string { return f.recorder.unread("VerticalPodAutoscaler") }
+
+// getVPA reads a VPA from the API.
+func (f *fixture) getVPA(name string) *vpatypes.VerticalPodAutoscaler {
+	v, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(f.t, err)
+	return v
+}
+
+// condition returns the VPA's InPlaceResizeBlocked condition from the API.
+func (f *fixture) condition(vpa string) *vpatypes.VerticalPodAutoscalerCondition {
+	for _, c := range f.getVPA(vpa).Status.Conditions {
+		if c.Type == ConditionInPlaceResizeBlocked {
+			return &c
+		}
+	}
+	return nil
+}
+
+// waitCached waits until the controller's VPA cache satisfies ok.
+func (f *fixture) waitCached(name string, ok func(*vpatypes.VerticalPodAutoscaler) bool) {
+	f.t.Helper()
+	require.Eventually(f.t, func() bool {
+		v, err := f.ctrl.vpas.VerticalPodAutoscalers("default").Get(name)
+		return err == nil && ok(v)
+	}, 10*time.Second, 10*time.Millisecond)
+}

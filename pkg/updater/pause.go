@@ -1,0 +1,96 @@
+package updater
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+)
+
+// The kill switch. Both stop resize patches at once, without a redeploy;
+// decisions, records, events, metrics and the VPA condition go on, so that
+// what would happen stays visible. Pods are never evicted either way.
+const (
+	// PausedAnnotation, set to "true" on a VPA, pauses the resizing of its
+	// pods.
+	PausedAnnotation = "vpa-inplace.dev/paused"
+	// PausedKey, set to "true" in the updater's ConfigMap
+	// (--config-map), pauses resizing cluster-wide.
+	PausedKey = "paused"
+)
+
+// Reasons of withheld resizes (metric label).
+const (
+	withheldDryRun        = "DryRun"
+	withheldVPAPaused     = "VPAPaused"
+	withheldClusterPaused = "ClusterPaused"
+)
+
+// clusterPaused tells whether the ConfigMap pauses resizing cluster-wide,
+// and why. A value that is not a boolean pauses: a kill switch errs on the
+// side of stopping.
+func (c *Controller) clusterPaused() (bool, string) {
+	if c.configMaps == nil {
+		return false, ""
+	}
+	cm, err := c.configMaps.ConfigMaps(c.cfg.ConfigMap.Namespace).Get(c.cfg.ConfigMap.Name)
+	if apierrors.IsNotFound(err) {
+		return false, ""
+	}
+	if err != nil {
+		return true, fmt.Sprintf("ConfigMap %s cannot be read (%v)", c.cfg.ConfigMap, err)
+	}
+	value, ok := cm.Data[PausedKey]
+	if !ok {
+		return false, ""
+	}
+	return switchOn(value, fmt.Sprintf("cluster-wide by ConfigMap %s (%s: %q)", c.cfg.ConfigMap, PausedKey, value))
+}
+
+// vpaPaused tells whether a VPA's annotation pauses its pods, and why.
+func vpaPaused(vpa *vpatypes.VerticalPodAutoscaler) (bool, string) {
+	value, ok := vpa.Annotations[PausedAnnotation]
+	if !ok {
+		return false, ""
+	}
+	return switchOn(value, fmt.Sprintf("by annotation %s=%q on the VPA", PausedAnnotation, value))
+}
+
+func switchOn(value, where string) (bool, string) {
+	on, err := strconv.ParseBool(strings.TrimSpace(value))
+	if err != nil {
+		return true, where + ", not a boolean: treated as paused"
+	}
+	if !on {
+		return false, ""
+	}
+	return true, where
+}
+
+// withheld tells whether resizes of vpa's pods are to be withheld: the
+// metric reason and a sentence for events and the condition; "" when they
+// may be sent.
+func (c *Controller) withheld(vpa *vpatypes.VerticalPodAutoscaler) (reason, why string) {
+	if on, why := c.clusterPaused(); on {
+		return withheldClusterPaused, "resizing is paused " + why
+	}
+	if on, why := vpaPaused(vpa); on {
+		return withheldVPAPaused, "resizing is paused " + why
+	}
+	if c.cfg.DryRun {
+		return withheldDryRun, "the updater runs with --dry-run"
+	}
+	return "", ""
+}
+
+// pausedWhy is the pause part of withheld: "" when not paused.
+func (c *Controller) pausedWhy(vpa *vpatypes.VerticalPodAutoscaler) string {
+	reason, why := c.withheld(vpa)
+	if reason == withheldDryRun {
+		return ""
+	}
+	return why
+}

@@ -1,0 +1,328 @@
+package updater
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+)
+
+// PodState is where a pod of an InPlace VPA stands with its recommendation,
+// as the VPA condition and the metrics report it.
+type PodState string
+
+const (
+	// PodResized: the pod runs with what the VPA recommends (or close enough
+	// to it: within --pod-update-threshold).
+	PodResized PodState = "Resized"
+	// PodInProgress: a resize was sent, or the kubelet is applying one.
+	PodInProgress PodState = "InProgress"
+	// PodDeferred: the kubelet holds the resize until the node has room.
+	PodDeferred PodState = "Deferred"
+	// PodWaiting: the resize restarts containers and waits for the
+	// workload's --eviction-tolerance.
+	PodWaiting PodState = "DisruptionBudget"
+	// PodError: the kubelet failed to apply the resize and retries, or the
+	// resize patch fails and is retried.
+	PodError PodState = "Error"
+	// PodInfeasible: recorded; the resize does not fit the node.
+	PodInfeasible PodState = "Infeasible"
+	// PodInvalid: recorded; the change cannot be made in place.
+	PodInvalid PodState = "Invalid"
+	// PodWithheld: a resize is due but not sent (--dry-run, or paused).
+	PodWithheld PodState = "Withheld"
+	// PodNotRunning: not running (pending, terminating): nothing to do yet.
+	PodNotRunning PodState = "NotRunning"
+	// PodNoRecommendation: the VPA recommends nothing for its containers.
+	PodNoRecommendation PodState = "NoRecommendation"
+)
+
+// pendingStates are the states in which a recommendation waits to be
+// applied, in the order metrics list them.
+var pendingStates = []PodState{PodDeferred, PodInProgress, PodError, PodWaiting, PodWithheld}
+
+// podStatus is what is reported about one pod.
+type podStatus struct {
+	vpa   string // namespace/name of the pod's VPA
+	name  string
+	state PodState
+	// since is when the pod entered this state: the kubelet's condition
+	// time when there is one, otherwise when the updater first saw it.
+	since   time.Time
+	message string
+	// values are the recorded values (Infeasible, Invalid) or the target
+	// (Withheld, InProgress).
+	values string
+	kind   infeasible.Kind
+}
+
+func (a podStatus) equal(b podStatus) bool {
+	return a.vpa == b.vpa && a.name == b.name && a.state == b.state && a.since.Equal(b.since) &&
+		a.message == b.message && a.values == b.values && a.kind == b.kind
+}
+
+// stateOf tells the state of a pod from a decision that sends nothing.
+// record is the pod's record after the decision.
+func stateOf(d resize.Decision, record *infeasible.Record, st resize.Status) podStatus {
+	switch d.Reason {
+	case resize.ReasonPodNotRunning:
+		return podStatus{state: PodNotRunning, message: d.Message}
+	case resize.ReasonNoRecommendation:
+		return podStatus{state: PodNoRecommendation, message: d.Message}
+	case resize.ReasonUpToDate, resize.ReasonBelowThreshold:
+		return podStatus{state: PodResized}
+	case resize.ReasonResizeDeferred:
+		return podStatus{state: PodDeferred, since: st.Since, message: st.Message}
+	case resize.ReasonResizeInProgress, resize.ReasonResizeUnknown:
+		return podStatus{state: PodInProgress, since: st.Since, message: d.Message}
+	case resize.ReasonResizeError:
+		return podStatus{state: PodError, since: st.Since, message: st.Message}
+	case resize.ReasonDisruptionBudget:
+		return podStatus{state: PodWaiting, message: d.Message}
+	}
+	if record != nil {
+		s := podStatus{state: PodInfeasible, values: record.Attempted.String(), message: record.Message, kind: record.Kind, since: record.RecordedAt}
+		if record.Kind == infeasible.KindInvalid {
+			s.state = PodInvalid
+		}
+		return s
+	}
+	return podStatus{state: PodInProgress, message: d.Message}
+}
+
+// sentResize is a resize the updater sent and has not seen completed.
+type sentResize struct {
+	target infeasible.Resources
+	at     time.Time
+	// fromVersion is the resourceVersion of the pod the resize was decided
+	// on: while the cache still holds it, the cache has not seen the patch.
+	fromVersion string
+}
+
+type podEntry struct {
+	podStatus
+	// warnedSince is the Deferred episode a long-wait warning was sent for.
+	warnedSince time.Time
+	// withheldFor is the target a withheld event was sent for.
+	withheldFor string
+	sent        *sentResize
+}
+
+// tracker remembers the state of every pod of an InPlace VPA, grouped by
+// VPA, for the VPA condition and the gauges.
+type tracker struct {
+	mu    sync.Mutex
+	pods  map[types.UID]*podEntry
+	byVPA map[string]sets.Set[types.UID]
+}
+
+func newTracker() *tracker {
+	return &tracker{pods: map[types.UID]*podEntry{}, byVPA: map[string]sets.Set[types.UID]{}}
+}
+
+// entry returns the pod's entry, creating it under vpa. Callers hold t.mu.
+func (t *tracker) entry(uid types.UID, vpa, name string) *podEntry {
+	e, ok := t.pods[uid]
+	if !ok {
+		e = &podEntry{podStatus: podStatus{vpa: vpa, name: name}}
+		t.pods[uid] = e
+	}
+	if e.vpa != vpa {
+		t.unindex(uid, e.vpa)
+		e.vpa = vpa
+	}
+	if t.byVPA[vpa] == nil {
+		t.byVPA[vpa] = sets.New[types.UID]()
+	}
+	t.byVPA[vpa].Insert(uid)
+	return e
+}
+
+func (t *tracker) unindex(uid types.UID, vpa string) {
+	if s := t.byVPA[vpa]; s != nil {
+		s.Delete(uid)
+		if s.Len() == 0 {
+			delete(t.byVPA, vpa)
+		}
+	}
+}
+
+// set records a pod's status. A zero since keeps the time the pod entered
+// the state (now when it is new). It returns the VPAs whose summary changed.
+func (t *tracker) set(uid types.UID, st podStatus, now time.Time) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, existed := t.pods[uid]
+	var before podStatus
+	if existed {
+		before = old.podStatus
+	}
+	e := t.entry(uid, st.vpa, st.name)
+	if st.since.IsZero() {
+		if existed && before.state == st.state && !before.since.IsZero() {
+			st.since = before.since
+		} else {
+			st.since = now
+		}
+	}
+	if existed && before.equal(st) {
+		return nil
+	}
+	e.podStatus = st
+	if st.state != PodDeferred {
+		e.warnedSince = time.Time{}
+	}
+	if st.state != PodWithheld {
+		e.withheldFor = ""
+	}
+	if existed && before.vpa != st.vpa {
+		return []string{before.vpa, st.vpa}
+	}
+	return []string{st.vpa}
+}
+
+// forget drops a pod and returns the VPA it was counted under.
+func (t *tracker) forget(uid types.UID) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.pods[uid]
+	if !ok {
+		return "", false
+	}
+	delete(t.pods, uid)
+	t.unindex(uid, e.vpa)
+	return e.vpa, true
+}
+
+// forgetVPA drops every pod counted under a VPA.
+func (t *tracker) forgetVPA(vpa string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for uid := range t.byVPA[vpa] {
+		delete(t.pods, uid)
+	}
+	delete(t.byVPA, vpa)
+}
+
+// podsOf returns the statuses of a VPA's pods, by pod name.
+func (t *tracker) podsOf(vpa string) []podStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]podStatus, 0, t.byVPA[vpa].Len())
+	for uid := range t.byVPA[vpa] {
+		out = append(out, t.pods[uid].podStatus)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// pending counts pods in each pending state and tells how long the oldest
+// has been in it.
+func (t *tracker) pending(now time.Time) (map[PodState]int, map[PodState]time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	counts := map[PodState]int{}
+	oldest := map[PodState]time.Duration{}
+	for _, e := range t.pods {
+		counts[e.state]++
+		if age := now.Sub(e.since); age > oldest[e.state] {
+			oldest[e.state] = age
+		}
+	}
+	return counts, oldest
+}
+
+// markSent remembers a resize sent to a pod decided at resourceVersion
+// fromVersion.
+func (t *tracker) markSent(uid types.UID, vpa, name string, target infeasible.Resources, at time.Time, fromVersion string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.entry(uid, vpa, name).sent = &sentResize{target: target, at: at, fromVersion: fromVersion}
+}
+
+// cacheBehind reports whether the cached pod, at resourceVersion version,
+// predates a resize the updater sent: deciding on it would send the resize
+// again. The pod's update event brings it back. After maxCacheLag the cache
+// is trusted again, whatever it says, so that a pod is never stuck.
+func (t *tracker) cacheBehind(uid types.UID, version string, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.pods[uid]
+	return ok && e.sent != nil && e.sent.fromVersion == version && now.Sub(e.sent.at) < maxCacheLag
+}
+
+// maxCacheLag bounds how long a pod is not decided on while the cache has
+// not seen a resize sent to it.
+const maxCacheLag = time.Minute
+
+// settle tells what became of a resize sent to a pod, given its resize
+// status now and its current resources: "" while still under way.
+func (t *tracker) settle(uid types.UID, st resize.State, current func(infeasible.Resources) infeasible.Resources) (outcome string, sent *sentResize) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.pods[uid]
+	if !ok || e.sent == nil {
+		return "", nil
+	}
+	sent = e.sent
+	switch st {
+	case resize.StateNone:
+		e.sent = nil
+		if infeasible.Equal(current(sent.target), sent.target) {
+			return outcomeCompleted, sent
+		}
+		return outcomeSuperseded, sent
+	case resize.StateInfeasible:
+		e.sent = nil
+		return outcomeKubeletInfeasible, sent
+	}
+	return "", nil
+}
+
+const (
+	outcomeCompleted         = "Completed"
+	outcomeSuperseded        = "Superseded"
+	outcomeKubeletInfeasible = "KubeletInfeasible"
+)
+
+// warnOnce reports whether the long-Deferred warning for the episode that
+// began at since is still to be sent, and marks it sent.
+func (t *tracker) warnOnce(uid types.UID, since time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.pods[uid]
+	if !ok || e.warnedSince.Equal(since) {
+		return false
+	}
+	e.warnedSince = since
+	return true
+}
+
+// withheldOnce reports whether the withheld event for target is still to be
+// sent, and marks it sent.
+func (t *tracker) withheldOnce(uid types.UID, target string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.pods[uid]
+	if !ok || e.withheldFor == target {
+		return false
+	}
+	e.withheldFor = target
+	return true
+}
+
+// since returns when the pod entered its current state.
+func (t *tracker) since(uid types.UID) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.pods[uid]
+	if !ok {
+		return time.Time{}, false
+	}
+	return e.since, true
+}

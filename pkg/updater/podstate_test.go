@@ -1,0 +1,163 @@
+package updater
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+)
+
+func TestStateOf(t *testing.T) {
+	since := t0.Add(-time.Hour)
+	deferred := resize.Status{State: resize.StateDeferred, Message: "Node didn't have enough resource: cpu", Since: since}
+	infeasibleRecord := &infeasible.Record{Kind: infeasible.KindNodeCapacity, Attempted: infeasible.Resources{"c": {Requests: testpod.List("8", "")}}, Message: "no room", RecordedAt: since}
+	invalidRecord := &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: infeasible.Resources{"c": {Requests: testpod.List("1", "")}}, Message: "qos", RecordedAt: since}
+	tests := []struct {
+		name   string
+		reason resize.Reason
+		record *infeasible.Record
+		status resize.Status
+		want   podStatus
+	}{
+		{"not running", resize.ReasonPodNotRunning, nil, resize.Status{}, podStatus{state: PodNotRunning}},
+		{"no recommendation", resize.ReasonNoRecommendation, nil, resize.Status{}, podStatus{state: PodNoRecommendation}},
+		{"up to date", resize.ReasonUpToDate, nil, resize.Status{}, podStatus{state: PodResized}},
+		{"below threshold counts as resized", resize.ReasonBelowThreshold, nil, resize.Status{}, podStatus{state: PodResized}},
+		{"deferred: the kubelet's time and words", resize.ReasonResizeDeferred, nil, deferred, podStatus{state: PodDeferred, since: since, message: deferred.Message}},
+		{"in progress", resize.ReasonResizeInProgress, nil, resize.Status{Since: since}, podStatus{state: PodInProgress, since: since}},
+		{"unknown counts as in progress", resize.ReasonResizeUnknown, nil, resize.Status{}, podStatus{state: PodInProgress}},
+		{"kubelet error", resize.ReasonResizeError, nil, resize.Status{Message: "boom"}, podStatus{state: PodError, message: "boom"}},
+		{"eviction tolerance", resize.ReasonDisruptionBudget, nil, resize.Status{}, podStatus{state: PodWaiting}},
+		{"infeasible record", resize.ReasonRecordedSame, infeasibleRecord, resize.Status{},
+			podStatus{state: PodInfeasible, since: since, values: "c: requests cpu=8", message: "no room", kind: infeasible.KindNodeCapacity}},
+		{"kubelet infeasible", resize.ReasonInfeasible, infeasibleRecord, resize.Status{}, podStatus{state: PodInfeasible, since: since, values: "c: requests cpu=8", message: "no room", kind: infeasible.KindNodeCapacity}},
+		{"invalid record", resize.ReasonInvalid, invalidRecord, resize.Status{},
+			podStatus{state: PodInvalid, since: since, values: "c: requests cpu=1", message: "qos", kind: infeasible.KindInvalid}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := stateOf(resize.Decision{Reason: tc.reason}, tc.record, tc.status)
+			if tc.want.message == "" {
+				got.message = "" // the decision's own wording is not under test
+			}
+			assert.True(t, tc.want.equal(got), "got %+v", got)
+		})
+	}
+}
+
+func TestTracker(t *testing.T) {
+	tr := newTracker()
+	web := func(name string, state PodState) podStatus {
+		return podStatus{vpa: "default/web", name: name, state: state}
+	}
+
+	t.Run("a new pod changes its VPA's summary and gets a since", func(t *testing.T) {
+		assert.Equal(t, []string{"default/web"}, tr.set("a", web("a", PodDeferred), t0))
+		since, ok := tr.since("a")
+		require.True(t, ok)
+		assert.Equal(t, t0, since)
+	})
+	t.Run("the same state again changes nothing and keeps its since", func(t *testing.T) {
+		assert.Empty(t, tr.set("a", web("a", PodDeferred), t0.Add(time.Minute)))
+		since, _ := tr.since("a")
+		assert.Equal(t, t0, since)
+	})
+	t.Run("a new state changes the summary and starts a new since", func(t *testing.T) {
+		assert.Equal(t, []string{"default/web"}, tr.set("a", web("a", PodInProgress), t0.Add(2*time.Minute)))
+		since, _ := tr.since("a")
+		assert.Equal(t, t0.Add(2*time.Minute), since)
+	})
+	t.Run("a pod moving to another VPA changes both", func(t *testing.T) {
+		moved := web("a", PodInProgress)
+		moved.vpa = "default/db"
+		assert.Equal(t, []string{"default/web", "default/db"}, tr.set("a", moved, t0))
+		assert.Empty(t, tr.podsOf("default/web"))
+		assert.Len(t, tr.podsOf("default/db"), 1)
+	})
+	t.Run("pods are listed by name", func(t *testing.T) {
+		tr.set("c", web("c", PodResized), t0)
+		tr.set("b", web("b", PodDeferred), t0)
+		pods := tr.podsOf("default/web")
+		require.Len(t, pods, 2)
+		assert.Equal(t, "b", pods[0].name)
+	})
+	t.Run("pending counts and oldest age per state", func(t *testing.T) {
+		tr.set("d", web("d", PodDeferred), t0.Add(-time.Hour))
+		counts, oldest := tr.pending(t0.Add(time.Minute))
+		assert.Equal(t, 2, counts[PodDeferred])
+		assert.Equal(t, 61*time.Minute, oldest[PodDeferred])
+		assert.Equal(t, 1, counts[PodResized])
+	})
+	t.Run("forget and forgetVPA", func(t *testing.T) {
+		vpa, ok := tr.forget("a")
+		assert.True(t, ok)
+		assert.Equal(t, "default/db", vpa)
+		_, ok = tr.forget("a")
+		assert.False(t, ok)
+		tr.forgetVPA("default/web")
+		assert.Empty(t, tr.podsOf("default/web"))
+		counts, _ := tr.pending(t0)
+		assert.Empty(t, counts)
+	})
+}
+
+func TestTrackerOnceMarks(t *testing.T) {
+	tr := newTracker()
+	uid := types.UID("a")
+	tr.set(uid, podStatus{vpa: "default/web", name: "a", state: PodDeferred}, t0)
+	assert.True(t, tr.warnOnce(uid, t0))
+	assert.False(t, tr.warnOnce(uid, t0), "once per episode")
+	assert.True(t, tr.warnOnce(uid, t0.Add(time.Hour)), "a new episode warns again")
+
+	tr.set(uid, podStatus{vpa: "default/web", name: "a", state: PodWithheld, values: "x"}, t0)
+	assert.True(t, tr.withheldOnce(uid, "x"))
+	assert.False(t, tr.withheldOnce(uid, "x"))
+	assert.True(t, tr.withheldOnce(uid, "y"), "a new target is reported")
+	assert.False(t, tr.withheldOnce("unknown", "x"))
+}
+
+func TestTrackerCacheBehind(t *testing.T) {
+	tr := newTracker()
+	assert.False(t, tr.cacheBehind("a", "7", t0), "nothing sent")
+	tr.markSent("a", "default/web", "a", nil, t0, "7")
+	assert.True(t, tr.cacheBehind("a", "7", t0), "the cache still holds the pod the resize was decided on")
+	assert.False(t, tr.cacheBehind("a", "8", t0), "the cache has seen the patch")
+	assert.False(t, tr.cacheBehind("a", "7", t0.Add(maxCacheLag)), "never stuck: the cache is trusted again after a while")
+}
+
+func TestTrackerSettle(t *testing.T) {
+	target := infeasible.Resources{"c": {Requests: testpod.List("300m", "")}}
+	current := func(r infeasible.Resources) func(infeasible.Resources) infeasible.Resources {
+		return func(infeasible.Resources) infeasible.Resources { return r }
+	}
+	tests := []struct {
+		name    string
+		state   resize.State
+		current infeasible.Resources
+		want    string
+	}{
+		{"still in progress", resize.StateInProgress, target, ""},
+		{"deferred", resize.StateDeferred, target, ""},
+		{"applied", resize.StateNone, target, outcomeCompleted},
+		{"replaced by another change", resize.StateNone, infeasible.Resources{"c": {Requests: testpod.List("200m", "")}}, outcomeSuperseded},
+		{"marked infeasible by the kubelet", resize.StateInfeasible, target, outcomeKubeletInfeasible},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTracker()
+			tr.markSent("a", "default/web", "a", target, t0, "7")
+			got, _ := tr.settle("a", tc.state, current(tc.current))
+			assert.Equal(t, tc.want, got)
+			if tc.want != "" {
+				again, _ := tr.settle("a", resize.StateNone, current(target))
+				assert.Empty(t, again, "settled once")
+			}
+		})
+	}
+}

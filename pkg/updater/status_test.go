@@ -1,0 +1,275 @@
+package updater
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clienttesting "k8s.io/client-go/testing"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpautil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+)
+
+// recommenderWrites does what upstream's recommender (v1.8) does with a VPA
+// it loaded: it keeps every condition it found, sets its own, and writes the
+// whole status with upstream's own UpdateVpaStatusIfNeeded (a JSON patch
+// "add /status", no resourceVersion).
+func recommenderWrites(t *testing.T, f *fixture, loaded *vpatypes.VerticalPodAutoscaler, cpu string) {
+	t.Helper()
+	status := loaded.Status.DeepCopy()
+	status.Recommendation = testvpa.New("web").Recommend("c", cpu, "100Mi").Obj().Status.Recommendation
+	found := false
+	for i := range status.Conditions {
+		if status.Conditions[i].Type == vpatypes.RecommendationProvided {
+			status.Conditions[i].Status, found = corev1.ConditionTrue, true
+		}
+	}
+	if !found {
+		status.Conditions = append(status.Conditions, vpatypes.VerticalPodAutoscalerCondition{Type: vpatypes.RecommendationProvided, Status: corev1.ConditionTrue})
+	}
+	_, err := vpautil.UpdateVpaStatusIfNeeded(f.vpa.AutoscalingV1().VerticalPodAutoscalers("default"), loaded.Name, status, &loaded.Status)
+	require.NoError(t, err)
+}
+
+func hasOurs(v *vpatypes.VerticalPodAutoscaler) bool { return hasCondition(v) }
+
+func TestConditionForEachBlockedState(t *testing.T) {
+	tests := []struct {
+		name     string
+		pod      *corev1.Pod
+		vpa      *vpatypes.VerticalPodAutoscaler
+		patchErr error
+		reason   string
+		contains []string
+	}{
+		{
+			name:     "Infeasible: refused at admission with a NodeCapacity cause",
+			pod:      webPod("p").Running().Obj(),
+			vpa:      inPlaceVPA("8", "100Mi"),
+			patchErr: nodeCapacityErr(),
+			reason:   ReasonInfeasible,
+			contains: []string{"1 pod: 1 infeasible.", "p cannot get c: requests cpu=8 memory=100Mi", "NodeCapacity", "allocatable"},
+		},
+		{
+			name: "Infeasible: marked by the kubelet",
+			pod: testpod.New("p").Container("c", "4", "100Mi").OwnedBy("apps/v1", "ReplicaSet", "web-rs").Running().
+				Condition(corev1.PodResizePending, corev1.PodReasonInfeasible, `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`).Obj(),
+			vpa:      inPlaceVPA("4", "100Mi"),
+			reason:   ReasonInfeasible,
+			contains: []string{"(Infeasible: Resize is infeasible", "CPU Manager"},
+		},
+		{
+			name: "Deferred: with the oldest pending time",
+			pod: webPod("p").Running().ConditionSince(corev1.PodResizePending, corev1.PodReasonDeferred,
+				"Node didn't have enough resource: cpu, requested: 2000, used: 3000, capacity: 3500", t0.Add(-12*time.Minute)).Obj(),
+			vpa:      inPlaceVPA("2", "100Mi"),
+			reason:   ReasonDeferred,
+			contains: []string{"1 pod: 1 deferred.", "oldest pending p since 2027-01-15T07:48:00Z", "Node didn't have enough resource: cpu"},
+		},
+		{
+			name:     "Invalid: with the reason",
+			pod:      testpod.New("p").Container("c", "", "").OwnedBy("apps/v1", "ReplicaSet", "web-rs").Running().Obj(), // BestEffort
+			vpa:      inPlaceVPA("300m", "100Mi"),
+			reason:   ReasonInvalid,
+			contains: []string{"1 pod: 1 invalid.", "QoS class would change from BestEffort to Burstable"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, []*corev1.Pod{tc.pod}, []*vpatypes.VerticalPodAutoscaler{tc.vpa}, fixtureOpts{})
+			if tc.patchErr != nil {
+				f.failResize(tc.patchErr)
+			}
+			require.NoError(t, f.sync("p"))
+			require.NoError(t, f.syncStatus("web"))
+			c := f.condition("web")
+			require.NotNil(t, c)
+			assert.Equal(t, corev1.ConditionTrue, c.Status)
+			assert.Equal(t, tc.reason, c.Reason)
+			for _, s := range tc.contains {
+				assert.Contains(t, c.Message, s)
+			}
+			assert.Equal(t, t0, c.LastTransitionTime.Time)
+		})
+	}
+}
+
+func TestConditionIsWrittenOnlyWhenItChanges(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj(), webPod("q").Running().Obj()},
+		[]*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "100Mi")}, fixtureOpts{})
+	require.NoError(t, f.sync("p"))
+	require.NoError(t, f.sync("q"))
+	require.NoError(t, f.syncStatus("web"))
+	require.Len(t, f.statusWrites(), 1)
+	c := f.condition("web")
+	require.NotNil(t, c)
+	assert.Equal(t, corev1.ConditionFalse, c.Status)
+	assert.Equal(t, ReasonUpToDate, c.Reason)
+	assert.Equal(t, "2 pods: 2 resized.", c.Message)
+
+	f.waitCached("web", hasOurs)
+	f.clock.Step(time.Hour)
+	for range 3 {
+		require.NoError(t, f.sync("p"))
+		require.NoError(t, f.syncStatus("web"))
+	}
+	assert.Len(t, f.statusWrites(), 1, "nothing changed: no write, even as time passes")
+
+	t.Run("the patch replaces only the condition list, guarded by resourceVersion", func(t *testing.T) {
+		var patch map[string]map[string]any
+		require.NoError(t, json.Unmarshal([]byte(f.statusWrites()[0]), &patch))
+		assert.Contains(t, patch["metadata"], "resourceVersion")
+		assert.Equal(t, []string{"conditions"}, keys(patch["status"]))
+	})
+}
+
+func keys(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestConditionWritesAreRateLimitedPerVPA(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("8", "100Mi")},
+		fixtureOpts{statusMinInterval: time.Minute})
+	require.NoError(t, f.syncStatus("web"))
+	require.Len(t, f.statusWrites(), 1)
+	f.waitCached("web", hasOurs)
+
+	f.failResize(nodeCapacityErr())
+	require.NoError(t, f.sync("p"))
+	f.clock.Step(10 * time.Second)
+	require.NoError(t, f.syncStatus("web"))
+	assert.Len(t, f.statusWrites(), 1, "changed, but written less than a minute ago")
+	after, ok := f.statusQueue.of("default/web")
+	require.True(t, ok)
+	assert.Equal(t, 50*time.Second, after, "written when the minute is up")
+
+	f.clock.Step(50 * time.Second)
+	require.NoError(t, f.syncStatus("web"))
+	require.Len(t, f.statusWrites(), 2)
+	assert.Equal(t, ReasonInfeasible, f.condition("web").Reason)
+}
+
+func TestConditionSurvivesTheRecommender(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("8", "100Mi")}, fixtureOpts{})
+	f.failResize(nodeCapacityErr())
+	require.NoError(t, f.sync("p"))
+	require.NoError(t, f.syncStatus("web"))
+	require.Len(t, f.statusWrites(), 1)
+
+	t.Run("a recommender write after loading the condition keeps it", func(t *testing.T) {
+		recommenderWrites(t, f, f.getVPA("web"), "9")
+		c := f.condition("web")
+		require.NotNil(t, c)
+		assert.Equal(t, ReasonInfeasible, c.Reason)
+		f.waitCached("web", func(v *vpatypes.VerticalPodAutoscaler) bool {
+			return v.Status.Recommendation.ContainerRecommendations[0].Target.Cpu().String() == "9"
+		})
+		require.NoError(t, f.syncStatus("web"))
+		assert.Len(t, f.statusWrites(), 1, "nothing to put back")
+	})
+
+	t.Run("a recommender write from before the condition drops it; it is put back", func(t *testing.T) {
+		stale := f.getVPA("web")
+		stale.Status.Conditions = nil // loaded before the updater wrote its condition
+		recommenderWrites(t, f, stale, "10")
+		require.Nil(t, f.condition("web"))
+		f.waitCached("web", func(v *vpatypes.VerticalPodAutoscaler) bool { return !hasOurs(v) })
+		require.NoError(t, f.syncStatus("web"))
+		require.Len(t, f.statusWrites(), 2)
+		c := f.condition("web")
+		require.NotNil(t, c)
+		assert.Equal(t, ReasonInfeasible, c.Reason)
+		var provided bool
+		for _, other := range f.getVPA("web").Status.Conditions {
+			provided = provided || other.Type == vpatypes.RecommendationProvided
+		}
+		assert.True(t, provided, "the recommender's conditions are kept")
+	})
+
+	t.Run("the VPA update itself queues the check", func(t *testing.T) {
+		f.run()
+		// Let the start-up resync's check pass (it runs after statusDelay);
+		// the resync interval is an hour: only the VPA update can trigger.
+		time.Sleep(statusDelay + 500*time.Millisecond)
+		stale := f.getVPA("web")
+		stale.Status.Conditions = nil
+		recommenderWrites(t, f, stale, "11")
+		assert.Eventually(t, func() bool { return f.condition("web") != nil }, 10*time.Second, 20*time.Millisecond)
+	})
+}
+
+func TestConditionIsRemovedWhenTheVPALeavesInPlaceMode(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "100Mi")}, fixtureOpts{})
+	require.NoError(t, f.sync("p"))
+	require.NoError(t, f.syncStatus("web"))
+	require.NotNil(t, f.condition("web"))
+
+	off := f.getVPA("web")
+	mode := vpatypes.UpdateModeOff
+	off.Spec.UpdatePolicy.UpdateMode = &mode
+	_, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Update(context.Background(), off, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.waitCached("web", func(v *vpatypes.VerticalPodAutoscaler) bool { return !isInPlace(v) })
+	require.NoError(t, f.sync("p"))
+	require.NoError(t, f.syncStatus("web"))
+	assert.Nil(t, f.condition("web"))
+	assert.Len(t, f.statusWrites(), 2)
+}
+
+func TestConditionWriteErrors(t *testing.T) {
+	gr := schema.GroupResource{Group: "autoscaling.k8s.io", Resource: "verticalpodautoscalers"}
+	tests := []struct {
+		name    string
+		err     error
+		wantErr bool
+	}{
+		{"conflict: retried once the cache caught up", apierrors.NewConflict(gr, "web", nil), true},
+		{"server error: retried", apierrors.NewInternalError(errors.New("etcd leader changed")), true},
+		{"VPA gone: dropped", apierrors.NewNotFound(gr, "web"), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "100Mi")}, fixtureOpts{})
+			f.vpa.PrependReactor("patch", "verticalpodautoscalers", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				return a.GetSubresource() == "status", nil, tc.err
+			})
+			err := f.syncStatus("web")
+			if tc.wantErr {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+		})
+	}
+}
+
+func TestConditionReportsPause(t *testing.T) {
+	vpa := inPlaceVPA("300m", "100Mi")
+	vpa.Annotations = map[string]string{PausedAnnotation: "true"}
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{vpa}, fixtureOpts{})
+	require.NoError(t, f.sync("p"))
+	require.NoError(t, f.syncStatus("web"))
+	c := f.condition("web")
+	require.NotNil(t, c)
+	assert.Equal(t, corev1.ConditionTrue, c.Status)
+	assert.Equal(t, ReasonPaused, c.Reason)
+	assert.Contains(t, c.Message, `annotation vpa-inplace.dev/paused="true" on the VPA`)
+	assert.Contains(t, c.Message, "p would be resized to c: requests cpu=300m memory=100Mi")
+}
