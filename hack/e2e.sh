@@ -35,10 +35,16 @@ wait_ready() { # name url
 
 pids=()
 stop_binaries() {
-  local p
+  local p f
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   pids=()
+  # The updater may have been restarted by a test: not a child of this shell.
+  for f in "${root}"/_output/e2e/*/updater.pid; do
+    [[ -f $f ]] || continue
+    kill "$(cat "$f")" 2>/dev/null || true
+    rm -f "$f"
+  done
 }
 
 cleanup() {
@@ -86,9 +92,30 @@ run_profile() {
     --bind-address=127.0.0.1 --port="${gate_off_port}" --address="127.0.0.1:${gate_off_health}" \
     -v=2 >"${logs}/admission-controller-gate-off.log" 2>&1 &
   pids+=($!)
-  _output/bin/updater --kubeconfig="${out}/updater.kubeconfig" --feature-gates=InPlace=true \
-    --updater-interval=5s --address="127.0.0.1:${updater_metrics}" -v=2 >"${logs}/updater.log" 2>&1 &
-  pids+=($!)
+  # The updater is started by a generated script that tests can run again
+  # to restart it (SIGTERM releases the lease; same flags, same port).
+  cat >"${logs}/restart-updater.sh" <<SCRIPT
+#!/usr/bin/env bash
+set -o errexit -o nounset -o pipefail
+pidfile=${logs}/updater.pid
+if [[ -f \${pidfile} ]]; then
+  pid=\$(cat "\${pidfile}")
+  kill -TERM "\${pid}" 2>/dev/null || true
+  for ((i = 0; i < 100; i++)); do kill -0 "\${pid}" 2>/dev/null || break; sleep 0.1; done
+fi
+cd ${root}
+nohup _output/bin/updater --kubeconfig="${out}/updater.kubeconfig" --feature-gates=InPlace=true \\
+  --updater-interval=5s --deferred-warning-after=5s --address="127.0.0.1:${updater_metrics}" -v=2 >>"${logs}/updater.log" 2>&1 &
+echo \$! >"\${pidfile}"
+for ((i = 0; i < 240; i++)); do
+  curl --silent --fail --max-time 2 "http://127.0.0.1:${updater_metrics}/readyz" >/dev/null 2>&1 && exit 0
+  sleep 0.5
+done
+echo "updater did not become ready" >&2
+exit 1
+SCRIPT
+  chmod +x "${logs}/restart-updater.sh"
+  "${logs}/restart-updater.sh"
 
   local ca_bundle
   ca_bundle=$(base64 <"${out}/certs/ca.crt" | tr -d '\n')
@@ -98,11 +125,11 @@ run_profile() {
 
   wait_ready admission-controller "http://127.0.0.1:${ac_health}/readyz"
   wait_ready admission-controller-gate-off "http://127.0.0.1:${gate_off_health}/readyz"
-  wait_ready updater "http://127.0.0.1:${updater_metrics}/readyz"
 
   echo "== profile ${profile}: go test -tags e2e ./e2e/"
   local rc=0
   if ! KUBECONFIG=${KUBECONFIG} E2E_PROFILE=${profile} E2E_UPDATER_METRICS="http://127.0.0.1:${updater_metrics}/metrics" \
+    E2E_UPDATER_RESTART="${logs}/restart-updater.sh" E2E_DEFERRED_WARNING_AFTER=5s \
     go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "${E2E_RUN}"} ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
     rc=1
   fi

@@ -103,7 +103,13 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	resolver := target.NewClusterResolver(ctx, config, kube, factory, vpaInformer.Lister())
 
-	recorder, stopEvents, err := newRecorder(ctx, kube)
+	// Events go through a client of their own, with its own rate limiter, so
+	// that a burst of events never delays resize patches.
+	eventClient, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("creating the event client: %w", err)
+	}
+	recorder, stopEvents, err := newRecorder(ctx, eventClient)
 	if err != nil {
 		return err
 	}
@@ -162,12 +168,27 @@ func Run(ctx context.Context, o *Options) error {
 
 	// Probes and metrics are served from the start; /readyz turns ready
 	// once the caches have synced (on standby replicas too).
+	// The controllers' and LimitRanges' caches are read to resolve targets
+	// and cap recommendations: a pod handled before they sync would find no
+	// VPA and wait for the next resync. Wait for them (probes answer "not
+	// ready" meanwhile).
+	factoriesSynced := make(chan struct{})
+	go func() {
+		defer close(factoriesSynced)
+		factory.WaitForCacheSync(ctx.Done())
+	}()
+
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", o.Address)
 	if err != nil {
 		return fmt.Errorf("listening on --address %s: %w", o.Address, err)
 	}
 	synced := server.CheckFunc("informers", func() error {
+		select {
+		case <-factoriesSynced:
+		default:
+			return errors.New("controller and LimitRange caches not synced")
+		}
 		if !ctrl.HasSynced() {
 			return errors.New("caches not synced")
 		}
@@ -184,6 +205,11 @@ func Run(ctx context.Context, o *Options) error {
 		}
 	}()
 
+	select {
+	case <-factoriesSynced:
+	case <-ctx.Done():
+		return nil
+	}
 	if !o.LeaderElection.LeaderElect {
 		return ctrl.Run(ctx)
 	}
