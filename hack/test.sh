@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 
 go test -race -count=1 ./cmd/... ./pkg/...
 # A short fuzz run of the admission webhook's request handling.
-go test -run '^$' -fuzz '^FuzzHandleAdmissionReview$' -fuzztime 10s ./pkg/admission/
+go test -run '^$' -fuzz '^FuzzHandleAdmissionReview$' -fuzztime 10000x -parallel 2 ./pkg/admission/
