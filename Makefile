@@ -101,3 +101,11 @@ demo: ## Bring up the local cluster, deploy, run both binaries and show a pod re
 .PHONY: demo-down
 demo-down: ## Stop what `make demo` started.
 	hack/demo.sh down
+
+##@ Benchmarks
+
+BENCH_PODS ?= 1000
+
+.PHONY: bench
+bench: ## Benchmark our updater against the upstream VPA updater side by side on a local cluster (BENCH_PODS=1000|10000); writes bench/results/.
+	BENCH_PODS=$(BENCH_PODS) hack/bench.sh

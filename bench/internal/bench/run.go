@@ -1,0 +1,498 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
+
+	"github.com/vpa-inplace/vpa-inplace/bench/internal/proc"
+	"github.com/vpa-inplace/vpa-inplace/bench/internal/proxy"
+)
+
+// Phase is one stretch of an updater's run.
+type Phase struct {
+	Name     string
+	Duration time.Duration
+	Requests proxy.Counts
+	CPU      time.Duration
+}
+
+// Result is what one updater did.
+type Result struct {
+	Spec UpdaterSpec
+	// Args are the updater's full command line after the binary.
+	Args []string
+
+	Isolated groupResult
+	Burst    groupResult
+	// BurstWrite is how long the driver took to write every VPA of the burst.
+	BurstWrite time.Duration
+	Deferred   groupResult
+	// SteadyGenBumps counts pod generation changes (accepted resizes)
+	// during the steady-state window.
+	SteadyGenBumps int
+	// SteadyStillDeferred counts deferred pods still held at the end.
+	SteadyStillDeferred int
+
+	Phases []Phase
+	// PeakRSS is VmHWM at the end of the run, CPU the user+system time.
+	PeakRSS int64
+	CPU     time.Duration
+	Total   proxy.Counts
+	// Latencies are the proxy's observations of the responses.
+	Latencies map[proxy.Key]proxy.Latency
+	// Profiles lists pprof files fetched, Notes anything odd seen.
+	Profiles []string
+	Notes    []string
+}
+
+// Phase returns the named phase.
+func (r *Result) Phase(name string) Phase {
+	for _, p := range r.Phases {
+		if p.Name == name {
+			return p
+		}
+	}
+	return Phase{}
+}
+
+// Run sets up the workload and runs every updater in turn; it returns the
+// results of those that ran.
+func Run(ctx context.Context, o *Options, log func(string, ...any)) (*Report, error) {
+	config, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading --kubeconfig: %w", err)
+	}
+	config.QPS, config.Burst = o.DriverQPS, o.DriverBurst
+	config.UserAgent = "resize-bench"
+	kube, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	vpas, err := vpaclientset.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {
+		return nil, err
+	}
+	report, err := newReport(ctx, o, kube)
+	if err != nil {
+		return nil, err
+	}
+	tracker, err := NewTracker(kube, o.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	trackerCtx, stopTracker := context.WithCancel(ctx)
+	defer func() { stopTracker(); tracker.Shutdown() }()
+	if err := tracker.Start(trackerCtx); err != nil {
+		return nil, err
+	}
+	w := &workload{o: o, kube: kube, vpas: vpas, t: tracker, log: log}
+	if err := w.setup(ctx); err != nil {
+		return nil, fmt.Errorf("setting up the workload: %w", err)
+	}
+	if o.Teardown {
+		defer func() {
+			if err := w.teardown(context.WithoutCancel(ctx)); err != nil {
+				log("teardown: %v", err)
+			}
+		}()
+	}
+	for _, spec := range o.Updaters() {
+		if err := w.reset(ctx); err != nil {
+			return report, fmt.Errorf("resetting before %s: %w", spec.Name, err)
+		}
+		tracker.Forget()
+		log("== %s: %s", spec.Name, spec.Binary)
+		r, err := runOne(ctx, o, w, spec, log)
+		if r != nil {
+			report.Results = append(report.Results, r)
+		}
+		if err != nil {
+			return report, fmt.Errorf("%s: %w", spec.Name, err)
+		}
+	}
+	return report, nil
+}
+
+// runOne runs one updater behind its own proxy through every scenario.
+func runOne(ctx context.Context, o *Options, w *workload, spec UpdaterSpec, log func(string, ...any)) (*Result, error) {
+	creds, err := clientcmd.BuildConfigFromFlags("", spec.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading --%s-kubeconfig: %w", spec.Name, err)
+	}
+	p, err := proxy.Start(ctx, creds)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	kubeconfig := filepath.Join(o.WorkDir, spec.Name+"-proxy.kubeconfig")
+	if err := writeProxyKubeconfig(kubeconfig, p.URL()); err != nil {
+		return nil, err
+	}
+	port, err := freePort(ctx)
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	r := &Result{Spec: spec}
+	r.Args = append([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--kube-api-qps=" + strconv.FormatFloat(float64(o.QPS), 'f', -1, 32),
+		"--kube-api-burst=" + strconv.Itoa(o.Burst),
+		"--address=" + addr,
+	}, spec.Args...)
+	logFile, err := os.Create(filepath.Join(o.WorkDir, spec.Name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(spec.Binary, r.Args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Profiles come from <--address>/debug/pprof, or from PprofEnv's
+	// address for a build of the updater that serves them there.
+	pprofAddrs := []string{addr}
+	if o.Pprof {
+		pp, err := freePort(ctx)
+		if err != nil {
+			return nil, err
+		}
+		pprofAddr := "127.0.0.1:" + strconv.Itoa(pp)
+		cmd.Env = append(os.Environ(), PprofEnv+"="+pprofAddr)
+		pprofAddrs = []string{pprofAddr, addr}
+	}
+	// The updater dies with the driver, whatever happens to the driver.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", spec.Binary, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer stopProcess(cmd, exited)
+	pid := cmd.Process.Pid
+	log("%s: pid %d, address %s, proxy %s, log %s", spec.Name, pid, addr, p.URL(), logFile.Name())
+
+	ph := &phaser{proxy: p, pid: pid, last: start, lastCounts: proxy.Counts{}, result: r}
+	alive := func() error {
+		select {
+		case err := <-exited:
+			exited <- err
+			return fmt.Errorf("the updater exited: %v (log %s)", err, logFile.Name())
+		default:
+			return nil
+		}
+	}
+
+	// Startup: caches synced (readiness path, and watches of pods and VPAs
+	// through the proxy), then a settle time.
+	readyURL := ""
+	if spec.ReadyPath != "" {
+		readyURL = "http://" + addr + spec.ReadyPath
+	}
+	ok := waitUntil(ctx, 3*time.Minute, func() bool {
+		return alive() == nil &&
+			p.Seen(proxy.Key{Verb: "watch", Resource: "pods"}) &&
+			p.Seen(proxy.Key{Verb: "watch", Resource: "verticalpodautoscalers"}) &&
+			(readyURL == "" || httpOK(ctx, readyURL))
+	})
+	if err := alive(); err != nil {
+		return r, err
+	}
+	if !ok {
+		return r, fmt.Errorf("not ready after 3m")
+	}
+	log("%s: ready after %.1fs; settling %s", spec.Name, time.Since(start).Seconds(), o.Settle)
+	sleep(ctx, o.Settle)
+	ph.end("startup")
+
+	// Isolated changes: one VPA at a time.
+	begin := time.Now()
+	for i := range o.IsolatedChanges {
+		sleep(ctx, time.Until(begin.Add(time.Duration(i)*o.IsolatedInterval)))
+		app := appName(i)
+		t0 := time.Now()
+		w.t.Expect("isolated", app, isolated, t0)
+		if err := w.recommend(ctx, app, isolated); err != nil {
+			return r, err
+		}
+	}
+	tail := 5 * time.Minute
+	waitUntil(ctx, tail, func() bool {
+		g := w.t.Group("isolated")
+		return len(g.Completed) == g.Expected || alive() != nil
+	})
+	r.Isolated = w.t.Group("isolated")
+	log("%s: isolated: %d/%d pods accepted, %d completed", spec.Name, len(r.Isolated.Accepted), r.Isolated.Expected, len(r.Isolated.Completed))
+	r.quiesce(ctx, p, "isolated", log)
+	ph.end("isolated")
+	if err := alive(); err != nil {
+		return r, err
+	}
+
+	// Burst: every VPA at once.
+	var profiles chan string
+	t0 := time.Now()
+	for _, app := range w.apps() {
+		w.t.Expect("burst", app, burst, t0)
+	}
+	floor := time.Duration(float64(o.Pods) / float64(o.QPS) * float64(time.Second))
+	if o.Pprof {
+		profiles = make(chan string, 2)
+		secs := max(10, int(floor.Seconds()))
+		go func() {
+			profiles <- fetchProfile(ctx, pprofAddrs, fmt.Sprintf("profile?seconds=%d", secs), filepath.Join(o.WorkDir, spec.Name+"-cpu-burst.pprof"))
+		}()
+		go func() {
+			sleep(ctx, floor/2)
+			profiles <- fetchProfile(ctx, pprofAddrs, "goroutine?debug=1", filepath.Join(o.WorkDir, spec.Name+"-goroutines-burst.txt"))
+		}()
+	}
+	if err := forEach(ctx, w.apps(), func(ctx context.Context, _ int, app string) error {
+		return w.recommend(ctx, app, burst)
+	}); err != nil {
+		return r, err
+	}
+	r.BurstWrite = time.Since(t0)
+	burstTimeout := max(10*time.Minute, 10*floor)
+	waitUntil(ctx, burstTimeout, func() bool {
+		g := w.t.Group("burst")
+		return len(g.Completed) == g.Expected || alive() != nil
+	})
+	r.Burst = w.t.Group("burst")
+	log("%s: burst: %d/%d accepted (last %.1fs), %d completed (last %.1fs)", spec.Name,
+		len(r.Burst.Accepted), r.Burst.Expected, r.Burst.LastAccepted.Seconds(), len(r.Burst.Completed), r.Burst.LastCompleted.Seconds())
+	r.quiesce(ctx, p, "burst", log)
+	if profiles != nil {
+		for range 2 {
+			if f := <-profiles; f != "" {
+				r.Profiles = append(r.Profiles, f)
+			}
+		}
+	}
+	ph.end("burst")
+	if err := alive(); err != nil {
+		return r, err
+	}
+
+	// Deferral: the deferred VPA asks for more CPU than the node has left.
+	w.t.Expect("deferred", deferredApp, deferred, time.Now())
+	if err := w.recommend(ctx, deferredApp, deferred); err != nil {
+		return r, err
+	}
+	waitUntil(ctx, 4*time.Minute, func() bool {
+		g := w.t.Group("deferred")
+		return g.Deferred == g.Expected || alive() != nil
+	})
+	r.Deferred = w.t.Group("deferred")
+	log("%s: deferral: %d/%d accepted, %d held Deferred", spec.Name, len(r.Deferred.Accepted), r.Deferred.Expected, r.Deferred.Deferred)
+	if r.Deferred.Deferred != r.Deferred.Expected {
+		r.Notes = append(r.Notes, fmt.Sprintf("only %d of %d deferred pods were held Deferred before the steady-state window", r.Deferred.Deferred, r.Deferred.Expected))
+	}
+	r.quiesce(ctx, p, "deferral", log)
+	ph.end("deferral")
+
+	// Steady state.
+	bumps := w.t.GenBumps()
+	log("%s: steady state for %s", spec.Name, o.SteadyDuration)
+	sleep(ctx, o.SteadyDuration)
+	r.SteadyGenBumps = w.t.GenBumps() - bumps
+	for _, pod := range w.t.Pods(func(app string) bool { return app == deferredApp }) {
+		if resizeReason(pod, "PodResizePending") == "Deferred" {
+			r.SteadyStillDeferred++
+		}
+	}
+	ph.end("steady")
+	if err := alive(); err != nil {
+		return r, err
+	}
+	if o.Pprof {
+		if f := fetchProfile(ctx, pprofAddrs, "heap", filepath.Join(o.WorkDir, spec.Name+"-heap.pprof")); f != "" {
+			r.Profiles = append(r.Profiles, f)
+		}
+	}
+	stats, err := proc.Read(pid)
+	if err != nil {
+		return r, fmt.Errorf("reading /proc of the updater: %w", err)
+	}
+	r.PeakRSS, r.CPU = stats.PeakRSS, stats.CPU
+	r.Total = p.Snapshot()
+	r.Latencies = p.Latencies()
+	if err := w.t.WriteCSV(filepath.Join(o.WorkDir, spec.Name+"-pods.csv")); err != nil {
+		log("%s: writing per-pod CSV: %v", spec.Name, err)
+	}
+	log("%s: steady: %d writes, %d generation changes; peak RSS %.1f MiB, CPU %.1fs",
+		spec.Name, r.Phase("steady").Requests.Writes(nil), r.SteadyGenBumps, float64(r.PeakRSS)/(1<<20), r.CPU.Seconds())
+	if ctx.Err() != nil {
+		return r, ctx.Err()
+	}
+	return r, nil
+}
+
+// Quiet is how long an updater must make no write for a phase to end once
+// its resizes are done: writes it queued (events) belong to the phase.
+const Quiet = 10 * time.Second
+
+// quiesce waits until the updater has made no write for Quiet, at most 3
+// minutes.
+func (r *Result) quiesce(ctx context.Context, p *proxy.Proxy, phase string, log func(string, ...any)) {
+	writes := p.Snapshot().Writes(nil)
+	since := time.Now()
+	ok := waitUntil(ctx, 3*time.Minute, func() bool {
+		if n := p.Snapshot().Writes(nil); n != writes {
+			writes, since = n, time.Now()
+		}
+		return time.Since(since) >= Quiet
+	})
+	if !ok && ctx.Err() == nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: the updater was still writing 3 minutes after its resizes were done", phase))
+		log("%s: %s: still writing after 3m", r.Spec.Name, phase)
+	}
+}
+
+// phaser closes phases: request counts and CPU since the previous one.
+type phaser struct {
+	proxy      *proxy.Proxy
+	pid        int
+	last       time.Time
+	lastCounts proxy.Counts
+	lastCPU    time.Duration
+	result     *Result
+}
+
+func (ph *phaser) end(name string) {
+	now := time.Now()
+	counts := ph.proxy.Snapshot()
+	var cpu time.Duration
+	if s, err := proc.Read(ph.pid); err == nil {
+		cpu = s.CPU
+	}
+	ph.result.Phases = append(ph.result.Phases, Phase{
+		Name: name, Duration: now.Sub(ph.last), Requests: counts.Sub(ph.lastCounts), CPU: cpu - ph.lastCPU,
+	})
+	ph.last, ph.lastCounts, ph.lastCPU = now, counts, cpu
+}
+
+func stopProcess(cmd *exec.Cmd, exited chan error) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		return
+	case <-time.After(15 * time.Second):
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
+func writeProxyKubeconfig(path, server string) error {
+	content := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+  - name: proxy
+    cluster:
+      server: %s
+users:
+  - name: proxy
+    user: {}
+contexts:
+  - name: proxy
+    context:
+      cluster: proxy
+      user: proxy
+current-context: proxy
+`, server)
+	return os.WriteFile(path, []byte(content), 0o600)
+}
+
+func freePort(ctx context.Context) (int, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func httpOK(ctx context.Context, url string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode == http.StatusOK
+}
+
+// PprofEnv names the environment variable through which, with --pprof, the
+// driver offers an updater a free 127.0.0.1 address to serve /debug/pprof on
+// (for builds that serve it apart from --address).
+const PprofEnv = "RESIZE_BENCH_PPROF_ADDR"
+
+// fetchProfile saves /debug/pprof/<what> from the first of addrs that
+// serves it to path; it returns path, or "" when none does.
+func fetchProfile(ctx context.Context, addrs []string, what, path string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	for _, addr := range addrs {
+		if fetchProfileFrom(ctx, addr, what, path) {
+			return path
+		}
+	}
+	return ""
+}
+
+func fetchProfileFrom(ctx context.Context, addr, what, path string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/"+what, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err == nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Benchmarks our updater against the upstream VPA updater side by side on the
+# local cluster (make bench):
+#   1. builds our updater, the upstream updater (k8s.io/autoscaler/
+#      vertical-pod-autoscaler/pkg/updater at the version pinned in
+#      bench/go.mod, built inside the bench module) and the driver
+#      bench/cmd/resize-bench;
+#   2. starts a local cluster of its own (CLUSTER_DIR=_output/bench/cluster)
+#      with enough hollow nodes for BENCH_PODS pods, plus a node
+#      hollow-deferred (tainted) where a filler pod holds resizes Deferred;
+#   3. applies deploy/overlays/local (namespace, CRDs, RBAC; our updater runs
+#      with its ServiceAccount token) and removes its two webhook
+#      configurations: no admission controller runs in the benchmark;
+#   4. runs the driver: the workload, then the scenarios against our updater,
+#      then against upstream's (with the cluster admin's credentials);
+#   5. prints the comparison and writes bench/results/<date>-<profile>.md.
+# Everything it started is stopped on exit, on failure and on Ctrl-C.
+#
+# Env: BENCH_PODS (1000; 10000 for the large profile), BENCH_PODS_PER_NODE (90),
+# BENCH_NODES (default ceil(BENCH_PODS / BENCH_PODS_PER_NODE)), BENCH_RESULTS
+# (report path), BENCH_QPS / BENCH_BURST (client limits of both updaters,
+# 50 / 100), BENCH_ONLY (ours|upstream), BENCH_PPROF=1 (fetch profiles from
+# updaters that serve /debug/pprof), BENCH_ARGS (more driver flags),
+# BENCH_KEEP=1 (leave the cluster running), BENCH_CLUSTER_DIR, BENCH_OURS_BINARY
+# (use this updater binary instead of building ./cmd/updater; BENCH_OURS_VERSION
+# describes it in the report), BENCH_OURS_ARGS / BENCH_UPSTREAM_ARGS (flags
+# appended to an updater's).
+# Logs: _output/bench/<profile>/.
+set -o errexit -o nounset -o pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+pods=${BENCH_PODS:-1000}
+if ! [[ ${pods} =~ ^[0-9]+$ ]] || ((pods < 10)); then
+  echo "BENCH_PODS must be a number >= 10" >&2
+  exit 2
+fi
+per_node=${BENCH_PODS_PER_NODE:-90}
+nodes=${BENCH_NODES:-$(((pods + per_node - 1) / per_node))}
+profile=${pods}pods
+qps=${BENCH_QPS:-50}
+burst=${BENCH_BURST:-100}
+results=${BENCH_RESULTS:-bench/results/$(date -u +%Y-%m-%d)-${profile}.md}
+out=${root}/_output/bench
+bin=${out}/bin
+logs=${out}/${profile}
+
+export CLUSTER_DIR=${BENCH_CLUSTER_DIR:-${out}/cluster}
+export CLUSTER_PROFILE=v1.37
+CLUSTER_NODES=$(for ((i = 1; i <= nodes; i++)); do printf 'hollow-%d ' "${i}"; done)hollow-deferred
+export CLUSTER_NODES
+export CLUSTER_NODE_ARGS_hollow_deferred="--register-with-taints vpa-inplace.dev/bench=deferred:NoSchedule"
+export CLUSTER_NODE_MAX_PODS=${CLUSTER_NODE_MAX_PODS:-110}
+# Pods are created by the ReplicaSet controller: faster than its default 20 QPS.
+export CLUSTER_KCM_ARGS=${CLUSTER_KCM_ARGS:-"--kube-api-qps=100 --kube-api-burst=200"}
+
+if ((pods > nodes * CLUSTER_NODE_MAX_PODS)); then
+  echo "error: ${pods} pods do not fit on ${nodes} nodes of ${CLUSTER_NODE_MAX_PODS} pods" >&2
+  exit 2
+fi
+# About 0.6 GiB for the control plane (more with many pods) and 90 MiB per
+# hollow node (hack/cluster/README.md); refuse to start what cannot fit.
+need_mib=$((1024 + pods / 10 + (nodes + 1) * 90))
+avail_mib=$(($(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo) / 1024))
+if ((avail_mib < need_mib)); then
+  echo "error: ${nodes} hollow nodes and ${pods} pods need about ${need_mib} MiB; ${avail_mib} MiB available" >&2
+  exit 1
+fi
+
+mkdir -p "${bin}" "${logs}"
+echo "== building our updater, the upstream updater and the driver"
+if [[ -n ${BENCH_OURS_BINARY:-} ]]; then
+  ours_binary=${BENCH_OURS_BINARY}
+  ours_version=${BENCH_OURS_VERSION:-"prebuilt ${BENCH_OURS_BINARY}"}
+else
+  ours_binary=${bin}/updater
+  go build -o "${ours_binary}" ./cmd/updater
+  ours_version="commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  if ! git diff-index --quiet HEAD -- cmd pkg go.mod go.sum 2>/dev/null ||
+    [[ -n $(git ls-files --others --exclude-standard -- cmd pkg 2>/dev/null) ]]; then
+    ours_version+=" with uncommitted changes"
+  fi
+fi
+upstream_version=$(cd bench && go list -m -f '{{.Version}}' k8s.io/autoscaler/vertical-pod-autoscaler)
+(
+  cd bench
+  go build -o "${bin}/resize-bench" ./cmd/resize-bench
+  go build -o "${bin}/vpa-updater-${upstream_version}" k8s.io/autoscaler/vertical-pod-autoscaler/pkg/updater
+)
+
+driver_pid=
+cleanup() {
+  local rc=$?
+  if [[ -n ${driver_pid} ]] && kill -0 "${driver_pid}" 2>/dev/null; then
+    kill -TERM "${driver_pid}" 2>/dev/null || true
+    wait "${driver_pid}" 2>/dev/null || true
+  fi
+  if [[ ${BENCH_KEEP:-0} == 1 ]]; then
+    echo "cluster left running: . ${CLUSTER_DIR}/env.sh; stop it with CLUSTER_DIR=${CLUSTER_DIR} hack/cluster/down.sh --purge"
+  else
+    hack/cluster/down.sh --purge >/dev/null 2>&1 || true
+  fi
+  exit "${rc}"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+echo "== cluster: ${nodes} hollow nodes + hollow-deferred, ${CLUSTER_NODE_MAX_PODS} pods each (${CLUSTER_DIR})"
+# Always a fresh cluster of this size (a kept one may have other nodes).
+hack/cluster/down.sh --purge >/dev/null
+hack/cluster/up.sh
+# shellcheck disable=SC1091
+source "${CLUSTER_DIR}/env.sh"
+
+echo "== applying deploy/overlays/local"
+webhook_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+CLUSTER_ENV=${CLUSTER_DIR}/env.sh WEBHOOK_PORT=${webhook_port} OUT_DIR=${out}/deploy \
+  hack/deploy/local-apply.sh >"${logs}/deploy.log"
+for path in mutatingwebhookconfigurations/vpa-inplace-pods validatingwebhookconfigurations/vpa-inplace-vpas; do
+  code=$(curl --silent --output /dev/null --write-out '%{http_code}' --cacert "${CLUSTER_CA}" \
+    --cert "${CLUSTER_ADMIN_CERT}" --key "${CLUSTER_ADMIN_KEY}" -X DELETE \
+    "${CLUSTER_APISERVER}/apis/admissionregistration.k8s.io/v1/${path}")
+  [[ ${code} == 200 || ${code} == 404 ]] || { echo "error: deleting ${path}: HTTP ${code}" >&2; exit 1; }
+done
+
+extra=()
+[[ -n ${BENCH_ONLY:-} ]] && extra+=(--only="${BENCH_ONLY}")
+[[ ${BENCH_PPROF:-0} == 1 ]] && extra+=(--pprof)
+echo "== running the benchmark (${pods} pods; logs in ${logs})"
+reproduce="make bench BENCH_PODS=${pods}"
+# shellcheck disable=SC2086
+"${bin}/resize-bench" \
+  --kubeconfig="${KUBECONFIG}" --pods="${pods}" --qps="${qps}" --burst="${burst}" \
+  --work-dir="${logs}" --results="${results}" --reproduce="${reproduce}" \
+  --ours-binary="${ours_binary}" --ours-version="${ours_version}" --ours-kubeconfig="${out}/deploy/updater.kubeconfig" \
+  --ours-identity="ServiceAccount vpa-inplace-system/vpa-inplace-updater (RBAC of deploy/)" \
+  --ours-args="--feature-gates=InPlace=true --leader-elect=false --updater-interval=1m -v=2 ${BENCH_OURS_ARGS:-}" \
+  --upstream-binary="${bin}/vpa-updater-${upstream_version}" --upstream-version="k8s.io/autoscaler/vertical-pod-autoscaler ${upstream_version}" --upstream-kubeconfig="${KUBECONFIG}" \
+  --upstream-identity="cluster admin (system:masters): upstream's RBAC is not deployed here" \
+  --upstream-ready-path="" \
+  --upstream-args="--feature-gates=InPlace=true --min-replicas=1 --in-place-skip-disruption-budget=true --eviction-tolerance=0.5 --use-admission-controller-status=false --updater-interval=1m --v=2 ${BENCH_UPSTREAM_ARGS:-}" \
+  "${extra[@]}" ${BENCH_ARGS:-} \
+  > >(tee "${logs}/driver.log") 2>&1 &
+driver_pid=$!
+wait "${driver_pid}"
+driver_pid=
+echo "== done: ${results}"
