@@ -362,7 +362,8 @@ func (rep *Report) Markdown(reproduce string) string {
 	fmt.Fprintf(&b, "- Scenarios, in order: startup (ready, then %s settle); **isolated**: %d VPAs changed one at a time, %s apart (%s → %s), then up to 5 min for the tail; "+
 		"**burst**: every VPA changed at once (→ %s; all %d writes by the driver took the time shown under *burst write*); "+
 		"**deferral**: the %d pods on `%s` asked for %s CPU, which the filler pod leaves no room for, until the kubelet holds them `Deferred`; "+
-		"**steady state**: %s with nothing changing while those pods stay Deferred.\n",
+		"**steady state**: %s with nothing changing while those pods stay Deferred. "+
+		"The isolated, burst and deferral phases end only once the updater has made no write for 10 s, so that writes it queued (events) count in the phase that caused them.\n",
 		o.Settle, o.IsolatedChanges, o.IsolatedInterval, fmtRes(baseline), fmtRes(isolated), fmtRes(burst), o.Deployments, o.DeferredPods, o.DeferredNode, deferred.Cpu().String(), o.SteadyDuration)
 	b.WriteString("- Recommendations are written into the VPA status by the driver (target = lower bound = upper bound = uncapped target); no recommender runs. Neither updater needs an admission controller here: no pod is created during the scenarios.\n\n")
 	b.WriteString("| updater | build | command line (binary, then flags) | credentials |\n|---|---|---|---|\n")
