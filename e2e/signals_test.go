@@ -216,12 +216,7 @@ func waitVPAEvent(t *testing.T, ns, name, reason string) {
 // updaterSeries sums the series of a metric whose line contains match; 0
 // while the updater does not answer (it is restarting).
 func updaterSeries(name, match string) float64 {
-	resp, err := http.Get(os.Getenv("E2E_UPDATER_METRICS"))
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	return sumSeries(resp, name, match)
+	return seriesAt(os.Getenv("E2E_UPDATER_METRICS"), name, match)
 }
 
 func sumSeries(resp *http.Response, name, match string) float64 {

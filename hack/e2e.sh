@@ -40,7 +40,7 @@ stop_binaries() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   pids=()
   # The updater may have been restarted by a test: not a child of this shell.
-  for f in "${root}"/_output/e2e/*/updater.pid; do
+  for f in "${root}"/_output/e2e/*/updater-*.pid; do
     [[ -f $f ]] || continue
     kill "$(cat "$f")" 2>/dev/null || true
     rm -f "$f"
@@ -70,6 +70,37 @@ apply_yaml() {
     "${CLUSTER_APISERVER}${path}/${name}?fieldManager=vpa-inplace-e2e&force=true" >/dev/null
 }
 
+# write_updater_script LOGS REPLICA PORT DEPLOY_OUT writes
+# LOGS/restart-updater-REPLICA.sh: it stops the replica (SIGTERM) if it runs,
+# starts it again with the identity updater-REPLICA (the Lease's holder
+# identity starts with it) and returns once its /readyz answers.
+write_updater_script() {
+  local logs=$1 replica=$2 port=$3 out=$4
+  cat >"${logs}/restart-updater-${replica}.sh" <<SCRIPT
+#!/usr/bin/env bash
+set -o errexit -o nounset -o pipefail
+pidfile=${logs}/updater-${replica}.pid
+if [[ -f \${pidfile} ]]; then
+  pid=\$(cat "\${pidfile}")
+  kill -TERM "\${pid}" 2>/dev/null || true
+  for ((i = 0; i < 100; i++)); do kill -0 "\${pid}" 2>/dev/null || break; sleep 0.1; done
+fi
+cd ${root}
+POD_NAME=updater-${replica} nohup _output/bin/updater --kubeconfig="${out}/updater.kubeconfig" --feature-gates=InPlace=true \\
+  --updater-interval=5s --deferred-warning-after=5s --address="127.0.0.1:${port}" \\
+  --leader-elect-lease-duration=6s --leader-elect-renew-deadline=4s --leader-elect-retry-period=1s \\
+  -v=2 >>"${logs}/updater-${replica}.log" 2>&1 &
+echo \$! >"\${pidfile}"
+for ((i = 0; i < 240; i++)); do
+  curl --silent --fail --max-time 2 "http://127.0.0.1:${port}/readyz" >/dev/null 2>&1 && exit 0
+  sleep 0.5
+done
+echo "updater-${replica} did not become ready" >&2
+exit 1
+SCRIPT
+  chmod +x "${logs}/restart-updater-${replica}.sh"
+}
+
 run_profile() {
   local profile=$1 logs=${root}/_output/e2e/$1
   rm -rf "${logs}" && mkdir -p "${logs}"
@@ -79,7 +110,9 @@ run_profile() {
   source "${CLUSTER_DIR}/env.sh"
 
   local webhook_port gate_off_port ac_health gate_off_health updater_metrics out=${logs}/deploy
+  local standby_metrics
   webhook_port=$(free_port) gate_off_port=$(free_port) ac_health=$(free_port) gate_off_health=$(free_port) updater_metrics=$(free_port)
+  standby_metrics=$(free_port)
   echo "== profile ${profile}: applying deploy/overlays/local"
   CLUSTER_ENV=${CLUSTER_DIR}/env.sh WEBHOOK_PORT=${webhook_port} OUT_DIR=${out} hack/deploy/local-apply.sh >"${logs}/deploy.log"
 
@@ -92,30 +125,14 @@ run_profile() {
     --bind-address=127.0.0.1 --port="${gate_off_port}" --address="127.0.0.1:${gate_off_health}" \
     -v=2 >"${logs}/admission-controller-gate-off.log" 2>&1 &
   pids+=($!)
-  # The updater is started by a generated script that tests can run again
-  # to restart it (SIGTERM releases the lease; same flags, same port).
-  cat >"${logs}/restart-updater.sh" <<SCRIPT
-#!/usr/bin/env bash
-set -o errexit -o nounset -o pipefail
-pidfile=${logs}/updater.pid
-if [[ -f \${pidfile} ]]; then
-  pid=\$(cat "\${pidfile}")
-  kill -TERM "\${pid}" 2>/dev/null || true
-  for ((i = 0; i < 100; i++)); do kill -0 "\${pid}" 2>/dev/null || break; sleep 0.1; done
-fi
-cd ${root}
-nohup _output/bin/updater --kubeconfig="${out}/updater.kubeconfig" --feature-gates=InPlace=true \\
-  --updater-interval=5s --deferred-warning-after=5s --address="127.0.0.1:${updater_metrics}" -v=2 >>"${logs}/updater.log" 2>&1 &
-echo \$! >"\${pidfile}"
-for ((i = 0; i < 240; i++)); do
-  curl --silent --fail --max-time 2 "http://127.0.0.1:${updater_metrics}/readyz" >/dev/null 2>&1 && exit 0
-  sleep 0.5
-done
-echo "updater did not become ready" >&2
-exit 1
-SCRIPT
-  chmod +x "${logs}/restart-updater.sh"
-  "${logs}/restart-updater.sh"
+  # Each updater replica is started by a generated script that tests run
+  # again to restart it (SIGTERM releases the lease; same flags, same port).
+  # Replica "a" runs for the whole suite; replica "b" is started by the
+  # failover test only. Short lease timings keep a takeover after a crash
+  # within seconds.
+  write_updater_script "${logs}" a "${updater_metrics}" "${out}"
+  write_updater_script "${logs}" b "${standby_metrics}" "${out}"
+  "${logs}/restart-updater-a.sh"
 
   local ca_bundle
   ca_bundle=$(base64 <"${out}/certs/ca.crt" | tr -d '\n')
@@ -129,7 +146,9 @@ SCRIPT
   echo "== profile ${profile}: go test -tags e2e ./e2e/"
   local rc=0
   if ! KUBECONFIG=${KUBECONFIG} E2E_PROFILE=${profile} E2E_UPDATER_METRICS="http://127.0.0.1:${updater_metrics}/metrics" \
-    E2E_UPDATER_RESTART="${logs}/restart-updater.sh" E2E_DEFERRED_WARNING_AFTER=5s \
+    E2E_UPDATER_RESTART="${logs}/restart-updater-a.sh" E2E_UPDATER_PIDFILE="${logs}/updater-a.pid" \
+    E2E_STANDBY_RESTART="${logs}/restart-updater-b.sh" E2E_STANDBY_PIDFILE="${logs}/updater-b.pid" \
+    E2E_STANDBY_METRICS="http://127.0.0.1:${standby_metrics}/metrics" E2E_DEFERRED_WARNING_AFTER=5s \
     go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "${E2E_RUN}"} ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
     rc=1
   fi
