@@ -160,7 +160,7 @@ func TestPausedVPA(t *testing.T) {
 
 	setVPAAnnotation(t, ns, "web", annotationPaused, nil)
 	waitResized(t, ns, pods[0].Name, "250m", "200Mi")
-	waitCondition(t, ns, "web", "PodsUpToDate")
+	waitCondition(t, ns, "web", "NotBlocked")
 	requireNotDisrupted(t, ns, "web", before)
 }
 

@@ -39,10 +39,11 @@ const (
 
 // Reasons with status False.
 const (
-	// ReasonInProgress: resizes are under way or wait their turn.
-	ReasonInProgress = "ResizesInProgress"
-	// ReasonUpToDate: every running pod has the recommendation.
-	ReasonUpToDate = "PodsUpToDate"
+	// ReasonNotBlocked: every running pod has the recommendation, is being
+	// resized or waits its turn under the eviction tolerance. Resizes under
+	// way do not change the condition: a recommendation change applied
+	// without trouble costs no status write.
+	ReasonNotBlocked = "NotBlocked"
 	// ReasonNoPods: no pod of the VPA is known.
 	ReasonNoPods = "NoPods"
 )
@@ -114,13 +115,9 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 	status := corev1.ConditionTrue
 	if reason == "" {
 		status = corev1.ConditionFalse
-		switch {
-		case len(byState[PodInProgress])+len(byState[PodWaiting]) > 0:
-			reason = ReasonInProgress
-		case len(s.pods) == 0:
+		reason = ReasonNotBlocked
+		if len(s.pods) == 0 {
 			reason = ReasonNoPods
-		default:
-			reason = ReasonUpToDate
 		}
 	}
 	msg := counts(s.pods, byState)
@@ -138,7 +135,10 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 	}
 }
 
-// counts is the first sentence: "3 pods: 1 resized, 1 deferred, 1 infeasible."
+// counts is the first sentence: "3 pods: 1 resized or resizing, 1
+// deferred, 1 infeasible." Pods that have the recommendation and pods being
+// resized to it are counted together, so that a resize going through does
+// not change the message.
 func counts(pods []podStatus, byState map[PodState][]podStatus) string {
 	if len(pods) == 0 {
 		return "No pods."
@@ -147,8 +147,7 @@ func counts(pods []podStatus, byState map[PodState][]podStatus) string {
 		state PodState
 		label string
 	}{
-		{PodResized, "resized"},
-		{PodInProgress, "in progress"},
+		{PodResized, "resized or resizing"},
 		{PodWaiting, "waiting for the eviction tolerance"},
 		{PodWithheld, "not sent"},
 		{PodDeferred, "deferred"},
@@ -160,7 +159,11 @@ func counts(pods []podStatus, byState map[PodState][]podStatus) string {
 	}
 	var parts []string
 	for _, l := range labels {
-		if n := len(byState[l.state]); n > 0 {
+		n := len(byState[l.state])
+		if l.state == PodResized {
+			n += len(byState[PodInProgress])
+		}
+		if n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, l.label))
 		}
 	}

@@ -49,16 +49,16 @@ func TestBlockedCondition(t *testing.T) {
 	}{
 		{"no pods", summary{}, corev1.ConditionFalse, ReasonNoPods, []string{"No pods."}, nil},
 		{"all resized", summary{pods: []podStatus{pod("web-1", PodResized), pod("web-2", PodResized)}},
-			corev1.ConditionFalse, ReasonUpToDate, []string{"2 pods: 2 resized."}, nil},
+			corev1.ConditionFalse, ReasonNotBlocked, []string{"2 pods: 2 resized or resizing."}, nil},
 		{"resized and not running", summary{pods: []podStatus{pod("web-1", PodResized), pod("web-2", PodNotRunning)}},
-			corev1.ConditionFalse, ReasonUpToDate, []string{"2 pods: 1 resized, 1 not running."}, nil},
-		{"in progress", summary{pods: []podStatus{pod("web-1", PodResized), pod("web-2", PodInProgress)}},
-			corev1.ConditionFalse, ReasonInProgress, []string{"1 resized, 1 in progress"}, nil},
+			corev1.ConditionFalse, ReasonNotBlocked, []string{"2 pods: 1 resized or resizing, 1 not running."}, nil},
+		{"in progress counts with resized", summary{pods: []podStatus{pod("web-1", PodResized), pod("web-2", PodInProgress)}},
+			corev1.ConditionFalse, ReasonNotBlocked, []string{"2 pods: 2 resized or resizing."}, nil},
 		{"waiting for the eviction tolerance", summary{pods: []podStatus{pod("web-1", PodWaiting)}},
-			corev1.ConditionFalse, ReasonInProgress, []string{"1 pod: 1 waiting for the eviction tolerance."}, nil},
+			corev1.ConditionFalse, ReasonNotBlocked, []string{"1 pod: 1 waiting for the eviction tolerance."}, nil},
 		{"deferred: the oldest pending pod and since when", summary{pods: []podStatus{pod("web-1", PodResized), deferredNew, deferredOld}},
 			corev1.ConditionTrue, ReasonDeferred,
-			[]string{"3 pods: 1 resized, 2 deferred.", "oldest pending web-5 since 2027-01-15T07:00:00Z", "Node didn't have enough resource: cpu", "not evicted", "(and 1 more)"},
+			[]string{"3 pods: 1 resized or resizing, 2 deferred.", "oldest pending web-5 since 2027-01-15T07:00:00Z", "Node didn't have enough resource: cpu", "not evicted", "(and 1 more)"},
 			[]string{"web-4"}},
 		{"infeasible: the values and the API server's message", summary{pods: []podStatus{pod("web-1", PodResized), infeasiblePod}},
 			corev1.ConditionTrue, ReasonInfeasible,
@@ -73,7 +73,7 @@ func TestBlockedCondition(t *testing.T) {
 		{"dry run: what would be sent", summary{pods: []podStatus{withheldPod, infeasiblePod}, dryRun: true},
 			corev1.ConditionTrue, ReasonDryRun, []string{"1 not sent", "Not sent (dry run): web-7 would be resized to c: requests cpu=300m"}, nil},
 		{"dry run with nothing to send says so", summary{pods: []podStatus{pod("web-1", PodResized)}, dryRun: true},
-			corev1.ConditionFalse, ReasonUpToDate, []string{"Dry run: no resize is sent."}, nil},
+			corev1.ConditionFalse, ReasonNotBlocked, []string{"Dry run: no resize is sent."}, nil},
 		{"paused comes first and says how", summary{pods: []podStatus{withheldPod, invalidPod}, paused: `resizing is paused by annotation vpa-inplace.dev/paused="true" on the VPA`},
 			corev1.ConditionTrue, ReasonPaused, []string{"Paused: resizing is paused by annotation vpa-inplace.dev/paused", "Not sent (paused)", "Invalid:"}, nil},
 		{"paused with nothing due is still reported", summary{pods: []podStatus{pod("web-1", PodResized)}, paused: "resizing is paused cluster-wide"},
@@ -133,9 +133,9 @@ func TestSetCondition(t *testing.T) {
 			[]vpatypes.VerticalPodAutoscalerCondition{ours(corev1.ConditionTrue, ReasonDeferred, "old", earlier)}, &want, true,
 			[]vpatypes.VerticalPodAutoscalerCondition{ours(corev1.ConditionTrue, ReasonInfeasible, "1 pod: 1 infeasible.", earlier)}},
 		{"status flips: the transition time moves",
-			[]vpatypes.VerticalPodAutoscalerCondition{ours(corev1.ConditionFalse, ReasonUpToDate, "ok", earlier)}, &want, true,
+			[]vpatypes.VerticalPodAutoscalerCondition{ours(corev1.ConditionFalse, ReasonNotBlocked, "ok", earlier)}, &want, true,
 			[]vpatypes.VerticalPodAutoscalerCondition{ours(corev1.ConditionTrue, ReasonInfeasible, "1 pod: 1 infeasible.", metav1.NewTime(t0))}},
-		{"removed when no longer wanted", []vpatypes.VerticalPodAutoscalerCondition{recommender, ours(corev1.ConditionFalse, ReasonUpToDate, "ok", earlier)}, nil, true,
+		{"removed when no longer wanted", []vpatypes.VerticalPodAutoscalerCondition{recommender, ours(corev1.ConditionFalse, ReasonNotBlocked, "ok", earlier)}, nil, true,
 			[]vpatypes.VerticalPodAutoscalerCondition{recommender}},
 		{"absent and not wanted: unchanged", []vpatypes.VerticalPodAutoscalerCondition{recommender}, nil, false,
 			[]vpatypes.VerticalPodAutoscalerCondition{recommender}},
@@ -154,4 +154,12 @@ func TestSetCondition(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A resize going through must not change the condition: applying a
+// recommendation without trouble costs no status write.
+func TestConditionIgnoresResizesUnderWay(t *testing.T) {
+	settled := blockedCondition(summary{pods: []podStatus{pod("web-1", PodResized), pod("web-2", PodResized)}})
+	underWay := blockedCondition(summary{pods: []podStatus{pod("web-1", PodInProgress), pod("web-2", PodResized)}})
+	assert.Equal(t, settled, underWay)
 }

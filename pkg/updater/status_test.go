@@ -117,8 +117,8 @@ func TestConditionIsWrittenOnlyWhenItChanges(t *testing.T) {
 	c := f.condition("web")
 	require.NotNil(t, c)
 	assert.Equal(t, corev1.ConditionFalse, c.Status)
-	assert.Equal(t, ReasonUpToDate, c.Reason)
-	assert.Equal(t, "2 pods: 2 resized.", c.Message)
+	assert.Equal(t, ReasonNotBlocked, c.Reason)
+	assert.Equal(t, "2 pods: 2 resized or resizing.", c.Message)
 
 	f.waitCached("web", hasOurs)
 	f.clock.Step(time.Hour)

@@ -40,7 +40,7 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		UpdaterInterval:      time.Minute,
 		PodUpdateThreshold:   0.1,
 		EvictionTolerance:    0.5,
-		Workers:              4,
+		Workers:              16,
 		Address:              ":8943",
 		DeferredWarningAfter: 10 * time.Minute,
 		ConfigMap:            "vpa-inplace-system/vpa-inplace-updater-config",
@@ -76,7 +76,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.IgnoredVPANamespaces, "ignored-vpa-object-namespaces", o.IgnoredVPANamespaces,
 		"Comma-separated namespaces whose VPA objects and pods are ignored. Cannot be combined with --vpa-object-namespace.")
 	fs.IntVar(&o.Workers, "workers", o.Workers,
-		"Number of pods handled concurrently.")
+		"Number of pods handled concurrently. A worker mostly waits for a resize round trip, so it takes about --kube-api-qps x the API latency of workers to send resizes as fast as the client limits allow.")
 	fs.StringVar(&o.Address, "address", o.Address,
 		"Address serving /healthz, /readyz and /metrics.")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun,
