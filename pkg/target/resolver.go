@@ -32,6 +32,12 @@ import (
 // caches; others cost a /scale request.
 const SelectorTTL = 30 * time.Second
 
+// SelectorErrorTTL is how long a failure to fetch a selector is reused. It
+// is short: a target created just after its VPA (or not yet in an informer
+// cache) must be found at once, while the pods of a VPA whose target is
+// missing, resolved together, cost one fetch.
+const SelectorErrorTTL = time.Second
+
 // Resolver maps pods to their VPA and VPAs to their selector.
 type Resolver struct {
 	vpas        vpalisters.VerticalPodAutoscalerLister
@@ -78,7 +84,11 @@ func (r *Resolver) Selector(ctx context.Context, vpa *vpatypes.VerticalPodAutosc
 	r.mu.Lock()
 	c, ok := r.cache[vpa.UID]
 	r.mu.Unlock()
-	if ok && c.targetRef == ref && now.Sub(c.at) < SelectorTTL {
+	ttl := SelectorTTL
+	if c.err != nil {
+		ttl = SelectorErrorTTL
+	}
+	if ok && c.targetRef == ref && now.Sub(c.at) < ttl {
 		return c.selector, c.err
 	}
 	sel, err := r.selectors.Fetch(ctx, vpa)

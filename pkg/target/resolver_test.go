@@ -84,6 +84,28 @@ func TestVPAForPod(t *testing.T) {
 		require.NoError(t, err)
 		assert.Greater(t, fetcher.calls, calls)
 	})
+	t.Run("a failed fetch is reused only briefly", func(t *testing.T) {
+		_, err := r.Selector(context.Background(), broken)
+		require.Error(t, err)
+		calls := fetcher.calls
+		_, err = r.Selector(context.Background(), broken)
+		require.Error(t, err)
+		assert.Equal(t, calls, fetcher.calls, "reused within SelectorErrorTTL")
+		now = now.Add(SelectorErrorTTL)
+		_, err = r.Selector(context.Background(), broken)
+		require.Error(t, err)
+		assert.Equal(t, calls+1, fetcher.calls, "fetched again after SelectorErrorTTL")
+	})
+	t.Run("a target that appears is found once the error expires", func(t *testing.T) {
+		late := testvpa.New("late").Target("apps/v1", "Deployment", "late").InPlace().Obj()
+		_, err := r.Selector(context.Background(), late)
+		require.Error(t, err)
+		fetcher.selectors["late"] = web
+		now = now.Add(SelectorErrorTTL)
+		sel, err := r.Selector(context.Background(), late)
+		require.NoError(t, err)
+		assert.Equal(t, web, sel)
+	})
 	t.Run("a VPA without targetRef is an error for Selector", func(t *testing.T) {
 		v := testvpa.New("no-target").Obj()
 		v.Spec.TargetRef = nil

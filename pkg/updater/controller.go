@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -165,6 +166,12 @@ type Controller struct {
 	statusQueue workqueue.TypedRateLimitingInterface[string]
 	tracker     *tracker
 
+	// started is set once Run has synced its caches, loaded the records
+	// and starts its workers.
+	started atomic.Bool
+	// busy counts workers handling a pod.
+	busy atomic.Int32
+
 	mu sync.Mutex
 	// recommendationSeen holds, per VPA UID, when the updater saw its
 	// recommendation change (or first saw the VPA).
@@ -306,9 +313,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	logger.Info("Caches synced and records loaded; starting workers", "workers", c.cfg.Workers,
 		"resyncInterval", c.cfg.ResyncInterval, "dryRun", c.cfg.DryRun)
+	// From here, VPA events resolve their pods; the first resync below
+	// queues every pod anyway.
+	c.started.Store(true)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { c.store.Run(ctx) })
+	// The first resync queues every pod; later ones, every interval, catch
+	// what events missed and clean up records of pods that are gone.
+	c.Resync(ctx)
 	for range c.cfg.Workers {
 		wg.Go(func() {
 			for c.processNext(ctx) {
@@ -316,12 +329,25 @@ func (c *Controller) Run(ctx context.Context) error {
 		})
 	}
 	wg.Go(func() {
+		// A condition counts the pods already decided: written before the
+		// first pass over the pods, it would say "No pods." and be
+		// rewritten moments later.
+		c.waitFirstPass(ctx)
 		for c.processNextStatus(ctx) {
 		}
 	})
-	// The resync runs at once, then every interval: it catches what events
-	// missed and cleans up records of pods that are gone.
-	wg.Go(func() { wait.UntilWithContext(ctx, c.Resync, c.cfg.ResyncInterval) })
+	wg.Go(func() {
+		t := time.NewTicker(c.cfg.ResyncInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				c.Resync(ctx)
+			}
+		}
+	})
 	<-ctx.Done()
 	c.queue.ShutDown()
 	c.statusQueue.ShutDown()
@@ -385,11 +411,21 @@ func (c *Controller) CleanupRecords() []types.UID {
 	return c.store.Retain(live.Has)
 }
 
+// waitFirstPass returns once the pod queue is empty and no worker is busy
+// (the pods queued by the first resync are decided), or ctx is done.
+func (c *Controller) waitFirstPass(ctx context.Context) {
+	_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		return c.queue.Len() == 0 && c.busy.Load() == 0, nil
+	})
+}
+
 func (c *Controller) processNext(ctx context.Context) bool {
 	key, shutdown := c.queue.Get()
 	if shutdown {
 		return false
 	}
+	c.busy.Add(1)
+	defer c.busy.Add(-1)
 	defer c.queue.Done(key)
 	err := c.sync(ctx, key)
 	if err == nil {
@@ -831,7 +867,10 @@ func (c *Controller) onConfigMap(ctx context.Context, oldObj, obj any) {
 }
 
 func (c *Controller) enqueueVPAPods(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) {
-	if c.ignored.Has(vpa.Namespace) {
+	// Before Run starts the workers, the informers of the targets may not
+	// have synced: resolving now would find no target. Run's first resync
+	// queues every pod.
+	if c.ignored.Has(vpa.Namespace) || !c.started.Load() {
 		return
 	}
 	sel, err := c.resolver.Selector(ctx, vpa)

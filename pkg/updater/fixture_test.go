@@ -196,6 +196,20 @@ type fixtureOpts struct {
 	// store replaces the store (durable is then ignored).
 	store             infeasible.Store
 	statusMinInterval time.Duration
+	// resolveDelay slows down every VPAForPod call (a loaded API server or
+	// a large cluster, where a pass over the pods takes a while).
+	resolveDelay time.Duration
+}
+
+// slowResolver delays VPAForPod.
+type slowResolver struct {
+	Resolver
+	delay time.Duration
+}
+
+func (r slowResolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error) {
+	time.Sleep(r.delay)
+	return r.Resolver.VPAForPod(ctx, pod)
 }
 
 func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAutoscaler, o fixtureOpts) *fixture {
@@ -287,6 +301,9 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		FeatureGate: gate,
 		Now:         f.clock.Now,
 		Metrics:     metrics,
+	}
+	if o.resolveDelay > 0 {
+		deps.Resolver = slowResolver{Resolver: deps.Resolver, delay: o.resolveDelay}
 	}
 	cfg := Config{
 		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: 37,

@@ -273,3 +273,22 @@ func TestConditionReportsPause(t *testing.T) {
 	assert.Contains(t, c.Message, `annotation vpa-inplace.dev/paused="true" on the VPA`)
 	assert.Contains(t, c.Message, "p would be resized to c: requests cpu=300m memory=100Mi")
 }
+
+// The first condition after a start counts every pod: it is not written
+// before the first pass over the pods has decided them (written earlier, it
+// would say "No pods." or count some, and be rewritten moments later).
+func TestFirstConditionWaitsForTheFirstPass(t *testing.T) {
+	var pods []*corev1.Pod
+	for _, name := range []string{"p1", "p2", "p3", "p4", "p5", "p6"} {
+		pods = append(pods, webPod(name).Running().Obj())
+	}
+	// Six pods at 300 ms each with one worker: the pass takes longer than
+	// the condition's own delay (statusDelay).
+	f := newFixture(t, pods, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "100Mi")}, fixtureOpts{resolveDelay: 300 * time.Millisecond})
+	f.run()
+	require.Eventually(t, func() bool { return len(f.statusWrites()) > 0 }, waitFor, every)
+	time.Sleep(2 * statusDelay)
+	writes := f.statusWrites()
+	require.Len(t, writes, 1, "one condition write: %v", writes)
+	assert.Equal(t, "6 pods: 6 resized or resizing.", f.condition("web").Message)
+}
