@@ -21,6 +21,8 @@ const (
 	// asked about a kind it has not seen (a CRD installed since the last
 	// read), or after a failed read, the lookup reads again no sooner.
 	DiscoveryRetry = 10 * time.Second
+	// discoveryTimeout bounds one read of discovery: lookups wait for it.
+	discoveryTimeout = 30 * time.Second
 )
 
 // KindInfo is what discovery says about a kind.
@@ -70,6 +72,7 @@ func NewDiscoveryKinds(client ResourceDiscovery, now func() time.Time) *Discover
 
 // Lookup tells whether gk is served and whether it has /scale. An error
 // means discovery could not tell (it failed, for all groups or for gk's).
+// Concurrent lookups wait for a read in progress.
 func (d *DiscoveryKinds) Lookup(ctx context.Context, gk schema.GroupKind) (KindInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -102,6 +105,8 @@ func (d *DiscoveryKinds) load(ctx context.Context, now time.Time) error {
 		return d.attemptErr
 	}
 	d.attemptedAt = now
+	ctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
+	defer cancel()
 	_, lists, err := d.client.ServerGroupsAndResourcesWithContext(ctx)
 	failed := map[string]error{}
 	var partial *discovery.ErrGroupDiscoveryFailed
