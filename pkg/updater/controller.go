@@ -860,9 +860,13 @@ func (c *Controller) enqueueVPAPods(ctx context.Context, vpa *vpatypes.VerticalP
 		return
 	}
 	var keys []string
-	if t.Owner != nil {
+	switch {
+	case t.Owner != nil:
 		keys, err = c.podIdx.IndexKeys(customOwnerIndex, t.Owner.Key())
-	} else {
+	case t.Selector == nil:
+		logger.V(2).Info("Cannot find the VPA's pods: its target has neither selector nor owner", "vpa", klog.KObj(vpa))
+		return
+	default:
 		var pods []*corev1.Pod
 		pods, err = c.pods.Pods(vpa.Namespace).List(t.Selector)
 		for _, p := range pods {

@@ -133,3 +133,18 @@ func setReady(p *corev1.Pod, status corev1.ConditionStatus) {
 	}
 	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: status})
 }
+
+// emptyTarget resolves every VPA to a target with neither selector nor owner.
+type emptyTarget struct{ labelResolver }
+
+func (emptyTarget) Target(context.Context, *vpatypes.VerticalPodAutoscaler) (target.Target, error) {
+	return target.Target{}, nil
+}
+
+func TestEmptyTargetQueuesNothing(t *testing.T) {
+	vpa := podSetVPA("300m", "100Mi")
+	f := newFixture(t, nil, []*vpatypes.VerticalPodAutoscaler{vpa},
+		fixtureOpts{resolver: func(vpalisters.VerticalPodAutoscalerLister) Resolver { return emptyTarget{} }})
+	require.NotPanics(t, func() { f.ctrl.enqueueVPAPods(f.ctx, vpa) })
+	assert.Zero(t, f.ctrl.queue.Len())
+}
