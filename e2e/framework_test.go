@@ -43,6 +43,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
@@ -64,8 +65,10 @@ const (
 )
 
 var (
-	kube    kubernetes.Interface
-	vpas    vpaclientset.Interface
+	kube kubernetes.Interface
+	vpas vpaclientset.Interface
+	// dyn reaches custom resources and their definitions.
+	dyn     dynamic.Interface
 	profile string
 )
 
@@ -83,6 +86,7 @@ func TestMain(m *testing.M) {
 	config.QPS, config.Burst = 50, 100
 	kube = kubernetes.NewForConfigOrDie(config)
 	vpas = vpaclientset.NewForConfigOrDie(config)
+	dyn = dynamic.NewForConfigOrDie(config)
 	profile = env("E2E_PROFILE", profileV137)
 	os.Exit(m.Run())
 }

@@ -14,6 +14,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 
@@ -75,7 +76,8 @@ func (c testHandler) build(t testing.TB) (*Handler, *Metrics) {
 }
 
 // clusterResolver is pkg/target's resolver over a VPA lister, with the
-// selector and controller hierarchy of a small cluster.
+// selector and controller hierarchy of a small cluster, which also serves
+// the custom resource PodSet (group e2e.vpa-inplace.dev) without /scale.
 func clusterResolver(t testing.TB, vpas ...*vpatypes.VerticalPodAutoscaler) *target.Resolver {
 	t.Helper()
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -83,7 +85,13 @@ func clusterResolver(t testing.TB, vpas ...*vpatypes.VerticalPodAutoscaler) *tar
 		require.NoError(t, idx.Add(v))
 	}
 	return target.NewResolver(vpalisters.NewVerticalPodAutoscalerLister(idx),
-		staticSelector{labels.SelectorFromSet(labels.Set{"app": "web"})}, replicaSetsOfDeployments{}, time.Now)
+		staticSelector{labels.SelectorFromSet(labels.Set{"app": "web"})}, replicaSetsOfDeployments{}, podSetKinds{}, time.Now)
+}
+
+type podSetKinds struct{}
+
+func (podSetKinds) Lookup(_ context.Context, gk schema.GroupKind) (target.KindInfo, error) {
+	return target.KindInfo{Served: gk == schema.GroupKind{Group: "e2e.vpa-inplace.dev", Kind: "PodSet"}}, nil
 }
 
 type staticSelector struct{ selector labels.Selector }

@@ -256,6 +256,27 @@ func TestMutatePodsKeepsTheRestOfThePod(t *testing.T) {
 	assert.Empty(t, got.Name)
 }
 
+// A pod created by a custom controller without /scale gets the
+// recommendation of the VPA whose targetRef names that controller, whatever
+// its labels.
+func TestMutatePodsOfCustomController(t *testing.T) {
+	vpa := testvpa.New("kafka").Target("e2e.vpa-inplace.dev/v1", "PodSet", "kafka").InPlace().Recommend("app", "300m", "300Mi").Obj()
+	h, _ := testHandler{gate: true, vpas: []*vpatypes.VerticalPodAutoscaler{vpa}}.build(t)
+	podOf := func(podSet string) string {
+		return `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"` + podSet + `-0",` +
+			`"ownerReferences":[{"apiVersion":"e2e.vpa-inplace.dev/v1","kind":"PodSet","name":"` + podSet + `","uid":"ps-uid","controller":true}]},` +
+			`"spec":{"containers":` + appContainer + `}}`
+	}
+
+	pod := podOf("kafka")
+	got := applyPatch(t, pod, response(t, post(t, h, MutatePodsPath, podReview("CREATE", pod))))
+	assertResources(t, requirements(testpod.List("300m", "300Mi"), testpod.List("600m", "600Mi")), got.Spec.Containers[0].Resources, "app")
+
+	resp := response(t, post(t, h, MutatePodsPath, podReview("CREATE", podOf("zookeeper"))))
+	assert.True(t, resp.Allowed)
+	assert.Empty(t, resp.Patch, "another PodSet's pod is not the VPA's")
+}
+
 func TestMutatePodsSkipsNamespacesNotHandled(t *testing.T) {
 	vpas := []*vpatypes.VerticalPodAutoscaler{testvpa.New("web").InPlace().Recommend("app", "300m", "300Mi").Obj()}
 	for name, c := range map[string]testHandler{

@@ -1,9 +1,21 @@
 // Package target finds the VPA that controls a pod and the pods a VPA
-// targets, the way VPA users expect: the VPA's targetRef names a controller
+// targets.
+//
+// Upstream VPA's rule, kept as it is: the VPA's targetRef names a controller
 // (a well-known workload, or any resource exposing /scale); the pod's
 // top-most well-known or scalable controller must be that controller, and the
-// pod's labels must match the controller's selector. When several VPAs match,
-// the oldest wins. All of it is upstream VPA's target resolution.
+// pod's labels must match the controller's selector.
+//
+// Added for custom controllers that own pods directly (StrimziPodSet and the
+// like): when the targetRef names a resource outside the core API group, of
+// a kind that is not well-known, which API discovery serves without a /scale
+// subresource, the VPA's pods are those whose controller ownerReference names
+// it: same namespace, API group, kind and name. Upstream resolves no such
+// target, and its walk from a pod up its owners stops at such a controller,
+// so the two rules never claim the same pod.
+//
+// When several VPAs match a pod, the oldest wins (then the first by name),
+// under either rule.
 package target
 
 import (
@@ -14,6 +26,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -27,59 +40,63 @@ import (
 	vpaapiutil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
 )
 
-// SelectorTTL is how long a VPA's target selector is reused before it is
-// fetched again. Selectors of well-known controllers come from informer
-// caches; others cost a /scale request.
+// SelectorTTL is how long a VPA's target (its selector, or the custom
+// resource owning its pods) is reused before it is resolved again. Selectors
+// of well-known controllers come from informer caches; others cost a /scale
+// request.
 const SelectorTTL = 30 * time.Second
 
-// SelectorErrorTTL is how long a failure to fetch a selector is reused. It
+// SelectorErrorTTL is how long a failure to resolve a target is reused. It
 // is short: a target created just after its VPA (or not yet in an informer
 // cache) must be found at once, while the pods of a VPA whose target is
 // missing, resolved together, cost one fetch.
 const SelectorErrorTTL = time.Second
 
-// Resolver maps pods to their VPA and VPAs to their selector.
+// Resolver maps pods to their VPA and VPAs to their target.
 type Resolver struct {
 	vpas        vpalisters.VerticalPodAutoscalerLister
 	selectors   vpatarget.VpaTargetSelectorFetcher
 	controllers controllerfetcher.ControllerFetcher
+	kinds       Kinds
 	now         func() time.Time
 
 	mu    sync.Mutex
-	cache map[types.UID]cachedSelector
+	cache map[types.UID]cachedTarget
 }
 
-type cachedSelector struct {
+type cachedTarget struct {
 	targetRef string
-	selector  labels.Selector
+	target    Target
 	err       error
 	at        time.Time
 }
 
-// NewResolver builds a Resolver from its parts. now is the clock (time.Now
-// in production).
+// NewResolver builds a Resolver from its parts. kinds tells which targets
+// are custom resources without /scale (nil: upstream's rule only). now is
+// the clock (time.Now in production).
 func NewResolver(vpas vpalisters.VerticalPodAutoscalerLister, selectors vpatarget.VpaTargetSelectorFetcher,
-	controllers controllerfetcher.ControllerFetcher, now func() time.Time) *Resolver {
-	return &Resolver{vpas: vpas, selectors: selectors, controllers: controllers, now: now, cache: map[types.UID]cachedSelector{}}
+	controllers controllerfetcher.ControllerFetcher, kinds Kinds, now func() time.Time) *Resolver {
+	return &Resolver{vpas: vpas, selectors: selectors, controllers: controllers, kinds: kinds, now: now, cache: map[types.UID]cachedTarget{}}
 }
 
-// NewClusterResolver wires upstream VPA's selector and controller fetchers to
-// a cluster. It registers informers for the well-known controllers on
-// factory: start the factory after calling it.
+// NewClusterResolver wires upstream VPA's selector and controller fetchers,
+// and API discovery, to a cluster. It registers informers for the well-known
+// controllers on factory: start the factory after calling it.
 func NewClusterResolver(ctx context.Context, config *rest.Config, kube kubernetes.Interface, factory informers.SharedInformerFactory,
 	vpas vpalisters.VerticalPodAutoscalerLister) *Resolver {
 	selectors := vpatarget.NewVpaTargetSelectorFetcher(config, kube, factory, ctx.Done())
 	controllers := controllerfetcher.NewControllerFetcher(config, kube, factory, 10*time.Minute, time.Hour, 0.1, ctx.Done())
 	controllers.Start(ctx, time.Minute)
-	return NewResolver(vpas, selectors, controllers, time.Now)
+	return NewResolver(vpas, selectors, controllers, NewDiscoveryKinds(kube.Discovery(), time.Now), time.Now)
 }
 
-// Selector returns the label selector of the VPA's target.
-func (r *Resolver) Selector(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) (labels.Selector, error) {
+// Target returns how the VPA's pods are found: a label selector, or the
+// custom resource that controls them.
+func (r *Resolver) Target(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) (Target, error) {
 	if vpa.Spec.TargetRef == nil {
-		return nil, fmt.Errorf("vpa %s/%s has no targetRef", vpa.Namespace, vpa.Name)
+		return Target{}, fmt.Errorf("vpa %s/%s has no targetRef", vpa.Namespace, vpa.Name)
 	}
-	ref := vpa.Spec.TargetRef.APIVersion + "/" + vpa.Spec.TargetRef.Kind + "/" + vpa.Spec.TargetRef.Name
+	ref := targetRefString(vpa)
 	now := r.now()
 	r.mu.Lock()
 	c, ok := r.cache[vpa.UID]
@@ -89,16 +106,42 @@ func (r *Resolver) Selector(ctx context.Context, vpa *vpatypes.VerticalPodAutosc
 		ttl = SelectorErrorTTL
 	}
 	if ok && c.targetRef == ref && now.Sub(c.at) < ttl {
-		return c.selector, c.err
+		return c.target, c.err
+	}
+	t, err := r.resolve(ctx, vpa)
+	r.mu.Lock()
+	r.cache[vpa.UID] = cachedTarget{targetRef: ref, target: t, err: err, at: now}
+	r.mu.Unlock()
+	return t, err
+}
+
+func targetRefString(vpa *vpatypes.VerticalPodAutoscaler) string {
+	return vpa.Spec.TargetRef.APIVersion + "/" + vpa.Spec.TargetRef.Kind + "/" + vpa.Spec.TargetRef.Name
+}
+
+// resolve finds the VPA's target: a custom resource without /scale owns its
+// pods; anything else is upstream's selector. When discovery cannot tell,
+// upstream's resolution is tried, so that what it resolves keeps working.
+func (r *Resolver) resolve(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) (Target, error) {
+	ref := vpa.Spec.TargetRef
+	var lookupErr error
+	if owner, ok := customOwner(vpa.Namespace, ref.APIVersion, ref.Kind, ref.Name); ok && r.kinds != nil {
+		info, err := r.kinds.Lookup(ctx, schema.GroupKind{Group: owner.Group, Kind: owner.Kind})
+		switch {
+		case err != nil:
+			lookupErr = err
+		case info.Served && !info.Scalable:
+			return Target{Owner: &owner}, nil
+		}
 	}
 	sel, err := r.selectors.Fetch(ctx, vpa)
 	if err != nil {
-		err = fmt.Errorf("fetching selector of %s: %w", ref, err)
+		if lookupErr != nil {
+			err = fmt.Errorf("%w (and %w)", err, lookupErr)
+		}
+		return Target{}, fmt.Errorf("fetching selector of %s: %w", targetRefString(vpa), err)
 	}
-	r.mu.Lock()
-	r.cache[vpa.UID] = cachedSelector{targetRef: ref, selector: sel, err: err, at: now}
-	r.mu.Unlock()
-	return sel, err
+	return Target{Selector: sel}, nil
 }
 
 // Forget drops what is cached for a VPA (call it when the VPA is deleted).
@@ -119,17 +162,31 @@ func (r *Resolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.Ve
 		return nil, nil
 	}
 	logger := klog.FromContext(ctx)
+	owner, hasOwner := CustomOwnerOf(pod)
+	// owned is the oldest VPA whose target is the custom resource that
+	// controls the pod. Such a controller has no /scale, so upstream's walk
+	// from the pod stops at it and finds no VPA: it need not be asked.
+	var owned *vpatypes.VerticalPodAutoscaler
 	candidates := make([]*vpaapiutil.VpaWithSelector, 0, len(vpas))
 	for _, vpa := range vpas {
 		if vpa.Spec.TargetRef == nil {
 			continue
 		}
-		sel, err := r.Selector(ctx, vpa)
+		t, err := r.Target(ctx, vpa)
 		if err != nil {
 			logger.V(4).Info("Cannot resolve VPA target", "vpa", klog.KObj(vpa), "err", err)
 			continue
 		}
-		candidates = append(candidates, &vpaapiutil.VpaWithSelector{Vpa: vpa, Selector: sel})
+		if t.Owner != nil {
+			if hasOwner && *t.Owner == owner && vpaapiutil.Stronger(vpa, owned) {
+				owned = vpa
+			}
+			continue
+		}
+		candidates = append(candidates, &vpaapiutil.VpaWithSelector{Vpa: vpa, Selector: t.Selector})
+	}
+	if owned != nil {
+		return owned, nil
 	}
 	if len(candidates) == 0 {
 		return nil, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -32,6 +33,42 @@ func (f *countingFetcher) Fetch(_ context.Context, vpa *vpatypes.VerticalPodAuto
 	return nil, errors.New("no such target")
 }
 
+// fakeKinds answers Lookup from a map; kinds missing from it are not served.
+type fakeKinds struct {
+	kinds map[schema.GroupKind]KindInfo
+	err   error
+}
+
+func (k fakeKinds) Lookup(_ context.Context, gk schema.GroupKind) (KindInfo, error) {
+	if k.err != nil {
+		return KindInfo{}, k.err
+	}
+	return k.kinds[gk], nil
+}
+
+const testGroup = "e2e.vpa-inplace.dev"
+
+// clusterKinds serves PodSet (no /scale) and ScalableSet (with /scale) in
+// testGroup.
+var clusterKinds = fakeKinds{kinds: map[schema.GroupKind]KindInfo{
+	{Group: testGroup, Kind: "PodSet"}:      {Served: true},
+	{Group: testGroup, Kind: "ScalableSet"}: {Served: true, Scalable: true},
+	{Group: "", Kind: "Node"}:               {Served: true},
+	{Group: "", Kind: "Pod"}:                {Served: true},
+}}
+
+// upstreamWalk stands for upstream's controller fetcher: a PodSet has no
+// /scale, so the walk from a pod stops there and finds nothing; any other
+// controller is its own top-most controller.
+type upstreamWalk struct{}
+
+func (upstreamWalk) FindTopMostWellKnownOrScalable(_ context.Context, key *controllerfetcher.ControllerKeyWithAPIVersion) (*controllerfetcher.ControllerKeyWithAPIVersion, error) {
+	if key.Kind == "PodSet" {
+		return nil, nil
+	}
+	return key, nil
+}
+
 func lister(t *testing.T, vpas ...*vpatypes.VerticalPodAutoscaler) vpalisters.VerticalPodAutoscalerLister {
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, v := range vpas {
@@ -51,7 +88,7 @@ func TestVPAForPod(t *testing.T) {
 	other := testvpa.New("other").Target("apps/v1", "ReplicaSet", "db").InPlace().Obj()
 	broken := testvpa.New("broken").Target("example.com/v1", "Thing", "x").InPlace().Obj()
 	fetcher := &countingFetcher{selectors: map[string]labels.Selector{"older": web, "newer": web, "other": web}}
-	r := NewResolver(lister(t, newer, older, other, broken), fetcher, controllerfetcher.FakeControllerFetcher{}, clock)
+	r := NewResolver(lister(t, newer, older, other, broken), fetcher, controllerfetcher.FakeControllerFetcher{}, clusterKinds, clock)
 
 	pod := testpod.New("p").OwnedBy("apps/v1", "ReplicaSet", "web-1").Obj()
 	got, err := r.VPAForPod(context.Background(), pod)
@@ -74,7 +111,7 @@ func TestVPAForPod(t *testing.T) {
 		require.NoError(t, err)
 		assert.Nil(t, got)
 	})
-	t.Run("selectors are cached until the TTL passes", func(t *testing.T) {
+	t.Run("targets are cached until the TTL passes", func(t *testing.T) {
 		calls := fetcher.calls
 		_, err := r.VPAForPod(context.Background(), pod)
 		require.NoError(t, err)
@@ -85,31 +122,166 @@ func TestVPAForPod(t *testing.T) {
 		assert.Greater(t, fetcher.calls, calls)
 	})
 	t.Run("a failed fetch is reused only briefly", func(t *testing.T) {
-		_, err := r.Selector(context.Background(), broken)
+		_, err := r.Target(context.Background(), broken)
 		require.Error(t, err)
 		calls := fetcher.calls
-		_, err = r.Selector(context.Background(), broken)
+		_, err = r.Target(context.Background(), broken)
 		require.Error(t, err)
 		assert.Equal(t, calls, fetcher.calls, "reused within SelectorErrorTTL")
 		now = now.Add(SelectorErrorTTL)
-		_, err = r.Selector(context.Background(), broken)
+		_, err = r.Target(context.Background(), broken)
 		require.Error(t, err)
 		assert.Equal(t, calls+1, fetcher.calls, "fetched again after SelectorErrorTTL")
 	})
 	t.Run("a target that appears is found once the error expires", func(t *testing.T) {
 		late := testvpa.New("late").Target("apps/v1", "Deployment", "late").InPlace().Obj()
-		_, err := r.Selector(context.Background(), late)
+		_, err := r.Target(context.Background(), late)
 		require.Error(t, err)
 		fetcher.selectors["late"] = web
 		now = now.Add(SelectorErrorTTL)
-		sel, err := r.Selector(context.Background(), late)
+		got, err := r.Target(context.Background(), late)
 		require.NoError(t, err)
-		assert.Equal(t, web, sel)
+		assert.Equal(t, web, got.Selector)
 	})
-	t.Run("a VPA without targetRef is an error for Selector", func(t *testing.T) {
+	t.Run("a VPA without targetRef is an error for Target", func(t *testing.T) {
 		v := testvpa.New("no-target").Obj()
 		v.Spec.TargetRef = nil
-		_, err := r.Selector(context.Background(), v)
+		_, err := r.Target(context.Background(), v)
 		assert.Error(t, err)
 	})
+}
+
+func TestTarget(t *testing.T) {
+	web := labels.SelectorFromSet(labels.Set{"app": "web"})
+	podSet := Owner{Namespace: "default", Group: testGroup, Kind: "PodSet", Name: "kafka"}
+	tests := []struct {
+		name       string
+		apiVersion string
+		kind       string
+		kinds      Kinds
+		selector   labels.Selector // what upstream's selector fetch returns (nil: it fails)
+		want       Target
+		wantErr    []string
+	}{
+		{name: "a well-known controller: upstream's selector", apiVersion: "apps/v1", kind: "StatefulSet",
+			kinds: clusterKinds, selector: web, want: Target{Selector: web}},
+		{name: "a custom resource with /scale: upstream's selector", apiVersion: testGroup + "/v1", kind: "ScalableSet",
+			kinds: clusterKinds, selector: web, want: Target{Selector: web}},
+		{name: "a custom resource without /scale: the pods it controls", apiVersion: testGroup + "/v1", kind: "PodSet",
+			kinds: clusterKinds, want: Target{Owner: &podSet}},
+		{name: "any version of the custom resource names it", apiVersion: testGroup + "/v1alpha1", kind: "PodSet",
+			kinds: clusterKinds, want: Target{Owner: &podSet}},
+		{name: "a kind discovery does not serve: upstream's error", apiVersion: testGroup + "/v1", kind: "Missing",
+			kinds: clusterKinds, wantErr: []string{"no such target"}},
+		{name: "a core kind without /scale is never an owner", apiVersion: "v1", kind: "Node",
+			kinds: clusterKinds, wantErr: []string{"no such target"}},
+		{name: "a well-known kind in another group is left to upstream", apiVersion: testGroup + "/v1", kind: "Deployment",
+			kinds:    fakeKinds{kinds: map[schema.GroupKind]KindInfo{{Group: testGroup, Kind: "Deployment"}: {Served: true}}},
+			selector: web, want: Target{Selector: web}},
+		{name: "discovery fails, upstream resolves: upstream's selector", apiVersion: testGroup + "/v1", kind: "ScalableSet",
+			kinds: fakeKinds{err: errors.New("discovery down")}, selector: web, want: Target{Selector: web}},
+		{name: "discovery and upstream both fail: both errors", apiVersion: testGroup + "/v1", kind: "PodSet",
+			kinds: fakeKinds{err: errors.New("discovery down")}, wantErr: []string{"no such target", "discovery down"}},
+		{name: "without discovery, upstream's rule only", apiVersion: testGroup + "/v1", kind: "PodSet",
+			wantErr: []string{"no such target"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			vpa := testvpa.New("v").Target(tc.apiVersion, tc.kind, "kafka").Obj()
+			fetcher := &countingFetcher{selectors: map[string]labels.Selector{}}
+			if tc.selector != nil {
+				fetcher.selectors["v"] = tc.selector
+			}
+			r := NewResolver(lister(t, vpa), fetcher, upstreamWalk{}, tc.kinds, time.Now)
+			got, err := r.Target(context.Background(), vpa)
+			if len(tc.wantErr) > 0 {
+				require.Error(t, err)
+				for _, s := range tc.wantErr {
+					assert.Contains(t, err.Error(), s)
+				}
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			if got.Owner != nil {
+				assert.Zero(t, fetcher.calls, "no /scale request for a resource known to have none")
+			}
+		})
+	}
+}
+
+func TestVPAForPodOfCustomController(t *testing.T) {
+	web := labels.SelectorFromSet(labels.Set{"app": "web"})
+	kafka := testvpa.New("kafka").Target(testGroup+"/v1", "PodSet", "kafka").InPlace().Obj()
+	kafkaNewer := testvpa.New("kafka-newer").Target(testGroup+"/v1beta1", "PodSet", "kafka").InPlace().Obj()
+	kafkaNewer.CreationTimestamp.Time = kafka.CreationTimestamp.Add(time.Hour)
+	zoo := testvpa.New("zoo").Target(testGroup+"/v1", "PodSet", "zoo").InPlace().Obj()
+	scalable := testvpa.New("scalable").Target(testGroup+"/v1", "ScalableSet", "web").InPlace().Obj()
+	fetcher := &countingFetcher{selectors: map[string]labels.Selector{"scalable": web}}
+	r := NewResolver(lister(t, kafkaNewer, kafka, zoo, scalable), fetcher, upstreamWalk{}, clusterKinds, time.Now)
+
+	tests := []struct {
+		name string
+		pod  *testpod.Builder
+		want string // "" for no VPA
+	}{
+		{"pod controlled by the PodSet: the oldest of its VPAs", testpod.New("kafka-0").OwnedBy(testGroup+"/v1", "PodSet", "kafka"), "kafka"},
+		{"the ownerReference's version does not matter", testpod.New("kafka-1").OwnedBy(testGroup+"/v1beta1", "PodSet", "kafka"), "kafka"},
+		{"labels do not matter", testpod.New("kafka-2").Labels(nil).OwnedBy(testGroup+"/v1", "PodSet", "kafka"), "kafka"},
+		{"another PodSet's pod", testpod.New("zoo-0").OwnedBy(testGroup+"/v1", "PodSet", "zoo"), "zoo"},
+		{"a PodSet without VPA", testpod.New("x-0").OwnedBy(testGroup+"/v1", "PodSet", "x"), ""},
+		{"same kind and name in another group", testpod.New("o-0").OwnedBy("other.example.com/v1", "PodSet", "kafka"), ""},
+		{"same name, another kind", testpod.New("s-0").OwnedBy(testGroup+"/v1", "Broker", "kafka"), ""},
+		{"same PodSet name in another namespace", testpod.New("k-0").Namespace("elsewhere").OwnedBy(testGroup+"/v1", "PodSet", "kafka"), ""},
+		{"a scalable custom resource's pod: upstream's rule", testpod.New("web-0").OwnedBy(testGroup+"/v1", "ScalableSet", "web"), "scalable"},
+		{"a scalable custom resource's pod must match its selector", testpod.New("web-1").Labels(map[string]string{"app": "db"}).OwnedBy(testGroup+"/v1", "ScalableSet", "web"), ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := r.VPAForPod(context.Background(), tc.pod.Obj())
+			require.NoError(t, err)
+			if tc.want == "" {
+				assert.Nil(t, got)
+				return
+			}
+			require.NotNil(t, got)
+			assert.Equal(t, tc.want, got.Name)
+		})
+	}
+
+	t.Run("a pod owned only without controller: true has no VPA", func(t *testing.T) {
+		pod := testpod.New("loose").OwnedBy(testGroup+"/v1", "PodSet", "kafka").Obj()
+		pod.OwnerReferences[0].Controller = nil
+		got, err := r.VPAForPod(context.Background(), pod)
+		require.NoError(t, err)
+		assert.Nil(t, got)
+	})
+}
+
+func TestCustomOwnerOf(t *testing.T) {
+	tests := []struct {
+		name string
+		pod  *testpod.Builder
+		want *Owner
+	}{
+		{"custom controller", testpod.New("p").OwnedBy(testGroup+"/v1", "PodSet", "kafka"),
+			&Owner{Namespace: "default", Group: testGroup, Kind: "PodSet", Name: "kafka"}},
+		{"no controller", testpod.New("p"), nil},
+		{"well-known controller", testpod.New("p").OwnedBy("apps/v1", "StatefulSet", "db"), nil},
+		{"well-known kind in another group", testpod.New("p").OwnedBy(testGroup+"/v1", "StatefulSet", "db"), nil},
+		{"core group (a static pod's Node)", testpod.New("p").OwnedBy("v1", "Node", "node-1"), nil},
+		{"unparsable apiVersion", testpod.New("p").OwnedBy("a/b/c", "PodSet", "kafka"), nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := CustomOwnerOf(tc.pod.Obj())
+			if tc.want == nil {
+				assert.False(t, ok)
+				return
+			}
+			require.True(t, ok)
+			assert.Equal(t, *tc.want, got)
+			assert.Equal(t, "default/"+testGroup+"/PodSet/kafka", got.Key())
+		})
+	}
 }

@@ -67,13 +67,21 @@ const (
 	EventResizeWithheld = "InPlaceResizeWithheld"
 )
 
-// ownerIndex indexes pods by the UID of their controller.
-const ownerIndex = "vpa-inplace/controller-uid"
+const (
+	// ownerIndex indexes pods by the UID of their controller.
+	ownerIndex = "vpa-inplace/controller-uid"
+	// customOwnerIndex indexes pods whose controller may be a custom
+	// resource by that controller (target.Owner.Key): the pods of a VPA
+	// whose target is a custom resource without /scale.
+	customOwnerIndex = "vpa-inplace/custom-controller"
+)
 
 // Resolver finds VPAs for pods and pods for VPAs (pkg/target).
 type Resolver interface {
 	VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error)
-	Selector(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) (labels.Selector, error)
+	// Target tells how the VPA's pods are found: by label selector, or by
+	// the custom resource that controls them.
+	Target(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) (target.Target, error)
 	Forget(uid types.UID)
 }
 
@@ -234,7 +242,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		// Fail closed: no resize before the kill switch has been read.
 		c.synced = append(c.synced, deps.ConfigMaps.Informer().HasSynced)
 	}
-	if err := deps.Pods.Informer().AddIndexers(cache.Indexers{ownerIndex: indexByController}); err != nil {
+	if err := deps.Pods.Informer().AddIndexers(cache.Indexers{ownerIndex: indexByController, customOwnerIndex: indexByCustomOwner}); err != nil {
 		return nil, fmt.Errorf("adding pod index: %w", err)
 	}
 	logger := klog.FromContext(ctx)
@@ -279,6 +287,17 @@ func indexByController(obj any) ([]string, error) {
 	}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		return []string{string(ref.UID)}, nil
+	}
+	return nil, nil
+}
+
+func indexByCustomOwner(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if owner, ok := target.CustomOwnerOf(pod); ok {
+		return []string{owner.Key()}, nil
 	}
 	return nil, nil
 }
@@ -873,17 +892,32 @@ func (c *Controller) enqueueVPAPods(ctx context.Context, vpa *vpatypes.VerticalP
 	if c.ignored.Has(vpa.Namespace) || !c.started.Load() {
 		return
 	}
-	sel, err := c.resolver.Selector(ctx, vpa)
+	logger := klog.FromContext(ctx)
+	t, err := c.resolver.Target(ctx, vpa)
 	if err != nil {
-		klog.FromContext(ctx).V(2).Info("Cannot find the VPA's pods", "vpa", klog.KObj(vpa), "err", err)
+		logger.V(2).Info("Cannot find the VPA's pods", "vpa", klog.KObj(vpa), "err", err)
 		return
 	}
-	pods, err := c.pods.Pods(vpa.Namespace).List(sel)
+	var keys []string
+	switch {
+	case t.Owner != nil:
+		keys, err = c.podIdx.IndexKeys(customOwnerIndex, t.Owner.Key())
+	case t.Selector == nil:
+		logger.V(2).Info("Cannot find the VPA's pods: its target has neither selector nor owner", "vpa", klog.KObj(vpa))
+		return
+	default:
+		var pods []*corev1.Pod
+		pods, err = c.pods.Pods(vpa.Namespace).List(t.Selector)
+		for _, p := range pods {
+			keys = append(keys, vpa.Namespace+"/"+p.Name)
+		}
+	}
 	if err != nil {
+		logger.Error(err, "Listing the VPA's pods from the cache", "vpa", klog.KObj(vpa), "target", t.String())
 		return
 	}
-	for _, p := range pods {
-		c.queue.Add(vpa.Namespace + "/" + p.Name)
+	for _, key := range keys {
+		c.queue.Add(key)
 	}
 }
 

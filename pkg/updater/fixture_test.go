@@ -26,11 +26,13 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpafake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
+	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 )
 
 // t0 is the fixtures' clock at start.
@@ -54,8 +56,8 @@ func (r labelResolver) VPAForPod(_ context.Context, pod *corev1.Pod) (*vpatypes.
 	return nil, nil
 }
 
-func (labelResolver) Selector(_ context.Context, vpa *vpatypes.VerticalPodAutoscaler) (labels.Selector, error) {
-	return labels.SelectorFromSet(labels.Set{"app": vpa.Spec.TargetRef.Name}), nil
+func (labelResolver) Target(_ context.Context, vpa *vpatypes.VerticalPodAutoscaler) (target.Target, error) {
+	return target.Target{Selector: labels.SelectorFromSet(labels.Set{"app": vpa.Spec.TargetRef.Name})}, nil
 }
 
 func (labelResolver) Forget(types.UID) {}
@@ -199,6 +201,8 @@ type fixtureOpts struct {
 	// resolveDelay slows down every VPAForPod call (a loaded API server or
 	// a large cluster, where a pass over the pods takes a while).
 	resolveDelay time.Duration
+	// resolver replaces the label resolver, built on the VPA lister.
+	resolver func(vpalisters.VerticalPodAutoscalerLister) Resolver
 }
 
 // slowResolver delays VPAForPod.
@@ -302,6 +306,9 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		Now:         f.clock.Now,
 		Metrics:     metrics,
 	}
+	if o.resolver != nil {
+		deps.Resolver = o.resolver(vpaLister)
+	}
 	if o.resolveDelay > 0 {
 		deps.Resolver = slowResolver{Resolver: deps.Resolver, delay: o.resolveDelay}
 	}
@@ -368,6 +375,17 @@ func (f *fixture) resizePatches() []string {
 	for _, a := range f.kube.Actions() {
 		if p, ok := a.(clienttesting.PatchAction); ok && a.GetSubresource() == "resize" {
 			out = append(out, string(p.GetPatch()))
+		}
+	}
+	return out
+}
+
+// resizedPods returns the names of the pods resize patches were sent to.
+func (f *fixture) resizedPods() []string {
+	var out []string
+	for _, a := range f.kube.Actions() {
+		if p, ok := a.(clienttesting.PatchAction); ok && a.GetSubresource() == "resize" {
+			out = append(out, p.GetName())
 		}
 	}
 	return out
