@@ -2,6 +2,7 @@ package updater
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,6 +34,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 )
 
 // t0 is the fixtures' clock at start.
@@ -48,6 +52,21 @@ type labelResolver struct {
 func (r labelResolver) VPAForPod(_ context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error) {
 	for _, v := range r.vpas(pod.Namespace) {
 		if pod.Labels["app"] == v.Spec.TargetRef.Name {
+			return v, nil
+		}
+	}
+	return nil, nil
+}
+
+// VPAForJob matches a Job to the VPA of its namespace naming its controller
+// (the Job, or the CronJob controlling it), as pkg/target does.
+func (r labelResolver) VPAForJob(_ context.Context, job *batchv1.Job) (*vpatypes.VerticalPodAutoscaler, error) {
+	kind, name, ok := target.JobController(job)
+	if !ok {
+		return nil, nil
+	}
+	for _, v := range r.vpas(job.Namespace) {
+		if target.TargetsBatch(v, kind, name) {
 			return v, nil
 		}
 	}
@@ -105,6 +124,8 @@ func (r *eventRecorder) Event(obj runtime.Object, eventType, reason, message str
 		e.kind, e.name = "Pod", o.Name
 	case *vpatypes.VerticalPodAutoscaler:
 		e.kind, e.name = "VerticalPodAutoscaler", o.Name
+	case *batchv1.Job:
+		e.kind, e.name = "Job", o.Name
 	default:
 		e.kind = fmt.Sprintf("%T", obj)
 	}
@@ -196,6 +217,10 @@ type fixtureOpts struct {
 	// store replaces the store (durable is then ignored).
 	store             infeasible.Store
 	statusMinInterval time.Duration
+	// jobs are created with the pods.
+	jobs []*batchv1.Job
+	// serverMinor is the API server's minor version (default 37).
+	serverMinor int
 }
 
 func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAutoscaler, o fixtureOpts) *fixture {
@@ -203,6 +228,9 @@ func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAu
 	var kubeObjs, vpaObjs []runtime.Object
 	for _, p := range pods {
 		kubeObjs = append(kubeObjs, p)
+	}
+	for _, j := range o.jobs {
+		kubeObjs = append(kubeObjs, j)
 	}
 	for _, v := range vpas {
 		vpaObjs = append(vpaObjs, v)
@@ -231,6 +259,39 @@ func bumpResourceVersions(kube *kubefake.Clientset) {
 		pod.ResourceVersion = strconv.Itoa(version)
 		mu.Unlock()
 		return true, pod, tracker.Update(a.GetResource(), pod, pod.Namespace)
+	})
+	// Job patches carry the resourceVersion they were decided on: refuse a
+	// stale one with a conflict, and bump it (and the generation, for the
+	// template) on success, as the API server does.
+	kube.PrependReactor("patch", "jobs", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		pa := a.(clienttesting.PatchAction)
+		current, err := tracker.Get(a.GetResource(), pa.GetNamespace(), pa.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		var sent struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(pa.GetPatch(), &sent); err != nil {
+			return true, nil, err
+		}
+		if rv := current.(*batchv1.Job).ResourceVersion; sent.Metadata.ResourceVersion != "" && sent.Metadata.ResourceVersion != rv {
+			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), pa.GetName(), fmt.Errorf("resourceVersion %s, not %s", rv, sent.Metadata.ResourceVersion))
+		}
+		handled, obj, err := patch(a)
+		job, ok := obj.(*batchv1.Job)
+		if err != nil || !ok {
+			return handled, obj, err
+		}
+		mu.Lock()
+		version++
+		job = job.DeepCopy()
+		job.ResourceVersion = strconv.Itoa(version)
+		job.Generation++
+		mu.Unlock()
+		return true, job, tracker.Update(a.GetResource(), job, job.Namespace)
 	})
 }
 
@@ -282,14 +343,18 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 			return l
 		}},
 		Calculator:  recommendation.NewCalculator(limitrange.NewNoopLimitsCalculator()),
+		Jobs:        kubeFactory.Batch().V1().Jobs(),
 		Store:       f.store,
 		Recorder:    f.recorder,
 		FeatureGate: gate,
 		Now:         f.clock.Now,
 		Metrics:     metrics,
 	}
+	if o.serverMinor == 0 {
+		o.serverMinor = 37
+	}
 	cfg := Config{
-		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: 37,
+		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: o.serverMinor,
 		DryRun: o.dryRun, DeferredWarningAfter: o.deferredWarningAfter, StatusMinInterval: o.statusMinInterval,
 	}
 	if o.watchConfigMap {
