@@ -201,7 +201,10 @@ func (c *Controller) syncJob(ctx context.Context, key string) error {
 		return fmt.Errorf("finding the Job's VPA: %w", err)
 	}
 	if vpa == nil || !isInPlace(vpa) {
-		c.forgetJob(job.UID)
+		// The record is kept: no VPA may also mean one whose target cannot
+		// be resolved for a while (caches still syncing after a restart).
+		// It goes with the Job, with its VPA, or when the Job resumes.
+		c.untrackJob(job.UID)
 		return nil
 	}
 	if !c.gate.Enabled(features.InPlace) {

@@ -328,6 +328,40 @@ func TestJobRejectionIsReportedOnceAndNotRetried(t *testing.T) {
 	})
 }
 
+// unresolved hides every VPA while on is set: a target that cannot be
+// resolved for a while (caches syncing, a /scale request failing).
+type unresolved struct {
+	Resolver
+	on bool
+}
+
+func (r *unresolved) VPAForJob(ctx context.Context, job *batchv1.Job) (*vpatypes.VerticalPodAutoscaler, error) {
+	if r.on {
+		return nil, nil
+	}
+	return r.Resolver.VPAForJob(ctx, job)
+}
+
+func TestJobRecordOutlivesAnUnresolvedVPA(t *testing.T) {
+	f := newJobFixture(t, trainJob().Suspended().Obj(), jobVPA("250m", "200Mi"), fixtureOpts{serverMinor: 35})
+	f.failJobPatch(immutableErr())
+	require.NoError(t, f.syncJob("train"))
+	require.Len(t, f.jobPatches(), 1)
+	require.Len(t, f.recorder.unread("Job"), 1)
+
+	r := &unresolved{Resolver: f.ctrl.resolver, on: true}
+	f.ctrl.resolver = r
+	require.NoError(t, f.syncJob("train"))
+	assert.Empty(t, f.ctrl.jobTracker.jobsOf("default/train"), "not counted while its VPA is unknown")
+	_, held := f.store.Get("uid-train")
+	assert.True(t, held, "the record is kept")
+
+	r.on = false
+	require.NoError(t, f.syncJob("train"))
+	assert.Len(t, f.jobPatches(), 1, "the refused write is not sent again once the VPA is found")
+	assert.Empty(t, f.recorder.unread("Job"))
+}
+
 func TestJobRejectionSurvivesRestart(t *testing.T) {
 	first := newJobFixture(t, trainJob().Suspended().Obj(), jobVPA("250m", "200Mi"), fixtureOpts{durable: true, serverMinor: 35})
 	first.failJobPatch(immutableErr())
