@@ -221,6 +221,8 @@ type fixtureOpts struct {
 	jobs []*batchv1.Job
 	// serverMinor is the API server's minor version (default 37).
 	serverMinor int
+	// wrapResolver, when set, wraps the fixture's resolver.
+	wrapResolver func(Resolver) Resolver
 }
 
 func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAutoscaler, o fixtureOpts) *fixture {
@@ -349,6 +351,9 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		FeatureGate: gate,
 		Now:         f.clock.Now,
 		Metrics:     metrics,
+	}
+	if o.wrapResolver != nil {
+		deps.Resolver = o.wrapResolver(deps.Resolver)
 	}
 	if o.serverMinor == 0 {
 		o.serverMinor = 37

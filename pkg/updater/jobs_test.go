@@ -3,6 +3,7 @@ package updater
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -332,31 +333,32 @@ func TestJobRejectionIsReportedOnceAndNotRetried(t *testing.T) {
 // resolved for a while (caches syncing, a /scale request failing).
 type unresolved struct {
 	Resolver
-	on bool
+	on atomic.Bool
 }
 
 func (r *unresolved) VPAForJob(ctx context.Context, job *batchv1.Job) (*vpatypes.VerticalPodAutoscaler, error) {
-	if r.on {
+	if r.on.Load() {
 		return nil, nil
 	}
 	return r.Resolver.VPAForJob(ctx, job)
 }
 
 func TestJobRecordOutlivesAnUnresolvedVPA(t *testing.T) {
-	f := newJobFixture(t, trainJob().Suspended().Obj(), jobVPA("250m", "200Mi"), fixtureOpts{serverMinor: 35})
+	r := &unresolved{}
+	f := newJobFixture(t, trainJob().Suspended().Obj(), jobVPA("250m", "200Mi"), fixtureOpts{serverMinor: 35,
+		wrapResolver: func(inner Resolver) Resolver { r.Resolver = inner; return r }})
 	f.failJobPatch(immutableErr())
 	require.NoError(t, f.syncJob("train"))
 	require.Len(t, f.jobPatches(), 1)
 	require.Len(t, f.recorder.unread("Job"), 1)
 
-	r := &unresolved{Resolver: f.ctrl.resolver, on: true}
-	f.ctrl.resolver = r
+	r.on.Store(true)
 	require.NoError(t, f.syncJob("train"))
 	assert.Empty(t, f.ctrl.jobTracker.jobsOf("default/train"), "not counted while its VPA is unknown")
 	_, held := f.store.Get("uid-train")
 	assert.True(t, held, "the record is kept")
 
-	r.on = false
+	r.on.Store(false)
 	require.NoError(t, f.syncJob("train"))
 	assert.Len(t, f.jobPatches(), 1, "the refused write is not sent again once the VPA is found")
 	assert.Empty(t, f.recorder.unread("Job"))
