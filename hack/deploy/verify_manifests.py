@@ -203,6 +203,12 @@ def check_updater_rbac(c, where, objs):
         c.check(not allows(rules, "autoscaling.k8s.io", "verticalpodautoscalers", verb),
                 f"{w} cannot {verb} verticalpodautoscalers (patch of its annotation and status only)")
     c.check(allows(rules, "example.com", "widgets/scale", "get"), f"{w} can get */scale of any group")
+    c.check(allows(cluster, "batch", "jobs", "patch"),
+            f"{w} can patch jobs (recommendations into suspended Jobs' pod templates)")
+    for verb in ("create", "update", "delete", "deletecollection"):
+        c.check(not allows(rules, "batch", "jobs", verb), f"{w} cannot {verb} jobs (patch only)")
+    for verb in ("create", "update", "patch", "delete", "deletecollection"):
+        c.check(not allows(rules, "batch", "cronjobs", verb), f"{w} cannot {verb} cronjobs")
     for group in ("", "events.k8s.io"):
         for verb in ("create", "patch"):
             c.check(allows(rules, group, "events", verb), f"{w} can {verb} {group or 'core'} events")
@@ -241,6 +247,8 @@ def check_admission_rbac(c, where, objs):
         for group, resource in CONTROLLERS:
             c.check(allows(rules, group, resource, verb), f"{w} can {verb} {group or 'core'}/{resource}")
     c.check(allows(rules, "example.com", "widgets/scale", "get"), f"{w} can get */scale of any group")
+    for verb in ("create", "update", "patch", "delete"):
+        c.check(not allows(rules, "batch", "jobs", verb), f"{w} cannot {verb} jobs")
     for verb in ("create", "update", "patch", "delete"):
         c.check(not any(rule_allows(r, g, res, verb) for r in rules
                         for g, res in [("autoscaling.k8s.io", "verticalpodautoscalers"),

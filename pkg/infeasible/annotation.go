@@ -32,6 +32,13 @@ const annotationVersion = 1
 //	{"version":1,
 //	 "attempts":[{"kind":"NodeCapacity","resources":{"app":{"requests":{"cpu":"8"}}},"message":"..."}],
 //	 "pods":{"<pod uid>":{"attempt":0,"recordedAt":"2026-01-02T03:04:05Z"}}}
+//
+// Records of suspended Jobs (KindJobRejected, KindJobUnsupported) are kept
+// under "pods" too, by Job UID, with the Job's generation:
+//
+//	"<job uid>":{"attempt":1,"recordedAt":"...","generation":3}
+//
+// A reader that does not know "generation" ignores it.
 type annotationDoc struct {
 	Version  int                           `json:"version"`
 	Attempts []annotationAttempt           `json:"attempts"`
@@ -47,6 +54,7 @@ type annotationAttempt struct {
 type annotationEntry struct {
 	Attempt    int         `json:"attempt"`
 	RecordedAt metav1.Time `json:"recordedAt"`
+	Generation int64       `json:"generation,omitempty"`
 }
 
 // EncodeAnnotation returns the annotation value holding records, "" when
@@ -115,7 +123,7 @@ func buildAnnotation(records map[types.UID]*Record, uids []types.UID) (string, e
 		if !at.IsZero() {
 			at = at.UTC().Truncate(time.Second)
 		}
-		doc.Pods[uid] = annotationEntry{Attempt: index[keyOf[uid]], RecordedAt: metav1.NewTime(at)}
+		doc.Pods[uid] = annotationEntry{Attempt: index[keyOf[uid]], RecordedAt: metav1.NewTime(at), Generation: records[uid].Generation}
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
@@ -144,7 +152,7 @@ func DecodeAnnotation(value string) (map[types.UID]*Record, error) {
 			return nil, fmt.Errorf("decoding %s: pod %s refers to attempt %d of %d", AnnotationKey, uid, e.Attempt, len(doc.Attempts))
 		}
 		a := doc.Attempts[e.Attempt]
-		out[uid] = &Record{Kind: a.Kind, Attempted: a.Resources, Message: a.Message, RecordedAt: e.RecordedAt.Time}
+		out[uid] = &Record{Kind: a.Kind, Attempted: a.Resources, Message: a.Message, RecordedAt: e.RecordedAt.Time, Generation: e.Generation}
 	}
 	return out, nil
 }

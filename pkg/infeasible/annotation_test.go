@@ -34,6 +34,11 @@ func TestAnnotationRoundTrip(t *testing.T) {
 			Attempted: Resources{"app": res("1", "1Gi", "2", "2Gi"), "sidecar": res("10m", "", "", "64Mi")}}}},
 		{"sub-second times are kept to the second", map[types.UID]*Record{"a": rec(KindNodeCapacity, "8", "x", t0.Add(700*time.Millisecond))}},
 		{"no time", map[types.UID]*Record{"a": rec(KindNodeCapacity, "8", "x", time.Time{})}},
+		{"job records keep their generation", map[types.UID]*Record{
+			"job": {Kind: KindJobRejected, Attempted: Resources{"app": res("250m", "200Mi", "", "")}, Message: "field is immutable", RecordedAt: t0, Generation: 3},
+			"old": {Kind: KindJobUnsupported, Attempted: Resources{"app": res("250m", "200Mi", "", "")}, Message: "Kubernetes 1.34", RecordedAt: t0, Generation: 1},
+			"pod": rec(KindNodeCapacity, "8", "x", t0),
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,6 +54,7 @@ func TestAnnotationRoundTrip(t *testing.T) {
 				assert.Equal(t, want.Kind, r.Kind)
 				assert.True(t, Equal(want.Attempted, r.Attempted), "%s vs %s", want.Attempted, r.Attempted)
 				assert.Equal(t, want.Message, r.Message)
+				assert.Equal(t, want.Generation, r.Generation)
 				assert.True(t, want.RecordedAt.Truncate(time.Second).Equal(r.RecordedAt), "%s vs %s", want.RecordedAt, r.RecordedAt)
 				assert.Equal(t, Same, r.Compare(want.Attempted), "a loaded record stops the same attempt")
 			}

@@ -1,5 +1,7 @@
 // Package infeasible remembers resize attempts that cannot succeed, keyed by
 // pod UID, so that the same infeasible resize is not sent again and again.
+// The same store remembers, keyed by Job UID, the recommendations a suspended
+// Job's pod template could not be given (KindJobRejected, KindJobUnsupported).
 //
 // A record holds the values that were attempted: what was patched (kubelet
 // reported Infeasible), what the API server refused (403 with a NodeCapacity
@@ -37,6 +39,15 @@ const (
 	// KindInvalid: the change cannot be done in place (rejected by
 	// validation, or known beforehand to be impossible).
 	KindInvalid Kind = "Invalid"
+	// KindJobRejected: the API server refused to change the resources of a
+	// suspended Job's pod template (422 Invalid, 403 Forbidden, 400): the
+	// MutablePodResourcesForSuspendedJobs gate is off, or an admission
+	// policy or validation forbids the values. Keyed by Job UID.
+	KindJobRejected Kind = "JobRejected"
+	// KindJobUnsupported: not sent, because the API server's version cannot
+	// change a Job's pod template at all (Kubernetes 1.34 and earlier). Keyed
+	// by Job UID.
+	KindJobUnsupported Kind = "JobUnsupported"
 )
 
 // Resources are the cpu and memory requests and limits of each container,
@@ -49,6 +60,10 @@ type Record struct {
 	Attempted  Resources
 	Message    string
 	RecordedAt time.Time
+	// Generation is the metadata.generation of the Job a Job record was
+	// taken on: a record of an older generation no longer holds (the Job's
+	// spec changed since). Zero for pod records.
+	Generation int64
 }
 
 // Verdict is the outcome of comparing a new target with a record.
@@ -65,6 +80,12 @@ const (
 	NotLower
 )
 
+// isCapacity tells whether a kind says that the values did not fit: then
+// only a lower value is worth another attempt.
+func (k Kind) isCapacity() bool {
+	return k == KindInfeasible || k == KindNodeCapacity
+}
+
 func (v Verdict) String() string {
 	switch v {
 	case Same:
@@ -79,8 +100,9 @@ func (v Verdict) String() string {
 // Compare tells whether target may be tried given this record.
 //
 // For capacity outcomes (KindInfeasible, KindNodeCapacity) a target is only
-// worth trying when it asks for less of something. For KindInvalid any
-// different target is worth trying, since validity does not grow with size.
+// worth trying when it asks for less of something. For the other kinds
+// (KindInvalid and the Job kinds) any different target is worth trying,
+// since validity does not grow with size.
 func (r *Record) Compare(target Resources) Verdict {
 	equal, lower := true, false
 	visit := func(container string, list string, name corev1.ResourceName, attempted, now *resource.Quantity) {
@@ -104,7 +126,7 @@ func (r *Record) Compare(target Resources) Verdict {
 	switch {
 	case equal:
 		return Same
-	case r.Kind == KindInvalid || lower:
+	case !r.Kind.isCapacity() || lower:
 		return Lower
 	default:
 		return NotLower

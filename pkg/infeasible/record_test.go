@@ -42,6 +42,9 @@ func TestCompare(t *testing.T) {
 		{"a new value asked for counts as greater", KindNodeCapacity, Resources{"c": res("2", "2Gi", "2", "2Gi"), "sidecar": res("100m", "10Mi", "", "")}, NotLower},
 		{"invalid: any different target is retried", KindInvalid, Resources{"c": res("3", "3Gi", "3", "3Gi"), "sidecar": res("100m", "", "", "")}, Lower},
 		{"invalid: same target is skipped", KindInvalid, Resources{"c": res("2", "2Gi", "2", "2Gi"), "sidecar": res("100m", "", "", "")}, Same},
+		{"job rejected: a higher target is retried", KindJobRejected, Resources{"c": res("3", "3Gi", "3", "3Gi"), "sidecar": res("100m", "", "", "")}, Lower},
+		{"job rejected: same target is skipped", KindJobRejected, Resources{"c": res("2", "2Gi", "2", "2Gi"), "sidecar": res("100m", "", "", "")}, Same},
+		{"job unsupported: a higher target is retried", KindJobUnsupported, Resources{"c": res("3", "3Gi", "3", "3Gi"), "sidecar": res("100m", "", "", "")}, Lower},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,7 +2,8 @@
 // pod, what its VPA wants for it and what is remembered about earlier
 // attempts, it returns what to do (patch, wait or skip) and why. It also
 // builds the resize patch, reads the kubelet's resize status and classifies
-// API errors. It has no client, no clock and no logger.
+// API errors. It has no client, no clock and no logger. DecideJob (job.go)
+// is the same kind of decision for the pod template of a suspended Job.
 //
 // The flow follows AEP-8818 ("Complete Flow Description"), with the
 // clarifications of this project: pending, in-progress, unknown and Error

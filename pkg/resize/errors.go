@@ -36,6 +36,9 @@ const (
 	// exceeded, an admission plugin not ready, connection errors); retry
 	// with backoff.
 	OutcomeTransient Outcome = "Transient"
+	// OutcomeRejected: a Job update refused for good (422 Invalid, 403
+	// Forbidden, 400 Bad Request): record, do not retry.
+	OutcomeRejected Outcome = "Rejected"
 )
 
 // ClassifyPatchError tells what a resize patch error means.
@@ -62,6 +65,32 @@ func ClassifyPatchError(err error) Outcome {
 		return OutcomeConflict
 	case apierrors.IsForbidden(err) && isPermanentForbidden(err):
 		return OutcomeInvalid
+	default:
+		return OutcomeTransient
+	}
+}
+
+// ClassifyJobPatchError tells what the error of a patch of a suspended Job's
+// pod template means. A Job's template is refused with 422 Invalid ("field is
+// immutable") where the API server cannot or may not change it (gate
+// MutablePodResourcesForSuspendedJobs off, Kubernetes 1.34 and earlier), and
+// admission policies refuse with 403 or 422: all of them are permanent for
+// the values sent.
+func ClassifyJobPatchError(err error) Outcome {
+	if err == nil {
+		return OutcomeAccepted
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return OutcomeTransient
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return OutcomeGone
+	case apierrors.IsConflict(err):
+		return OutcomeConflict
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
+		return OutcomeRejected
 	default:
 		return OutcomeTransient
 	}

@@ -12,9 +12,9 @@ import (
 )
 
 // ConditionInPlaceResizeBlocked is the condition the updater keeps on every
-// InPlace VPA: True when a recommendation is not being applied to some pod,
-// with the reason and the details in its message; False when every pod has
-// it or is getting it.
+// InPlace VPA: True when a recommendation is not being applied to some pod
+// (or to the pod template of a suspended Job), with the reason and the
+// details in its message; False when every pod has it or is getting it.
 const ConditionInPlaceResizeBlocked vpatypes.VerticalPodAutoscalerConditionType = "InPlaceResizeBlocked"
 
 // Reasons of the InPlaceResizeBlocked condition. With status True, the most
@@ -30,8 +30,12 @@ const (
 	ReasonInvalid = "Invalid"
 	// ReasonInfeasible: a resize does not fit its node.
 	ReasonInfeasible = "Infeasible"
+	// ReasonJobTemplateRejected: the API server refused (or, on Kubernetes
+	// 1.34 and earlier, cannot accept) the recommendation in a suspended
+	// Job's pod template.
+	ReasonJobTemplateRejected = "JobTemplateRejected"
 	// ReasonResizeError: the kubelet fails to apply a resize, or the resize
-	// patch keeps failing.
+	// patch (or a Job template write) keeps failing.
 	ReasonResizeError = "ResizeError"
 	// ReasonDeferred: the kubelet holds a resize until the node has room.
 	ReasonDeferred = "Deferred"
@@ -40,11 +44,12 @@ const (
 // Reasons with status False.
 const (
 	// ReasonNotBlocked: every running pod has the recommendation, is being
-	// resized or waits its turn under the eviction tolerance. Resizes under
-	// way do not change the condition: a recommendation change applied
-	// without trouble costs no status write.
+	// resized or waits its turn under the eviction tolerance, and every
+	// suspended Job's template has it or waits until it may change. Resizes
+	// under way do not change the condition: a recommendation change
+	// applied without trouble costs no status write.
 	ReasonNotBlocked = "NotBlocked"
-	// ReasonNoPods: no pod of the VPA is known.
+	// ReasonNoPods: no pod and no suspended Job of the VPA is known.
 	ReasonNoPods = "NoPods"
 )
 
@@ -54,6 +59,8 @@ const maxConditionMessage = 2048
 // summary is what the condition of one VPA is made from.
 type summary struct {
 	pods []podStatus
+	// jobs are the VPA's suspended Jobs.
+	jobs []jobStatus
 	// paused says why resizing is paused, "" when it is not.
 	paused  string
 	gateOff bool
@@ -67,6 +74,10 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 	byState := map[PodState][]podStatus{}
 	for _, p := range s.pods {
 		byState[p.state] = append(byState[p.state], p)
+	}
+	jobsByState := map[JobState][]jobStatus{}
+	for _, j := range s.jobs {
+		jobsByState[j.state] = append(jobsByState[j.state], j)
 	}
 	var details []string
 	reason := ""
@@ -91,6 +102,13 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 		}
 		blocked(r, fmt.Sprintf("Not sent (%s): %s would be resized to %s%s.", why, ps[0].name, ps[0].values, more(ps)))
 	}
+	if js := jobsByState[JobWithheld]; len(js) > 0 {
+		r, why := ReasonDryRun, "dry run"
+		if s.paused != "" {
+			r, why = ReasonPaused, "paused"
+		}
+		blocked(r, fmt.Sprintf("Not sent (%s): the pod template of Job %s would be set to %s%s.", why, js[0].name, js[0].values, more(js)))
+	}
 	if ps := byState[PodInvalid]; len(ps) > 0 {
 		blocked(ReasonInvalid, fmt.Sprintf("Invalid: %s cannot be resized in place to %s: %s%s.", ps[0].name, ps[0].values, ps[0].message, more(ps)))
 	}
@@ -98,8 +116,15 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 		blocked(ReasonInfeasible, fmt.Sprintf("Infeasible: %s cannot get %s (%s: %s); not retried until the recommendation asks for less%s.",
 			ps[0].name, ps[0].values, ps[0].kind, ps[0].message, more(ps)))
 	}
+	if js := jobsByState[JobRejected]; len(js) > 0 {
+		blocked(ReasonJobTemplateRejected, fmt.Sprintf("Job template refused: Job %s cannot get %s in its pod template while suspended (%s: %s); not retried until the recommendation or the Job changes%s.",
+			js[0].name, js[0].values, js[0].kind, js[0].message, more(js)))
+	}
 	if ps := byState[PodError]; len(ps) > 0 {
 		blocked(ReasonResizeError, fmt.Sprintf("Error: %s: %s%s.", ps[0].name, ps[0].message, more(ps)))
+	}
+	if js := jobsByState[JobError]; len(js) > 0 {
+		blocked(ReasonResizeError, fmt.Sprintf("Error: Job %s: %s%s.", js[0].name, js[0].message, more(js)))
 	}
 	if ps := byState[PodDeferred]; len(ps) > 0 {
 		oldest := ps[0]
@@ -116,11 +141,11 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 	if reason == "" {
 		status = corev1.ConditionFalse
 		reason = ReasonNotBlocked
-		if len(s.pods) == 0 {
+		if len(s.pods) == 0 && len(s.jobs) == 0 {
 			reason = ReasonNoPods
 		}
 	}
-	msg := counts(s.pods, byState)
+	msg := counts(s.pods, byState) + jobCounts(s.jobs, jobsByState)
 	if len(details) > 0 {
 		msg += " " + strings.Join(details, " ")
 	}
@@ -174,7 +199,34 @@ func counts(pods []podStatus, byState map[PodState][]podStatus) string {
 	return fmt.Sprintf("%d %s: %s.", len(pods), noun, strings.Join(parts, ", "))
 }
 
-func more(ps []podStatus) string {
+// jobCounts is the sentence about suspended Jobs, "" when there are none:
+// " 2 suspended Jobs: 1 template up to date, 1 refused."
+func jobCounts(jobs []jobStatus, byState map[JobState][]jobStatus) string {
+	if len(jobs) == 0 {
+		return ""
+	}
+	labels := map[JobState]string{
+		JobTemplateUpToDate: "template up to date",
+		JobWaiting:          "waiting until the template may change",
+		JobWithheld:         "not sent",
+		JobRejected:         "refused",
+		JobError:            "in error",
+		JobNoRecommendation: "without recommendation",
+	}
+	var parts []string
+	for _, state := range jobStates {
+		if n := len(byState[state]); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, labels[state]))
+		}
+	}
+	noun := "Jobs"
+	if len(jobs) == 1 {
+		noun = "Job"
+	}
+	return fmt.Sprintf(" %d suspended %s: %s.", len(jobs), noun, strings.Join(parts, ", "))
+}
+
+func more[T any](ps []T) string {
 	if len(ps) < 2 {
 		return ""
 	}

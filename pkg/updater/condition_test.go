@@ -29,6 +29,10 @@ func withSince(p podStatus, since time.Time) podStatus {
 	return p
 }
 
+func job(name string, state JobState) jobStatus {
+	return jobStatus{vpa: "default/web", name: name, state: state, since: t0}
+}
+
 func TestBlockedCondition(t *testing.T) {
 	infeasiblePod := withDetail(pod("web-2", PodInfeasible), "c: requests cpu=8 memory=100Mi",
 		"node didn't have enough allocatable resources: cpu", infeasible.KindNodeCapacity)
@@ -38,6 +42,12 @@ func TestBlockedCondition(t *testing.T) {
 	deferredNew := withDetail(pod("web-4", PodDeferred), "", "Node didn't have enough resource: cpu", "")
 	errorPod := withDetail(pod("web-6", PodError), "", "failed to update the container's cgroup", "")
 	withheldPod := withDetail(pod("web-7", PodWithheld), "c: requests cpu=300m", "", "")
+	rejectedJob := job("train", JobRejected)
+	rejectedJob.values, rejectedJob.kind, rejectedJob.message = "app: requests cpu=250m", infeasible.KindJobRejected, "spec.template: Invalid value: field is immutable"
+	withheldJob := job("train-2", JobWithheld)
+	withheldJob.values = "app: requests cpu=250m"
+	erroredJob := job("train-3", JobError)
+	erroredJob.message = "job template patch (Transient): etcdserver: request timed out"
 
 	tests := []struct {
 		name        string
@@ -79,6 +89,22 @@ func TestBlockedCondition(t *testing.T) {
 		{"paused with nothing due is still reported", summary{pods: []podStatus{pod("web-1", PodResized)}, paused: "resizing is paused cluster-wide"},
 			corev1.ConditionTrue, ReasonPaused, []string{"Paused: resizing is paused cluster-wide."}, nil},
 		{"gate off", summary{gateOff: true}, corev1.ConditionTrue, ReasonFeatureGateOff, []string{"--feature-gates=InPlace=true"}, nil},
+		{"suspended Job with its template up to date, no pods", summary{jobs: []jobStatus{job("train", JobTemplateUpToDate)}},
+			corev1.ConditionFalse, ReasonNotBlocked, []string{"No pods. 1 suspended Job: 1 template up to date."}, nil},
+		{"suspended Job waiting for its pods to go", summary{jobs: []jobStatus{job("train", JobWaiting), job("train-2", JobTemplateUpToDate)}},
+			corev1.ConditionFalse, ReasonNotBlocked, []string{"2 suspended Jobs: 1 template up to date, 1 waiting until the template may change."}, nil},
+		{"Job template refused: the values, the API server's message, no retry", summary{pods: []podStatus{pod("web-1", PodResized)}, jobs: []jobStatus{rejectedJob}},
+			corev1.ConditionTrue, ReasonJobTemplateRejected,
+			[]string{"1 pod: 1 resized or resizing. 1 suspended Job: 1 refused.", "Job train cannot get app: requests cpu=250m in its pod template while suspended (JobRejected: spec.template: Invalid value: field is immutable)", "not retried until the recommendation or the Job changes"}, nil},
+		{"infeasible pods come before a refused Job template, which comes before errors",
+			summary{pods: []podStatus{infeasiblePod}, jobs: []jobStatus{rejectedJob, erroredJob}},
+			corev1.ConditionTrue, ReasonInfeasible, []string{"Infeasible:", "Job template refused:", "Error: Job train-3: job template patch"}, nil},
+		{"Job template in error", summary{jobs: []jobStatus{erroredJob}},
+			corev1.ConditionTrue, ReasonResizeError, []string{"1 in error", "Error: Job train-3: job template patch (Transient)"}, nil},
+		{"dry run: the Job template that would be written", summary{jobs: []jobStatus{withheldJob}, dryRun: true},
+			corev1.ConditionTrue, ReasonDryRun, []string{"Not sent (dry run): the pod template of Job train-2 would be set to app: requests cpu=250m."}, nil},
+		{"paused: the Job template not written", summary{jobs: []jobStatus{withheldJob}, paused: "resizing is paused cluster-wide"},
+			corev1.ConditionTrue, ReasonPaused, []string{"Not sent (paused): the pod template of Job train-2"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,7 +6,8 @@
 // -> worker -> resize.Decide -> patch pods/resize -> the outcome is recorded
 // (pkg/infeasible) and reported: events on the pod and the VPA, metrics, and
 // the VPA's InPlaceResizeBlocked condition (status.go), written by a second
-// queue keyed by VPA.
+// queue keyed by VPA. A third queue, keyed by Job, writes recommendations into
+// the pod templates of suspended Jobs (jobs.go).
 package updater
 
 import (
@@ -18,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,8 +28,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -76,9 +80,10 @@ const (
 	customOwnerIndex = "vpa-inplace/custom-controller"
 )
 
-// Resolver finds VPAs for pods and pods for VPAs (pkg/target).
+// Resolver finds VPAs for pods and Jobs, and pods for VPAs (pkg/target).
 type Resolver interface {
 	VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error)
+	VPAForJob(ctx context.Context, job *batchv1.Job) (*vpatypes.VerticalPodAutoscaler, error)
 	// Target tells how the VPA's pods are found: by label selector, or by
 	// the custom resource that controls them.
 	Target(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) (target.Target, error)
@@ -139,7 +144,10 @@ type Deps struct {
 	VPAs      vpainformers.VerticalPodAutoscalerInformer
 	// ConfigMaps watches the cluster-wide kill switch (Config.ConfigMap);
 	// nil: no cluster-wide switch.
-	ConfigMaps  coreinformers.ConfigMapInformer
+	ConfigMaps coreinformers.ConfigMapInformer
+	// Jobs watches Jobs, whose pod templates get the recommendation while
+	// suspended; nil: Jobs are not looked at.
+	Jobs        batchinformers.JobInformer
 	Resolver    Resolver
 	Calculator  Calculator
 	Store       infeasible.Store
@@ -159,6 +167,8 @@ type Controller struct {
 	podIdx     cache.Indexer
 	vpas       vpalisters.VerticalPodAutoscalerLister
 	configMaps corelisters.ConfigMapLister
+	jobs       batchlisters.JobLister
+	jobIdx     cache.Indexer
 	synced     []cache.InformerSynced
 	resolver   Resolver
 	calc       Calculator
@@ -169,10 +179,12 @@ type Controller struct {
 	metrics    *Metrics
 	ignored    sets.Set[string]
 	// queue holds pod keys; statusQueue VPA keys whose condition may need
-	// writing.
+	// writing; jobQueue Job keys.
 	queue       workqueue.TypedRateLimitingInterface[string]
 	statusQueue workqueue.TypedRateLimitingInterface[string]
+	jobQueue    workqueue.TypedRateLimitingInterface[string]
 	tracker     *tracker
+	jobTracker  *jobTracker
 
 	// started is set once Run has synced its caches, loaded the records
 	// and starts its workers.
@@ -231,7 +243,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-status"},
 		),
+		jobQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-jobs"},
+		),
 		tracker:            newTracker(),
+		jobTracker:         newJobTracker(),
 		recommendationSeen: map[types.UID]time.Time{},
 		statusWritten:      map[string]time.Time{},
 		gateOffLogged:      sets.New[types.UID](),
@@ -260,6 +277,21 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("adding VPA handler: %w", err)
 	}
+	if deps.Jobs != nil {
+		c.jobs = deps.Jobs.Lister()
+		c.jobIdx = deps.Jobs.Informer().GetIndexer()
+		c.synced = append(c.synced, deps.Jobs.Informer().HasSynced)
+		if err := deps.Jobs.Informer().AddIndexers(cache.Indexers{jobCronJobIndex: indexJobByCronJob}); err != nil {
+			return nil, fmt.Errorf("adding Job index: %w", err)
+		}
+		if _, err := deps.Jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onJob(logger, nil, obj) },
+			UpdateFunc: func(old, obj any) { c.onJob(logger, old, obj) },
+			DeleteFunc: func(obj any) { c.onJobDelete(logger, obj) },
+		}); err != nil {
+			return nil, fmt.Errorf("adding Job handler: %w", err)
+		}
+	}
 	if deps.ConfigMaps != nil {
 		if _, err := deps.ConfigMaps.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.onConfigMap(ctx, nil, obj) },
@@ -277,7 +309,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 func (c *Controller) gaugeSnapshot() gaugeSnapshot {
 	pending, oldest := c.tracker.pending(c.now())
 	paused, _ := c.clusterPaused()
-	return gaugeSnapshot{records: c.store.Len(), pending: pending, oldest: oldest, paused: paused, dryRun: c.cfg.DryRun}
+	return gaugeSnapshot{records: c.store.Len(), pending: pending, oldest: oldest, paused: paused, dryRun: c.cfg.DryRun, jobs: c.jobTracker.counts()}
 }
 
 func indexByController(obj any) ([]string, error) {
@@ -319,6 +351,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	defer c.queue.ShutDown()
 	defer c.statusQueue.ShutDown()
+	defer c.jobQueue.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return errors.New("caches did not sync before shutdown")
 	}
@@ -356,6 +389,10 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	})
 	wg.Go(func() {
+		for c.processNextJob(ctx) {
+		}
+	})
+	wg.Go(func() {
 		t := time.NewTicker(c.cfg.ResyncInterval)
 		defer t.Stop()
 		for {
@@ -370,6 +407,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	<-ctx.Done()
 	c.queue.ShutDown()
 	c.statusQueue.ShutDown()
+	c.jobQueue.ShutDown()
 	wg.Wait()
 	logger.Info("Updater stopped")
 	return nil
@@ -393,8 +431,8 @@ func (c *Controller) loadRecords(ctx context.Context) error {
 	return nil
 }
 
-// Resync queues the pods and the condition of every InPlace VPA, and
-// forgets records of pods that no longer exist.
+// Resync queues the pods, the Jobs and the condition of every InPlace VPA,
+// and forgets records of pods and Jobs that no longer exist.
 func (c *Controller) Resync(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	vpas, err := c.vpas.List(labels.Everything())
@@ -405,6 +443,7 @@ func (c *Controller) Resync(ctx context.Context) {
 	for _, vpa := range vpas {
 		if isInPlace(vpa) {
 			c.enqueueVPAPods(ctx, vpa)
+			c.enqueueVPAJobs(vpa)
 		}
 		if isInPlace(vpa) || hasCondition(vpa) {
 			c.enqueueStatus(vpa)
@@ -412,18 +451,18 @@ func (c *Controller) Resync(ctx context.Context) {
 	}
 	forgotten := c.CleanupRecords()
 	if len(forgotten) > 0 {
-		logger.V(2).Info("Forgot records of pods that no longer exist", "count", len(forgotten))
+		logger.V(2).Info("Forgot records of pods and Jobs that no longer exist", "count", len(forgotten))
 	}
 }
 
-// CleanupRecords forgets the records of pods that are no longer in the
-// cache and returns their UIDs.
+// CleanupRecords forgets the records of pods and Jobs that are no longer in
+// the cache and returns their UIDs.
 func (c *Controller) CleanupRecords() []types.UID {
 	pods, err := c.pods.List(labels.Everything())
 	if err != nil {
 		return nil
 	}
-	live := sets.New[types.UID]()
+	live := sets.New[types.UID](c.liveJobs()...)
 	for _, p := range pods {
 		live.Insert(p.UID)
 	}
@@ -840,6 +879,11 @@ func (c *Controller) onVPA(ctx context.Context, oldObj, obj any) {
 		c.mu.Unlock()
 	}
 	c.enqueueVPAPods(ctx, vpa)
+	c.enqueueVPAJobs(vpa)
+	if isUpdate && old.Spec.TargetRef != nil && !apiequality.Semantic.DeepEqual(old.Spec.TargetRef, vpa.Spec.TargetRef) {
+		// The Jobs it no longer targets are looked at again.
+		c.enqueueVPAJobs(old)
+	}
 }
 
 func (c *Controller) onVPADelete(obj any) {
@@ -854,6 +898,8 @@ func (c *Controller) onVPADelete(obj any) {
 	// The VPA's records went with its annotation.
 	c.store.ForgetOwner(ownerOf(vpa))
 	c.tracker.forgetVPA(vpaKey(vpa))
+	c.jobTracker.forgetVPA(vpaKey(vpa))
+	c.enqueueVPAJobs(vpa)
 	c.mu.Lock()
 	c.gateOffLogged.Delete(vpa.UID)
 	delete(c.recommendationSeen, vpa.UID)

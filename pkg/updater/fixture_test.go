@@ -2,6 +2,7 @@ package updater
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -50,6 +53,21 @@ type labelResolver struct {
 func (r labelResolver) VPAForPod(_ context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error) {
 	for _, v := range r.vpas(pod.Namespace) {
 		if pod.Labels["app"] == v.Spec.TargetRef.Name {
+			return v, nil
+		}
+	}
+	return nil, nil
+}
+
+// VPAForJob matches a Job to the VPA of its namespace naming its controller
+// (the Job, or the CronJob controlling it), as pkg/target does.
+func (r labelResolver) VPAForJob(_ context.Context, job *batchv1.Job) (*vpatypes.VerticalPodAutoscaler, error) {
+	kind, name, ok := target.JobController(job)
+	if !ok {
+		return nil, nil
+	}
+	for _, v := range r.vpas(job.Namespace) {
+		if target.TargetsBatch(v, kind, name) {
 			return v, nil
 		}
 	}
@@ -107,6 +125,8 @@ func (r *eventRecorder) Event(obj runtime.Object, eventType, reason, message str
 		e.kind, e.name = "Pod", o.Name
 	case *vpatypes.VerticalPodAutoscaler:
 		e.kind, e.name = "VerticalPodAutoscaler", o.Name
+	case *batchv1.Job:
+		e.kind, e.name = "Job", o.Name
 	default:
 		e.kind = fmt.Sprintf("%T", obj)
 	}
@@ -198,14 +218,18 @@ type fixtureOpts struct {
 	// store replaces the store (durable is then ignored).
 	store             infeasible.Store
 	statusMinInterval time.Duration
-	// resolveDelay slows down every VPAForPod call (a loaded API server or
-	// a large cluster, where a pass over the pods takes a while).
-	resolveDelay time.Duration
+	// jobs are created with the pods.
+	jobs []*batchv1.Job
+	// serverMinor is the API server's minor version (default 37).
+	serverMinor int
+	// wrapResolver, when set, wraps the fixture's resolver.
+	wrapResolver func(Resolver) Resolver
 	// resolver replaces the label resolver, built on the VPA lister.
 	resolver func(vpalisters.VerticalPodAutoscalerLister) Resolver
 }
 
-// slowResolver delays VPAForPod.
+// slowResolver delays VPAForPod (a loaded API server or a large cluster,
+// where a pass over the pods takes a while).
 type slowResolver struct {
 	Resolver
 	delay time.Duration
@@ -221,6 +245,9 @@ func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAu
 	var kubeObjs, vpaObjs []runtime.Object
 	for _, p := range pods {
 		kubeObjs = append(kubeObjs, p)
+	}
+	for _, j := range o.jobs {
+		kubeObjs = append(kubeObjs, j)
 	}
 	for _, v := range vpas {
 		vpaObjs = append(vpaObjs, v)
@@ -249,6 +276,39 @@ func bumpResourceVersions(kube *kubefake.Clientset) {
 		pod.ResourceVersion = strconv.Itoa(version)
 		mu.Unlock()
 		return true, pod, tracker.Update(a.GetResource(), pod, pod.Namespace)
+	})
+	// Job patches carry the resourceVersion they were decided on: refuse a
+	// stale one with a conflict, and bump it (and the generation, for the
+	// template) on success, as the API server does.
+	kube.PrependReactor("patch", "jobs", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		pa := a.(clienttesting.PatchAction)
+		current, err := tracker.Get(a.GetResource(), pa.GetNamespace(), pa.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		var sent struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(pa.GetPatch(), &sent); err != nil {
+			return true, nil, err
+		}
+		if rv := current.(*batchv1.Job).ResourceVersion; sent.Metadata.ResourceVersion != "" && sent.Metadata.ResourceVersion != rv {
+			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), pa.GetName(), fmt.Errorf("resourceVersion %s, not %s", rv, sent.Metadata.ResourceVersion))
+		}
+		handled, obj, err := patch(a)
+		job, ok := obj.(*batchv1.Job)
+		if err != nil || !ok {
+			return handled, obj, err
+		}
+		mu.Lock()
+		version++
+		job = job.DeepCopy()
+		job.ResourceVersion = strconv.Itoa(version)
+		job.Generation++
+		mu.Unlock()
+		return true, job, tracker.Update(a.GetResource(), job, job.Namespace)
 	})
 }
 
@@ -300,6 +360,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 			return l
 		}},
 		Calculator:  recommendation.NewCalculator(limitrange.NewNoopLimitsCalculator()),
+		Jobs:        kubeFactory.Batch().V1().Jobs(),
 		Store:       f.store,
 		Recorder:    f.recorder,
 		FeatureGate: gate,
@@ -309,11 +370,14 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	if o.resolver != nil {
 		deps.Resolver = o.resolver(vpaLister)
 	}
-	if o.resolveDelay > 0 {
-		deps.Resolver = slowResolver{Resolver: deps.Resolver, delay: o.resolveDelay}
+	if o.wrapResolver != nil {
+		deps.Resolver = o.wrapResolver(deps.Resolver)
+	}
+	if o.serverMinor == 0 {
+		o.serverMinor = 37
 	}
 	cfg := Config{
-		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: 37,
+		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: o.serverMinor,
 		DryRun: o.dryRun, DeferredWarningAfter: o.deferredWarningAfter, StatusMinInterval: o.statusMinInterval,
 	}
 	if o.watchConfigMap {

@@ -28,14 +28,21 @@ const (
 	MetricAPIErrors         = "vpa_inplace_updater_api_errors_total"
 	MetricPaused            = "vpa_inplace_updater_paused"
 	MetricDryRun            = "vpa_inplace_updater_dry_run"
+	MetricJobDecisions      = "vpa_inplace_updater_job_template_decisions_total"
+	MetricJobWrites         = "vpa_inplace_updater_job_template_writes_total"
+	MetricSuspendedJobs     = "vpa_inplace_updater_suspended_jobs"
 )
+
+// jobOutcomeWithheld is the outcome label of a Job template write that was
+// due but not sent (--dry-run, or paused).
+const jobOutcomeWithheld = "Withheld"
 
 // failureKubeletInfeasible is the failure reason of a resize the API server
 // accepted and the kubelet then marked Infeasible.
 const failureKubeletInfeasible = "KubeletInfeasible"
 
-// Metrics are the updater's Prometheus metrics. None is labelled per pod
-// or per VPA.
+// Metrics are the updater's Prometheus metrics. None is labelled per pod,
+// per Job or per VPA.
 type Metrics struct {
 	decisions        *prometheus.CounterVec
 	decisionDuration prometheus.Histogram
@@ -45,6 +52,8 @@ type Metrics struct {
 	withheld         *prometheus.CounterVec
 	recommendation   prometheus.Histogram
 	apiErrors        *prometheus.CounterVec
+	jobDecisions     *prometheus.CounterVec
+	jobWrites        *prometheus.CounterVec
 	gauges           *gaugeCollector
 }
 
@@ -55,6 +64,7 @@ type gaugeSnapshot struct {
 	oldest  map[PodState]time.Duration
 	paused  bool
 	dryRun  bool
+	jobs    map[JobState]int
 }
 
 // NewMetrics creates the metrics and registers them on reg. The gauges read
@@ -90,9 +100,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricAPIErrors, Help: "Failed requests to the Kubernetes API server, by HTTP status code (\"error\" when no response came) and method.",
 		}, []string{"code", "method"}),
+		jobDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricJobDecisions, Help: "Decisions taken for the pod templates of suspended Jobs, by action and reason.",
+		}, []string{"action", "reason"}),
+		jobWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricJobWrites,
+			Help: "Writes of recommendations into suspended Jobs' pod templates, by outcome: Accepted, Rejected (refused for good, recorded), Conflict, Gone, Transient (retried), Withheld (dry run or paused, not sent).",
+		}, []string{"outcome"}),
 		gauges: newGaugeCollector(),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.decisionDuration, m.sent, m.completed, m.failures, m.withheld, m.recommendation, m.apiErrors, m.gauges} {
+	for _, c := range []prometheus.Collector{m.decisions, m.decisionDuration, m.sent, m.completed, m.failures, m.withheld, m.recommendation, m.apiErrors, m.jobDecisions, m.jobWrites, m.gauges} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -129,6 +146,20 @@ func (m *Metrics) settled(outcome string) {
 	case outcomeKubeletInfeasible:
 		m.failures.WithLabelValues(failureKubeletInfeasible).Inc()
 	}
+}
+
+func (m *Metrics) jobDecided(d resize.JobDecision) {
+	if m == nil {
+		return
+	}
+	m.jobDecisions.WithLabelValues(string(d.Action), string(d.Reason)).Inc()
+}
+
+func (m *Metrics) jobWritten(outcome string) {
+	if m == nil {
+		return
+	}
+	m.jobWrites.WithLabelValues(outcome).Inc()
 }
 
 func (m *Metrics) withheldResize(reason string) {
@@ -189,12 +220,13 @@ type gaugeCollector struct {
 	oldest  *prometheus.Desc
 	paused  *prometheus.Desc
 	dryRun  *prometheus.Desc
+	jobs    *prometheus.Desc
 }
 
 func newGaugeCollector() *gaugeCollector {
 	return &gaugeCollector{
 		records: prometheus.NewDesc(MetricInfeasibleRecords,
-			"Pods whose last resize attempt is recorded as infeasible or invalid.", nil, nil),
+			"Pods whose last resize attempt is recorded as infeasible or invalid, and suspended Jobs whose pod template update is recorded as refused.", nil, nil),
 		pending: prometheus.NewDesc(MetricPodsPending,
 			"Pods of InPlace VPAs whose recommendation waits to be applied, by state: Deferred (by the kubelet), InProgress, Error, DisruptionBudget, Withheld (dry run or paused).",
 			[]string{"state"}, nil),
@@ -205,12 +237,15 @@ func newGaugeCollector() *gaugeCollector {
 			"1 while resizing is paused cluster-wide by the updater's ConfigMap.", nil, nil),
 		dryRun: prometheus.NewDesc(MetricDryRun,
 			"1 when the updater runs with --dry-run.", nil, nil),
+		jobs: prometheus.NewDesc(MetricSuspendedJobs,
+			"Suspended Jobs of InPlace VPAs, by state: TemplateUpToDate, Waiting (not mutable yet), Withheld, Rejected, Error, NoRecommendation.",
+			[]string{"state"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (g *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{g.records, g.pending, g.oldest, g.paused, g.dryRun} {
+	for _, d := range []*prometheus.Desc{g.records, g.pending, g.oldest, g.paused, g.dryRun, g.jobs} {
 		ch <- d
 	}
 }
@@ -228,6 +263,9 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(g.paused, prometheus.GaugeValue, boolFloat(s.paused))
 	ch <- prometheus.MustNewConstMetric(g.dryRun, prometheus.GaugeValue, boolFloat(s.dryRun))
+	for _, state := range jobStates {
+		ch <- prometheus.MustNewConstMetric(g.jobs, prometheus.GaugeValue, float64(s.jobs[state]), string(state))
+	}
 }
 
 func boolFloat(b bool) float64 {

@@ -55,6 +55,8 @@ func TestMetricNamesFollowConventions(t *testing.T) {
 	m.failures.WithLabelValues("NodeCapacity")
 	m.withheld.WithLabelValues(withheldDryRun)
 	m.apiErrors.WithLabelValues("500", "GET")
+	m.jobDecisions.WithLabelValues("Patch", "JobTemplateUpdate")
+	m.jobWrites.WithLabelValues("Accepted")
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	seen := map[string]bool{}
@@ -64,7 +66,7 @@ func TestMetricNamesFollowConventions(t *testing.T) {
 		assert.True(t, strings.HasPrefix(name, "vpa_inplace_updater_"), name)
 		for _, m := range fam.GetMetric() {
 			for _, l := range m.GetLabel() {
-				assert.NotContains(t, []string{"pod", "vpa", "namespace"}, l.GetName(), "%s: no per-pod or per-VPA labels", name)
+				assert.NotContains(t, []string{"pod", "vpa", "namespace", "job"}, l.GetName(), "%s: no per-pod, per-Job or per-VPA labels", name)
 			}
 		}
 		switch fam.GetType().String() {
@@ -76,7 +78,8 @@ func TestMetricNamesFollowConventions(t *testing.T) {
 			assert.True(t, strings.HasSuffix(name, "_seconds"), name)
 		}
 	}
-	for _, name := range []string{MetricResizesSent, MetricInfeasibleRecords, MetricPodsPending, MetricOldestPending, MetricDecisionDuration, MetricRecommendationLag} {
+	for _, name := range []string{MetricResizesSent, MetricInfeasibleRecords, MetricPodsPending, MetricOldestPending, MetricDecisionDuration, MetricRecommendationLag,
+		MetricJobDecisions, MetricJobWrites, MetricSuspendedJobs} {
 		assert.True(t, seen[name], "%s is exposed", name)
 	}
 }

@@ -61,6 +61,7 @@ func (c *Controller) syncStatus(ctx context.Context, key string) error {
 	if isInPlace(vpa) {
 		cond := blockedCondition(summary{
 			pods:    c.tracker.podsOf(key),
+			jobs:    c.jobTracker.jobsOf(key),
 			paused:  c.pausedWhy(vpa),
 			gateOff: !c.gate.Enabled(features.InPlace),
 			dryRun:  c.cfg.DryRun,

@@ -284,7 +284,9 @@ func TestFirstConditionWaitsForTheFirstPass(t *testing.T) {
 	}
 	// Six pods at 300 ms each with one worker: the pass takes longer than
 	// the condition's own delay (statusDelay).
-	f := newFixture(t, pods, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "100Mi")}, fixtureOpts{resolveDelay: 300 * time.Millisecond})
+	f := newFixture(t, pods, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "100Mi")}, fixtureOpts{
+		wrapResolver: func(r Resolver) Resolver { return slowResolver{Resolver: r, delay: 300 * time.Millisecond} },
+	})
 	f.run()
 	require.Eventually(t, func() bool { return len(f.statusWrites()) > 0 }, waitFor, every)
 	time.Sleep(2 * statusDelay)

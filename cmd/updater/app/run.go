@@ -142,6 +142,7 @@ func Run(ctx context.Context, o *Options) error {
 		Pods:        podFactory.Core().V1().Pods(),
 		VPAs:        vpaInformer,
 		ConfigMaps:  killSwitch.informer,
+		Jobs:        factory.Batch().V1().Jobs(),
 		Resolver:    resolver,
 		Calculator:  recommendation.NewCalculator(limitRanges),
 		Store:       store,

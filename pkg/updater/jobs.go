@@ -1,0 +1,368 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/features"
+	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+)
+
+// Suspended Jobs (KEP-5440). For a VPA in InPlace mode whose target is a Job,
+// or a CronJob that controls Jobs, the recommendation is written into the pod
+// template of each Job while the Job is suspended and has no active pod, so
+// that its pods start with it when the Job resumes. Running pods of Jobs are
+// resized in place like any other pods; this covers the pods not created
+// yet.
+//
+// A Job travels: Job informer event (or its VPA's) -> job queue -> syncJob ->
+// resize.DecideJob (pure, version-specific rules) -> one strategic merge patch
+// of the Job -> the outcome is reported: an event on the Job, metrics, and the
+// VPA's InPlaceResizeBlocked condition. A refusal by the API server (the gate
+// MutablePodResourcesForSuspendedJobs off, Kubernetes 1.34 and earlier, an
+// admission policy) is recorded in the infeasible store under the Job's UID,
+// with the values and the Job's generation, and is reported once (a warning
+// event on the Job and on the VPA, and the condition). It is not sent again
+// until the recommendation or the Job's spec changes. The store is the
+// durable one (the VPA annotation): a restart or a new leader neither sends
+// the refused write again nor repeats the warning.
+//
+// The Jobs' informer is the one target resolution already runs (the shared
+// factory of well-known controllers): watching Jobs costs no extra watch.
+
+// Event reasons on Jobs (the rejected one also goes on the VPA).
+const (
+	// EventJobTemplateUpdated: the recommendation was written into a
+	// suspended Job's pod template.
+	EventJobTemplateUpdated = "InPlaceJobTemplateUpdated"
+	// EventJobTemplateRejected: the API server refused to change the Job's
+	// pod template (or cannot, on Kubernetes 1.34 and earlier); not retried
+	// until the recommendation or the Job changes.
+	EventJobTemplateRejected = "InPlaceJobTemplateRejected"
+	// EventJobTemplateWithheld: a template write is due but not sent
+	// (--dry-run, or paused); once per Job and target.
+	EventJobTemplateWithheld = "InPlaceJobTemplateWithheld"
+)
+
+// jobCronJobIndex indexes Jobs by "namespace/name" of the CronJob that
+// controls them.
+const jobCronJobIndex = "vpa-inplace/cronjob"
+
+func indexJobByCronJob(obj any) ([]string, error) {
+	job, ok := obj.(*batchv1.Job)
+	if !ok {
+		return nil, nil
+	}
+	if kind, name, ok := target.JobController(job); ok && kind == "CronJob" {
+		return []string{job.Namespace + "/" + name}, nil
+	}
+	return nil, nil
+}
+
+// onJob queues a Job that is or was suspended when something the decision
+// depends on may have changed. Running Jobs are left to the pod path.
+func (c *Controller) onJob(logger klog.Logger, oldObj, obj any) {
+	job, ok := obj.(*batchv1.Job)
+	if !ok || c.ignored.Has(job.Namespace) {
+		return
+	}
+	old, isUpdate := oldObj.(*batchv1.Job)
+	switch {
+	case resize.IsSuspended(job):
+	case isUpdate && resize.IsSuspended(old):
+	default:
+		return
+	}
+	if isUpdate && !relevantJobChange(old, job) {
+		return
+	}
+	key, err := cache.MetaNamespaceKeyFunc(job)
+	if err != nil {
+		logger.Error(err, "Cannot key Job")
+		return
+	}
+	c.jobQueue.Add(key)
+}
+
+// relevantJobChange reports whether an update of a Job may change its
+// decision: its spec (suspend, template), active pods, start time or
+// conditions.
+func relevantJobChange(old, job *batchv1.Job) bool {
+	if old.ResourceVersion == job.ResourceVersion {
+		return false
+	}
+	return old.Generation != job.Generation || old.Status.Active != job.Status.Active ||
+		(old.Status.StartTime == nil) != (job.Status.StartTime == nil) ||
+		(old.DeletionTimestamp == nil) != (job.DeletionTimestamp == nil) ||
+		!apiequality.Semantic.DeepEqual(old.Spec, job.Spec) ||
+		!apiequality.Semantic.DeepEqual(jobConditions(old), jobConditions(job))
+}
+
+func jobConditions(job *batchv1.Job) map[batchv1.JobConditionType]corev1.ConditionStatus {
+	out := map[batchv1.JobConditionType]corev1.ConditionStatus{}
+	for _, c := range job.Status.Conditions {
+		out[c.Type] = c.Status
+	}
+	return out
+}
+
+func (c *Controller) onJobDelete(logger klog.Logger, obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	job, ok := obj.(*batchv1.Job)
+	if !ok {
+		return
+	}
+	if c.store.Delete(job.UID) {
+		logger.V(4).Info("Forgot record of deleted Job", "job", klog.KObj(job))
+	}
+	c.untrackJob(job.UID)
+}
+
+// enqueueVPAJobs queues the Jobs a VPA may control: the Job it names, or the
+// Jobs of the CronJob it names.
+func (c *Controller) enqueueVPAJobs(vpa *vpatypes.VerticalPodAutoscaler) {
+	if c.jobs == nil || c.ignored.Has(vpa.Namespace) || vpa.Spec.TargetRef == nil {
+		return
+	}
+	name := vpa.Spec.TargetRef.Name
+	switch {
+	case target.TargetsBatch(vpa, "Job", name):
+		c.jobQueue.Add(vpa.Namespace + "/" + name)
+	case target.TargetsBatch(vpa, "CronJob", name):
+		objs, err := c.jobIdx.ByIndex(jobCronJobIndex, vpa.Namespace+"/"+name)
+		if err != nil {
+			return
+		}
+		for _, obj := range objs {
+			if job, ok := obj.(*batchv1.Job); ok {
+				c.jobQueue.Add(job.Namespace + "/" + job.Name)
+			}
+		}
+	}
+}
+
+func (c *Controller) processNextJob(ctx context.Context) bool {
+	key, shutdown := c.jobQueue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.jobQueue.Done(key)
+	err := c.syncJob(ctx, key)
+	if err == nil {
+		c.jobQueue.Forget(key)
+		return true
+	}
+	klog.FromContext(ctx).V(2).Info("Will retry Job", "job", key, "err", err, "retries", c.jobQueue.NumRequeues(key))
+	c.jobQueue.AddRateLimited(key)
+	return true
+}
+
+// syncJob handles one Job: read the caches, decide, act, report. A returned
+// error is retried with backoff; refusals are recorded instead.
+func (c *Controller) syncJob(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	job, err := c.jobs.Jobs(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil // onJobDelete forgot it
+	}
+	if err != nil {
+		return fmt.Errorf("reading Job from cache: %w", err)
+	}
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "job", klog.KObj(job))
+	ctx = klog.NewContext(ctx, logger)
+
+	// Only suspended Jobs are handled. A resumed Job's record no longer
+	// holds: resuming changed its generation.
+	if !resize.IsSuspended(job) || job.DeletionTimestamp != nil {
+		c.forgetJob(job.UID)
+		return nil
+	}
+	vpa, err := c.resolver.VPAForJob(ctx, job)
+	if err != nil {
+		return fmt.Errorf("finding the Job's VPA: %w", err)
+	}
+	if vpa == nil || !isInPlace(vpa) {
+		// The record is kept: no VPA may also mean one whose target cannot
+		// be resolved for a while (caches still syncing after a restart).
+		// It goes with the Job, with its VPA, or when the Job resumes.
+		c.untrackJob(job.UID)
+		return nil
+	}
+	if !c.gate.Enabled(features.InPlace) {
+		c.logGateOffOnce(logger, vpa)
+		c.untrackJob(job.UID)
+		return nil
+	}
+	now := c.now()
+	if c.jobTracker.cacheBehind(job.UID, job.ResourceVersion, now) {
+		logger.V(4).Info("Cache has not seen the template write yet; waiting for the Job's update")
+		return nil
+	}
+	desired, err := c.calc.ForPod(resize.PodFromJobTemplate(job), vpa)
+	if err != nil {
+		c.reportJob(job, vpa, jobStatus{state: JobError, message: "cannot compute what the template should get: " + err.Error()})
+		return fmt.Errorf("computing recommendation: %w", err)
+	}
+	record, _ := c.store.Get(job.UID)
+	d := resize.DecideJob(resize.JobInput{
+		Job:         job,
+		Desired:     desired,
+		Record:      record,
+		Threshold:   c.cfg.Threshold,
+		ServerMinor: c.cfg.ServerMinor,
+	})
+	c.metrics.jobDecided(d)
+	logger.V(2).Info("Decided", "vpa", klog.KObj(vpa), "action", d.Action, "reason", d.Reason, "message", d.Message)
+	st, err := c.actJob(ctx, job, vpa, d)
+	if st != nil {
+		c.reportJob(job, vpa, *st)
+	}
+	return err
+}
+
+// actJob carries out a Job decision and returns the Job's resulting state
+// (nil when the Job is no longer tracked).
+func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, d resize.JobDecision) (*jobStatus, error) {
+	logger := klog.FromContext(ctx)
+	if d.ClearRecord {
+		c.store.Delete(job.UID)
+	}
+	if d.NewRecord != nil {
+		d.NewRecord.RecordedAt = c.now()
+		c.store.Put(ownerOf(vpa), job.UID, d.NewRecord)
+		c.reportJobRecord(ctx, job, vpa, d.NewRecord)
+	}
+	switch d.Reason {
+	case resize.ReasonJobNotSuspended, resize.ReasonJobFinished:
+		c.untrackJob(job.UID)
+		return nil, nil
+	case resize.ReasonNoRecommendation:
+		return &jobStatus{state: JobNoRecommendation, message: d.Message}, nil
+	case resize.ReasonUpToDate, resize.ReasonBelowThreshold:
+		return &jobStatus{state: JobTemplateUpToDate}, nil
+	case resize.ReasonJobNotMutableYet:
+		return &jobStatus{state: JobWaiting, message: d.Message}, nil
+	}
+	if d.Action != resize.ActionPatch {
+		if record, ok := c.store.Get(job.UID); ok {
+			return rejectedStatus(record), nil
+		}
+		return &jobStatus{state: JobWaiting, message: d.Message}, nil
+	}
+
+	if reason, why := c.withheld(vpa); reason != "" {
+		c.metrics.jobWritten(jobOutcomeWithheld)
+		logger.V(2).Info("Job template write not sent", "target", d.Target.String(), "why", why)
+		return &jobStatus{state: JobWithheld, values: d.Target.String(), message: why}, nil
+	}
+
+	_, err := c.client.BatchV1().Jobs(job.Namespace).Patch(ctx, job.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{})
+	outcome := resize.ClassifyJobPatchError(err)
+	c.metrics.jobWritten(string(outcome))
+	switch outcome {
+	case resize.OutcomeAccepted:
+		now := c.now()
+		logger.Info("Job template updated", "vpa", klog.KObj(vpa), "target", d.Target.String())
+		c.recorder.Eventf(job, corev1.EventTypeNormal, EventJobTemplateUpdated,
+			"Pod template resources set to %s while suspended (VPA %s); pods created on resume get them", d.Target.String(), vpa.Name)
+		// Reported here, before markSent, which needs the Job's entry.
+		c.reportJob(job, vpa, jobStatus{state: JobTemplateUpToDate})
+		c.jobTracker.markSent(job.UID, job.ResourceVersion, now)
+		return nil, nil
+	case resize.OutcomeRejected:
+		r := &infeasible.Record{Kind: infeasible.KindJobRejected, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now(), Generation: job.Generation}
+		c.store.Put(ownerOf(vpa), job.UID, r)
+		c.reportJobRecord(ctx, job, vpa, r)
+		return rejectedStatus(r), nil
+	case resize.OutcomeGone:
+		c.untrackJob(job.UID)
+		return nil, nil
+	case resize.OutcomeConflict:
+		// The Job changed since the cache was read (resumed, new status):
+		// decided again on the new version, with backoff.
+		return nil, fmt.Errorf("job template patch: %w", err)
+	default:
+		err = fmt.Errorf("job template patch (%s): %w", outcome, err)
+		return &jobStatus{state: JobError, message: err.Error()}, err
+	}
+}
+
+func rejectedStatus(r *infeasible.Record) *jobStatus {
+	return &jobStatus{state: JobRejected, since: r.RecordedAt, values: r.Attempted.String(), message: r.Message, kind: r.Kind}
+}
+
+// reportJob remembers a Job's state and queues its VPA's condition when it
+// changed; it sends the withheld event once per target.
+func (c *Controller) reportJob(job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, st jobStatus) {
+	st.vpa, st.name = vpaKey(vpa), job.Name
+	for _, key := range c.jobTracker.set(job.UID, st, c.now()) {
+		c.statusQueue.AddAfter(key, statusDelay)
+	}
+	if st.state == JobWithheld && c.jobTracker.withheldOnce(job.UID, st.values) {
+		c.recorder.Eventf(job, corev1.EventTypeNormal, EventJobTemplateWithheld,
+			"Would set the pod template resources to %s while suspended; not sent: %s", st.values, st.message)
+	}
+}
+
+// reportJobRecord logs and emits the warnings, on the Job and on its VPA, for
+// a newly recorded refusal.
+func (c *Controller) reportJobRecord(ctx context.Context, job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, r *infeasible.Record) {
+	klog.FromContext(ctx).Info("Job template update refused; recorded", "vpa", klog.KObj(vpa), "kind", r.Kind,
+		"attempted", r.Attempted.String(), "generation", r.Generation, "message", r.Message)
+	c.recorder.Eventf(job, corev1.EventTypeWarning, EventJobTemplateRejected,
+		"Pod template resources cannot be set to %s while suspended (%s: %s); not retried until the recommendation or the Job changes",
+		r.Attempted.String(), r.Kind, r.Message)
+	c.recorder.Eventf(vpa, corev1.EventTypeWarning, EventJobTemplateRejected,
+		"Job %s: pod template resources cannot be set to %s while suspended (%s: %s); not retried until the recommendation or the Job changes",
+		job.Name, r.Attempted.String(), r.Kind, r.Message)
+}
+
+// forgetJob drops a Job's record and state: it is no longer a suspended Job
+// of an InPlace VPA.
+func (c *Controller) forgetJob(uid types.UID) {
+	c.store.Delete(uid)
+	c.untrackJob(uid)
+}
+
+// untrackJob forgets a Job's state and queues its VPA's condition.
+func (c *Controller) untrackJob(uid types.UID) {
+	if key, ok := c.jobTracker.forget(uid); ok {
+		c.statusQueue.AddAfter(key, statusDelay)
+	}
+}
+
+// liveJobs returns the UIDs of the Jobs in the cache (for the cleanup of
+// records).
+func (c *Controller) liveJobs() []types.UID {
+	if c.jobs == nil {
+		return nil
+	}
+	jobs, err := c.jobs.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	out := make([]types.UID, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, j.UID)
+	}
+	return out
+}

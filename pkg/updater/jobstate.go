@@ -1,0 +1,210 @@
+package updater
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+)
+
+// JobState is where a suspended Job of an InPlace VPA stands with its
+// recommendation, as the VPA condition and the metrics report it. Only
+// suspended Jobs are tracked: once resumed, their pods are.
+type JobState string
+
+const (
+	// JobTemplateUpToDate: the Job's pod template has the recommendation
+	// (written by the updater, or already there).
+	JobTemplateUpToDate JobState = "TemplateUpToDate"
+	// JobWaiting: the API server does not accept the change yet (pods of the
+	// Job still active, Suspended condition not yet True). The Job's next
+	// status update brings it back.
+	JobWaiting JobState = "Waiting"
+	// JobWithheld: a template write is due but not sent (--dry-run, or
+	// paused).
+	JobWithheld JobState = "Withheld"
+	// JobRejected: recorded; the API server refused the write (or would,
+	// whatever the values); not sent again until the recommendation or the
+	// Job's spec changes.
+	JobRejected JobState = "Rejected"
+	// JobError: the write failed and is retried with backoff.
+	JobError JobState = "Error"
+	// JobNoRecommendation: the VPA recommends nothing for the template's
+	// containers.
+	JobNoRecommendation JobState = "NoRecommendation"
+)
+
+// jobStates lists the states in the order metrics and the condition show them.
+var jobStates = []JobState{JobTemplateUpToDate, JobWaiting, JobWithheld, JobRejected, JobError, JobNoRecommendation}
+
+// jobStatus is what is reported about one Job.
+type jobStatus struct {
+	vpa   string // namespace/name of the Job's VPA
+	name  string
+	state JobState
+	// since is when the Job entered this state.
+	since   time.Time
+	message string
+	// values are the recorded values (Rejected) or the target (Withheld).
+	values string
+	kind   infeasible.Kind
+}
+
+func (a jobStatus) equal(b jobStatus) bool {
+	return a.vpa == b.vpa && a.name == b.name && a.state == b.state && a.since.Equal(b.since) &&
+		a.message == b.message && a.values == b.values && a.kind == b.kind
+}
+
+type jobEntry struct {
+	jobStatus
+	// withheldFor is the target a withheld event was sent for.
+	withheldFor string
+	// sentFrom is the resourceVersion of the Job a write was decided on,
+	// sentAt when it was accepted: while the cache still holds that version,
+	// it has not seen the write.
+	sentFrom string
+	sentAt   time.Time
+}
+
+// jobTracker remembers the state of every suspended Job of an InPlace VPA,
+// grouped by VPA.
+type jobTracker struct {
+	mu    sync.Mutex
+	jobs  map[types.UID]*jobEntry
+	byVPA map[string]sets.Set[types.UID]
+}
+
+func newJobTracker() *jobTracker {
+	return &jobTracker{jobs: map[types.UID]*jobEntry{}, byVPA: map[string]sets.Set[types.UID]{}}
+}
+
+// set records a Job's status; a zero since keeps the time the Job entered
+// the state (now when it is new). It returns the VPAs whose summary changed.
+func (t *jobTracker) set(uid types.UID, st jobStatus, now time.Time) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, existed := t.jobs[uid]
+	if !existed {
+		e = &jobEntry{}
+		t.jobs[uid] = e
+	}
+	before := e.jobStatus
+	if st.since.IsZero() {
+		if existed && before.state == st.state && !before.since.IsZero() {
+			st.since = before.since
+		} else {
+			st.since = now
+		}
+	}
+	if existed && before.equal(st) {
+		return nil
+	}
+	if existed && before.vpa != st.vpa {
+		t.unindex(uid, before.vpa)
+	}
+	if t.byVPA[st.vpa] == nil {
+		t.byVPA[st.vpa] = sets.New[types.UID]()
+	}
+	t.byVPA[st.vpa].Insert(uid)
+	e.jobStatus = st
+	if st.state != JobWithheld {
+		e.withheldFor = ""
+	}
+	if existed && before.vpa != st.vpa {
+		return []string{before.vpa, st.vpa}
+	}
+	return []string{st.vpa}
+}
+
+func (t *jobTracker) unindex(uid types.UID, vpa string) {
+	if s := t.byVPA[vpa]; s != nil {
+		s.Delete(uid)
+		if s.Len() == 0 {
+			delete(t.byVPA, vpa)
+		}
+	}
+}
+
+// forget drops a Job and returns the VPA it was counted under.
+func (t *jobTracker) forget(uid types.UID) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.jobs[uid]
+	if !ok {
+		return "", false
+	}
+	delete(t.jobs, uid)
+	t.unindex(uid, e.vpa)
+	return e.vpa, true
+}
+
+// forgetVPA drops every Job counted under a VPA.
+func (t *jobTracker) forgetVPA(vpa string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for uid := range t.byVPA[vpa] {
+		delete(t.jobs, uid)
+	}
+	delete(t.byVPA, vpa)
+}
+
+// jobsOf returns the statuses of a VPA's Jobs, by name.
+func (t *jobTracker) jobsOf(vpa string) []jobStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]jobStatus, 0, t.byVPA[vpa].Len())
+	for uid := range t.byVPA[vpa] {
+		out = append(out, t.jobs[uid].jobStatus)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// counts returns the number of tracked Jobs in each state.
+func (t *jobTracker) counts() map[JobState]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[JobState]int{}
+	for _, e := range t.jobs {
+		out[e.state]++
+	}
+	return out
+}
+
+// withheldOnce reports whether the withheld event for target is still to be
+// sent, and marks it sent.
+func (t *jobTracker) withheldOnce(uid types.UID, target string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.jobs[uid]
+	if !ok || e.withheldFor == target {
+		return false
+	}
+	e.withheldFor = target
+	return true
+}
+
+// markSent remembers a write accepted for a Job decided at resourceVersion
+// fromVersion. Call it after set, which creates the entry.
+func (t *jobTracker) markSent(uid types.UID, fromVersion string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.jobs[uid]; ok {
+		e.sentFrom, e.sentAt = fromVersion, at
+	}
+}
+
+// cacheBehind reports whether the cached Job, at resourceVersion version,
+// predates a write the updater made: deciding on it would write again (and
+// fail on the resourceVersion). The Job's update event brings it back. After
+// maxCacheLag the cache is trusted again.
+func (t *jobTracker) cacheBehind(uid types.UID, version string, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.jobs[uid]
+	return ok && e.sentFrom != "" && e.sentFrom == version && now.Sub(e.sentAt) < maxCacheLag
+}
