@@ -30,6 +30,10 @@ const (
 	ReasonInvalid = "Invalid"
 	// ReasonInfeasible: a resize does not fit its node.
 	ReasonInfeasible = "Infeasible"
+	// ReasonMemoryLimitKept: memory limits are not lowered as recommended,
+	// because the memory in use (plus the margin) reaches them or the
+	// kubelet refused; the rest of the recommendation is applied.
+	ReasonMemoryLimitKept = "MemoryLimitKept"
 	// ReasonResizeError: the kubelet fails to apply a resize, or the resize
 	// patch keeps failing.
 	ReasonResizeError = "ResizeError"
@@ -97,6 +101,10 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 		blocked(ReasonInfeasible, fmt.Sprintf("Infeasible: %s cannot get %s (%s: %s); not retried until the recommendation asks for less%s.",
 			ps[0].name, ps[0].values, ps[0].kind, ps[0].message, more(ps)))
 	}
+	if ps := byState[PodMemoryLimitKept]; len(ps) > 0 {
+		blocked(ReasonMemoryLimitKept, fmt.Sprintf("Memory limit kept: %s runs with higher memory limits than recommended; %s or lower is not sent (%s: %s)%s.",
+			ps[0].name, ps[0].values, ps[0].kind, ps[0].message, more(ps)))
+	}
 	if ps := byState[PodError]; len(ps) > 0 {
 		blocked(ReasonResizeError, fmt.Sprintf("Error: %s: %s%s.", ps[0].name, ps[0].message, more(ps)))
 	}
@@ -154,6 +162,7 @@ func counts(pods []podStatus, byState map[PodState][]podStatus) string {
 		{PodDeferred, "deferred"},
 		{PodInfeasible, "infeasible"},
 		{PodInvalid, "invalid"},
+		{PodMemoryLimitKept, "with memory limits kept"},
 		{PodError, "in error"},
 		{PodNotRunning, "not running"},
 		{PodNoRecommendation, "without recommendation"},

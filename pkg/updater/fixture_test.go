@@ -31,6 +31,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
 // t0 is the fixtures' clock at start.
@@ -172,6 +173,7 @@ type fixture struct {
 	kube     *kubefake.Clientset
 	vpa      *vpafake.Clientset
 	store    infeasible.Store
+	memStore infeasible.Store
 	recorder *eventRecorder
 	clock    *fakeClock
 	ctrl     *Controller
@@ -196,6 +198,12 @@ type fixtureOpts struct {
 	// store replaces the store (durable is then ignored).
 	store             infeasible.Store
 	statusMinInterval time.Duration
+	// usage tells the memory in use by containers; nil: unknown.
+	usage usage.Source
+	// memoryMargin is --memory-limit-decrease-margin.
+	memoryMargin float64
+	// serverMinor is the API server's minor version (default 37).
+	serverMinor int
 }
 
 func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAutoscaler, o fixtureOpts) *fixture {
@@ -269,6 +277,13 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	default:
 		f.store = infeasible.NewMemoryStore()
 	}
+	f.memStore = infeasible.NewMemoryStore()
+	if o.durable {
+		f.memStore = infeasible.NewVPAStore(vpaClient.AutoscalingV1(), vpaLister, infeasible.VPAStoreConfig{AnnotationKey: infeasible.MemoryAnnotationKey})
+	}
+	if o.serverMinor == 0 {
+		o.serverMinor = 37
+	}
 	f.registry = prometheus.NewRegistry()
 	metrics, err := NewMetrics(f.registry)
 	require.NoError(t, err)
@@ -283,14 +298,17 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		}},
 		Calculator:  recommendation.NewCalculator(limitrange.NewNoopLimitsCalculator()),
 		Store:       f.store,
+		MemoryStore: f.memStore,
+		Usage:       o.usage,
 		Recorder:    f.recorder,
 		FeatureGate: gate,
 		Now:         f.clock.Now,
 		Metrics:     metrics,
 	}
 	cfg := Config{
-		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: 37,
+		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: o.serverMinor,
 		DryRun: o.dryRun, DeferredWarningAfter: o.deferredWarningAfter, StatusMinInterval: o.statusMinInterval,
+		MemoryLimitMargin: o.memoryMargin,
 	}
 	if o.watchConfigMap {
 		deps.ConfigMaps = systemFactory.Core().V1().ConfigMaps()
