@@ -187,6 +187,18 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 			action:    ActionWait, reason: ReasonResizeError, held: []string{"c"},
 		},
 		{
+			name: "kubelet refusal of an older generation, the resize sent again not yet taken up: wait, never sent twice",
+			pod: func() *corev1.Pod {
+				p := refused("200m", "50Mi", "200Mi")
+				p.Generation = 3
+				p.Status.Conditions[len(p.Status.Conditions)-1].ObservedGeneration = 2
+				return p
+			}(),
+			desired:   desire("200m", "50Mi", "100Mi"),
+			memRecord: memRecord(infeasible.KindMemoryLimitRefused, "100Mi"),
+			action:    ActionWait, reason: ReasonResizeError, held: []string{"c"},
+		},
+		{
 			name:      "kubelet refusal seen again after a restart (recorded, not yet answered): sent once more, not recorded twice",
 			pod:       refused("200m", "50Mi", "100Mi"),
 			desired:   desire("200m", "50Mi", "100Mi"),
@@ -314,6 +326,13 @@ func TestKubeletRefusalIsReadFromTheCondition(t *testing.T) {
 	}
 	other := burstable("100m", "100Mi", "200Mi").Running().Condition(corev1.PodResizeInProgress, corev1.PodReasonError, "unable to get pod cgroup memory config").Obj()
 	assert.Equal(t, StateError, ReadStatus(other).State)
+
+	current := refused("200m", "50Mi", "100Mi")
+	current.Status.Conditions[len(current.Status.Conditions)-1].ObservedGeneration = 2
+	assert.Equal(t, StateMemoryLimitRefused, ReadStatus(current).State, "a refusal of the spec there is")
+	stale := current.DeepCopy()
+	stale.Generation = 3
+	assert.Equal(t, StateError, ReadStatus(stale).State, "a refusal of an older spec: a resize sent since is not refused (yet)")
 }
 
 func TestNeedsMemoryUsage(t *testing.T) {

@@ -76,7 +76,10 @@ func ReadStatus(pod *corev1.Pod) Status {
 		}
 		if c.Reason == corev1.PodReasonError {
 			state := StateError
-			if IsMemoryLimitRefusal(c.Message) {
+			// A refusal is about the spec of the condition's generation. One
+			// about an older spec (a resize sent since, which the kubelet has
+			// not taken up yet) is not a refusal of the spec there is now.
+			if IsMemoryLimitRefusal(c.Message) && (c.ObservedGeneration == 0 || c.ObservedGeneration >= pod.Generation) {
 				state = StateMemoryLimitRefused
 			}
 			return Status{State: state, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}

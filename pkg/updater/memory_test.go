@@ -83,9 +83,11 @@ func (f *fixture) waitSpecCached(lim string) {
 	}, 10*time.Second, 10*time.Millisecond)
 }
 
+// refuse is the kubelet refusing the resize of generation 2.
 func refuse(p *corev1.Pod) {
+	p.Generation, p.Status.ObservedGeneration = 2, 2
 	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizeInProgress,
-		Status: corev1.ConditionTrue, Reason: corev1.PodReasonError, Message: kubeletRefusal})
+		Status: corev1.ConditionTrue, Reason: corev1.PodReasonError, Message: kubeletRefusal, ObservedGeneration: 2})
 }
 
 // actuate is the kubelet applying the spec: no resize condition, the status
@@ -98,6 +100,7 @@ func actuate(p *corev1.Pod) {
 		}
 	}
 	p.Status.Conditions = conditions
+	p.Status.ObservedGeneration = p.Generation
 	p.Status.ContainerStatuses[0].Resources = p.Spec.Containers[0].Resources.DeepCopy()
 	p.Status.ContainerStatuses[0].AllocatedResources = p.Spec.Containers[0].Resources.Requests.DeepCopy()
 }
@@ -145,11 +148,15 @@ func TestKubeletMemoryRefusalIsRecordedReportedAndNeverRepeated(t *testing.T) {
 	require.Eventually(t, func() bool { return f.getVPA("web").Annotations[infeasible.MemoryAnnotationKey] != "" }, 10*time.Second, 10*time.Millisecond,
 		"the memory record is durable")
 
-	// The kubelet has not yet seen the resize sent again; its Error stays.
+	// The kubelet has not yet taken up the resize sent again; its Error,
+	// about generation 2, stays. (The fake API server does not bump the
+	// generation of a resized pod; the real one does.)
 	f.waitSpecCached("200Mi")
+	f.kubelet(func(p *corev1.Pod) { p.Generation = 3 })
 	require.NoError(t, f.sync("p"))
 	require.NoError(t, f.sync("p"))
 	assert.Len(t, f.resizePatches(), 2, "never sent twice")
+	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.failures.WithLabelValues(failureKubeletMemory)), 0, "one refusal counted once")
 
 	// The kubelet applies it; the pod runs with the CPU change and its limit.
 	f.kubelet(actuate)
