@@ -209,6 +209,10 @@ def check_updater_rbac(c, where, objs):
         c.check(not allows(rules, "batch", "jobs", verb), f"{w} cannot {verb} jobs (patch only)")
     for verb in ("create", "update", "patch", "delete", "deletecollection"):
         c.check(not allows(rules, "batch", "cronjobs", verb), f"{w} cannot {verb} cronjobs")
+    for verb in ("get", "list"):
+        c.check(allows(rules, "metrics.k8s.io", "pods", verb), f"{w} can {verb} metrics.k8s.io/pods (memory in use)")
+    for verb in ("create", "update", "patch", "delete"):
+        c.check(not allows(rules, "metrics.k8s.io", "pods", verb), f"{w} cannot {verb} metrics.k8s.io/pods")
     for group in ("", "events.k8s.io"):
         for verb in ("create", "patch"):
             c.check(allows(rules, group, "events", verb), f"{w} can {verb} {group or 'core'} events")

@@ -11,8 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// AnnotationKey is the VPA annotation holding the records of the VPA's pods.
+// AnnotationKey is the VPA annotation holding the infeasible and invalid
+// records of the VPA's pods.
 const AnnotationKey = "vpa-inplace.dev/infeasible-attempts"
+
+// MemoryAnnotationKey is the VPA annotation holding the memory records of
+// the VPA's pods (KindMemoryLimitRefused, KindMemoryLimitUnsafe), in the same
+// format.
+const MemoryAnnotationKey = "vpa-inplace.dev/memory-limit-holds"
 
 // DefaultMaxAnnotationBytes bounds the annotation: a quarter of the 256 KiB
 // the API server allows for all annotations of an object together. With
@@ -141,15 +147,15 @@ func attemptKey(r *Record) string {
 func DecodeAnnotation(value string) (map[types.UID]*Record, error) {
 	var doc annotationDoc
 	if err := json.Unmarshal([]byte(value), &doc); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", AnnotationKey, err)
+		return nil, fmt.Errorf("decoding records: %w", err)
 	}
 	if doc.Version != annotationVersion {
-		return nil, fmt.Errorf("decoding %s: unknown version %d", AnnotationKey, doc.Version)
+		return nil, fmt.Errorf("decoding records: unknown version %d", doc.Version)
 	}
 	out := make(map[types.UID]*Record, len(doc.Pods))
 	for uid, e := range doc.Pods {
 		if e.Attempt < 0 || e.Attempt >= len(doc.Attempts) {
-			return nil, fmt.Errorf("decoding %s: pod %s refers to attempt %d of %d", AnnotationKey, uid, e.Attempt, len(doc.Attempts))
+			return nil, fmt.Errorf("decoding records: pod %s refers to attempt %d of %d", uid, e.Attempt, len(doc.Attempts))
 		}
 		a := doc.Attempts[e.Attempt]
 		out[uid] = &Record{Kind: a.Kind, Attempted: a.Resources, Message: a.Message, RecordedAt: e.RecordedAt.Time, Generation: e.Generation}

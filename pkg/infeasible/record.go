@@ -48,6 +48,18 @@ const (
 	// change a Job's pod template at all (Kubernetes 1.34 and earlier). Keyed
 	// by Job UID.
 	KindJobUnsupported Kind = "JobUnsupported"
+
+	// Memory records (kept apart from the kinds above, in a store of their
+	// own) hold, per container, a memory limit that must not be lowered to,
+	// or below: Attempted names only those limits.
+
+	// KindMemoryLimitRefused: the kubelet refused to lower the memory limits
+	// below the memory in use (PodResizeInProgress, reason Error, "cannot
+	// decrease memory limits").
+	KindMemoryLimitRefused Kind = "MemoryLimitRefused"
+	// KindMemoryLimitUnsafe: the updater kept the memory limits because the
+	// memory in use, plus the margin, reached the recommended ones.
+	KindMemoryLimitUnsafe Kind = "MemoryLimitUnsafe"
 )
 
 // Resources are the cpu and memory requests and limits of each container,
@@ -64,6 +76,16 @@ type Record struct {
 	// taken on: a record of an older generation no longer holds (the Job's
 	// spec changed since). Zero for pod records.
 	Generation int64
+}
+
+// ContainerMemoryLimit returns the memory limit the record holds for a
+// container. A nil record holds none.
+func (r *Record) ContainerMemoryLimit(container string) (resource.Quantity, bool) {
+	if r == nil {
+		return resource.Quantity{}, false
+	}
+	q, ok := r.Attempted[container].Limits[corev1.ResourceMemory]
+	return q, ok
 }
 
 // Verdict is the outcome of comparing a new target with a record.

@@ -19,9 +19,9 @@ import (
 )
 
 // VPAStore is a Store that keeps records in memory, where decisions read
-// them, and writes the records of each VPA's pods into the annotation
-// AnnotationKey on that VPA, from where Load reads them back after a restart
-// or a change of leader.
+// them, and writes the records of each VPA's pods into an annotation on that
+// VPA (AnnotationKey, or MemoryAnnotationKey for the memory records), from
+// where Load reads them back after a restart or a change of leader.
 //
 // On the VPA, because:
 //   - the records go away with the VPA, and the only new right needed is
@@ -40,6 +40,7 @@ type VPAStore struct {
 	client    vpaclient.VerticalPodAutoscalersGetter
 	lister    vpalisters.VerticalPodAutoscalerLister
 	namespace string
+	key       string
 	maxBytes  int
 	queue     workqueue.TypedRateLimitingInterface[string]
 
@@ -58,6 +59,8 @@ type VPAStoreConfig struct {
 	// MaxBytes bounds each VPA's annotation; 0 means
 	// DefaultMaxAnnotationBytes.
 	MaxBytes int
+	// AnnotationKey is the annotation written; empty means AnnotationKey.
+	AnnotationKey string
 }
 
 // NewVPAStore returns an empty store writing through client and reading the
@@ -66,15 +69,23 @@ func NewVPAStore(client vpaclient.VerticalPodAutoscalersGetter, lister vpalister
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = DefaultMaxAnnotationBytes
 	}
+	if cfg.AnnotationKey == "" {
+		cfg.AnnotationKey = AnnotationKey
+	}
+	queueName := "vpa-inplace-records"
+	if cfg.AnnotationKey != AnnotationKey {
+		queueName += ":" + cfg.AnnotationKey
+	}
 	return &VPAStore{
 		mem:       NewMemoryStore(),
 		client:    client,
 		lister:    lister,
 		namespace: cfg.Namespace,
+		key:       cfg.AnnotationKey,
 		maxBytes:  cfg.MaxBytes,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-records"},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: queueName},
 		),
 		owners: map[string]types.UID{},
 	}
@@ -136,19 +147,19 @@ func (s *VPAStore) Load(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	list, err := s.client.VerticalPodAutoscalers(s.namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("listing VPAs to load infeasible records: %w", err)
+		return fmt.Errorf("listing VPAs to load the records of %s: %w", s.key, err)
 	}
 	loaded := map[types.UID]entry{}
 	owners := map[string]types.UID{}
 	for i := range list.Items {
 		vpa := &list.Items[i]
-		value, ok := vpa.Annotations[AnnotationKey]
+		value, ok := vpa.Annotations[s.key]
 		if !ok {
 			continue
 		}
 		records, err := DecodeAnnotation(value)
 		if err != nil {
-			logger.Error(err, "Ignoring unreadable infeasible records", "vpa", klog.KObj(vpa))
+			logger.Error(err, "Ignoring unreadable records", "vpa", klog.KObj(vpa), "annotation", s.key)
 			continue
 		}
 		key := Owner{Namespace: vpa.Namespace, Name: vpa.Name}.Key()
@@ -165,7 +176,7 @@ func (s *VPAStore) Load(ctx context.Context) error {
 	s.mu.Lock()
 	s.owners = owners
 	s.mu.Unlock()
-	logger.Info("Loaded infeasible records", "records", len(loaded), "vpas", len(owners))
+	logger.Info("Loaded records", "annotation", s.key, "records", len(loaded), "vpas", len(owners))
 	return nil
 }
 
@@ -193,10 +204,10 @@ func (s *VPAStore) processNext(ctx context.Context) bool {
 	}
 	logger := klog.FromContext(ctx)
 	if ctx.Err() != nil {
-		logger.Error(err, "Infeasible records not written before shutdown; the next leader retries the attempt once", "vpa", key)
+		logger.Error(err, "Records not written before shutdown; the next leader retries the attempt once", "vpa", key, "annotation", s.key)
 		return true
 	}
-	logger.Error(err, "Writing infeasible records failed; kept in memory, retrying", "vpa", key, "retries", s.queue.NumRequeues(key))
+	logger.Error(err, "Writing records failed; kept in memory, retrying", "vpa", key, "annotation", s.key, "retries", s.queue.NumRequeues(key))
 	s.queue.AddRateLimited(key)
 	return true
 }
@@ -227,7 +238,7 @@ func (s *VPAStore) write(ctx context.Context, key string) error {
 	case err != nil:
 		return fmt.Errorf("reading VPA %s from cache: %w", key, err)
 	default:
-		if vpa.Annotations[AnnotationKey] == value {
+		if vpa.Annotations[s.key] == value {
 			return nil
 		}
 		if uid == "" {
@@ -235,24 +246,24 @@ func (s *VPAStore) write(ctx context.Context, key string) error {
 		}
 	}
 
-	patch, err := annotationPatch(uid, value)
+	patch, err := annotationPatch(s.key, uid, value)
 	if err != nil {
 		return err
 	}
 	_, err = s.client.VerticalPodAutoscalers(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	switch {
 	case err == nil:
-		logger.V(4).Info("Wrote infeasible records", "vpa", key, "records", len(records)-len(left), "bytes", len(value))
+		logger.V(4).Info("Wrote records", "vpa", key, "annotation", s.key, "records", len(records)-len(left), "bytes", len(value))
 		if len(left) > 0 {
-			logger.Info("Infeasible records left out of the VPA annotation to keep it small; they are held in memory only",
-				"vpa", key, "leftOut", len(left), "maxBytes", s.maxBytes)
+			logger.Info("Records left out of the VPA annotation to keep it small; they are held in memory only",
+				"vpa", key, "annotation", s.key, "leftOut", len(left), "maxBytes", s.maxBytes)
 		}
 		return nil
 	case apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsConflict(err):
 		// Gone, or replaced by a new VPA of the same name (the UID in the
 		// patch no longer matches: 422, or 409 as a failed precondition):
 		// the records have nowhere to go.
-		logger.V(2).Info("VPA gone; its infeasible records are held in memory only", "vpa", key, "err", err)
+		logger.V(2).Info("VPA gone; its records are held in memory only", "vpa", key, "annotation", s.key, "err", err)
 		return nil
 	default:
 		return fmt.Errorf("patching VPA %s: %w", key, err)
@@ -263,15 +274,15 @@ func (s *VPAStore) write(ctx context.Context, key string) error {
 // annotation. With uid set, the API server refuses it when the VPA of that
 // name is not the one the records belong to. Without a resourceVersion it
 // never conflicts with other writers: only the leader writes this annotation.
-func annotationPatch(uid types.UID, value string) ([]byte, error) {
+func annotationPatch(key string, uid types.UID, value string) ([]byte, error) {
 	metadata := map[string]any{}
 	if uid != "" {
 		metadata["uid"] = uid
 	}
 	if value == "" {
-		metadata["annotations"] = map[string]any{AnnotationKey: nil}
+		metadata["annotations"] = map[string]any{key: nil}
 	} else {
-		metadata["annotations"] = map[string]any{AnnotationKey: value}
+		metadata["annotations"] = map[string]any{key: value}
 	}
 	return json.Marshal(map[string]any{"metadata": metadata})
 }

@@ -313,3 +313,45 @@ func TestVPAStoreLoad(t *testing.T) {
 		assert.Contains(t, err.Error(), "listing VPAs")
 	})
 }
+
+func TestTwoStoresShareAVPAThroughTheirOwnAnnotations(t *testing.T) {
+	f := newStoreFixture(t, vpa("web"))
+	infeasibleStore, stopInfeasible := f.start(VPAStoreConfig{})
+	memoryStore, stopMemory := f.start(VPAStoreConfig{AnnotationKey: MemoryAnnotationKey})
+	infeasibleStore.Put(webVPA, "pod-a", rec(KindNodeCapacity, "8", "no room", t0))
+	memoryStore.Put(webVPA, "pod-a", &Record{Kind: KindMemoryLimitRefused, Message: "cannot decrease memory limits",
+		Attempted: Resources{"app": res("", "", "", "100Mi")}, RecordedAt: t0})
+
+	get := func() *vpatypes.VerticalPodAutoscaler {
+		v, err := f.client.AutoscalingV1().VerticalPodAutoscalers("default").Get(context.Background(), "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		return v
+	}
+	require.Eventually(t, func() bool {
+		a := get().Annotations
+		return a[AnnotationKey] != "" && a[MemoryAnnotationKey] != ""
+	}, wait, tick)
+	memory, err := DecodeAnnotation(get().Annotations[MemoryAnnotationKey])
+	require.NoError(t, err)
+	require.Contains(t, memory, types.UID("pod-a"))
+	assert.Equal(t, KindMemoryLimitRefused, memory["pod-a"].Kind)
+	infeasibleOnes, err := DecodeAnnotation(get().Annotations[AnnotationKey])
+	require.NoError(t, err)
+	assert.Equal(t, KindNodeCapacity, infeasibleOnes["pod-a"].Kind, "neither overwrites the other")
+
+	// After a restart each store reads back its own records only.
+	stopInfeasible()
+	stopMemory()
+	reloaded, _ := f.start(VPAStoreConfig{AnnotationKey: MemoryAnnotationKey})
+	r, ok := reloaded.Get("pod-a")
+	require.True(t, ok)
+	assert.Equal(t, KindMemoryLimitRefused, r.Kind)
+	q, ok := r.ContainerMemoryLimit("app")
+	require.True(t, ok)
+	assert.Equal(t, "100Mi", q.String())
+
+	// Forgetting the memory record removes its annotation only.
+	assert.True(t, reloaded.Delete("pod-a"))
+	require.Eventually(t, func() bool { _, has := get().Annotations[MemoryAnnotationKey]; return !has }, wait, tick)
+	assert.NotEmpty(t, get().Annotations[AnnotationKey])
+}

@@ -9,7 +9,9 @@
 // clarifications of this project: pending, in-progress, unknown and Error
 // resizes are waited for and never patched again; values recorded as
 // infeasible or invalid are compared with the values that would really be
-// patched, after capping.
+// patched, after capping; memory limits are never lowered to the memory in
+// use plus a margin, and a kubelet refusal to lower one is recorded and
+// answered with one resize that keeps it (memory.go).
 package resize
 
 import (
@@ -17,6 +19,7 @@ import (
 	"math"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
@@ -55,6 +58,15 @@ const (
 	ReasonDisruptionBudget     Reason = "DisruptionBudget"
 	ReasonResize               Reason = "Resize"
 	ReasonRetryLowerThanRecord Reason = "RetryLowerThanRecorded"
+	// ReasonMemoryLimitKept: a resize is sent with one or more memory limits
+	// kept at their running value, because lowering them is not safe.
+	ReasonMemoryLimitKept Reason = "MemoryLimitKept"
+	// ReasonMemoryLimitUnsafe: the only change would lower memory limits
+	// that cannot be lowered safely; nothing is sent.
+	ReasonMemoryLimitUnsafe Reason = "MemoryLimitUnsafe"
+	// ReasonMemoryLimitRefused: the kubelet refused to lower memory limits;
+	// the resize is sent again, once, with those limits kept.
+	ReasonMemoryLimitRefused Reason = "MemoryLimitRefused"
 )
 
 // Input is everything a decision depends on.
@@ -73,6 +85,16 @@ type Input struct {
 	// DisruptionAllowed tells whether one more pod of this pod's workload may
 	// have its containers restarted now (--eviction-tolerance).
 	DisruptionAllowed bool
+	// MemoryUsage is the memory in use by each container (the metrics API's
+	// working set), nil or partial when unknown. Only consulted when a
+	// memory limit would be lowered (NeedsMemoryUsage).
+	MemoryUsage map[string]resource.Quantity
+	// MemoryLimitMargin is --memory-limit-decrease-margin: a memory limit is
+	// lowered only above usage x (1 + margin).
+	MemoryLimitMargin float64
+	// MemoryRecord holds memory limits that must not be lowered to, or
+	// below (memory.go), or nil.
+	MemoryRecord *infeasible.Record
 }
 
 // Decision is what to do and why.
@@ -81,8 +103,9 @@ type Decision struct {
 	Reason  Reason
 	Message string
 	// Target is what the pod's containers should get (cpu and memory
-	// requests and limits of the containers the VPA controls). Set when the
-	// recommendation could be computed.
+	// requests and limits of the containers the VPA controls), memory limits
+	// that cannot be lowered safely kept (Held). Set when the recommendation
+	// could be computed.
 	Target infeasible.Resources
 	// Patch is the strategic merge patch for the resize subresource (only
 	// with ActionPatch).
@@ -94,6 +117,13 @@ type Decision struct {
 	ClearRecord bool
 	// NewRecord asks to remember this record for the pod (replacing any).
 	NewRecord *infeasible.Record
+	// Held lists the memory limits kept at their running value in Target
+	// instead of the lower recommended ones.
+	Held []HeldLimit
+	// NewMemoryRecord asks to remember this memory record for the pod
+	// (replacing any); ClearMemoryRecord to forget it.
+	NewMemoryRecord   *infeasible.Record
+	ClearMemoryRecord bool
 }
 
 // Decide returns what to do with a pod.
@@ -105,13 +135,32 @@ func Decide(in Input) Decision {
 	if len(in.Desired) == 0 {
 		return Decision{Action: ActionSkip, Reason: ReasonNoRecommendation, Message: "no recommendation for any container of the pod"}
 	}
-	target := Target(pod, in.Desired)
-	current := Current(pod, target)
-	record := in.Record
-	d := Decision{Target: target}
-
+	recommended := Target(pod, in.Desired)
+	current := Current(pod, recommended)
 	status := ReadStatus(pod)
-	retryInfeasible := false
+
+	// Memory limits that cannot be lowered safely are taken out of the
+	// target first: records are compared with, and patches made of, what
+	// would really be sent. 1.33 forbids lowering them at all (Validate).
+	checkMemory := in.ServerMinor != 33
+	memRecord := in.MemoryRecord
+	var newMemRecord *infeasible.Record
+	if status.State == StateMemoryLimitRefused && checkMemory {
+		if refused := refusedLimits(pod); len(refused) > 0 {
+			merged := mergeMemoryRecord(memRecord, refused, infeasible.KindMemoryLimitRefused, status.Message)
+			if !sameMemoryRecord(memRecord, merged) {
+				newMemRecord, memRecord = merged, merged
+			}
+		}
+	}
+	target, held := recommended, []HeldLimit(nil)
+	if checkMemory {
+		target, held = holdMemoryLimits(pod, recommended, in.MemoryUsage, in.MemoryLimitMargin, memRecord)
+	}
+	record := in.Record
+	d := Decision{Target: target, Held: held, NewMemoryRecord: newMemRecord}
+
+	retryInfeasible, resendRefused := false, false
 	switch status.State {
 	case StateInfeasible:
 		// The kubelet refused what is in the spec now: that is what was
@@ -133,6 +182,18 @@ func Decide(in Input) Decision {
 		return d.with(ActionWait, ReasonResizeDeferred, "resize deferred by the kubelet: "+status.Message)
 	case StateInProgress:
 		return d.with(ActionWait, ReasonResizeInProgress, "resize in progress")
+	case StateMemoryLimitRefused:
+		// The kubelet keeps the whole resize stuck while it refuses to lower
+		// a memory limit. Send it once more with those limits kept, so that
+		// the rest completes: that resize lowers none of the limits refused,
+		// and once it is in the spec, target and spec agree and nothing more
+		// is sent.
+		// Without a limit to keep (none found lowered, or it cannot be kept)
+		// the kubelet's retries are waited for, as for any Error.
+		if !checkMemory || len(held) == 0 || infeasible.Equal(current, target) {
+			return d.with(ActionWait, ReasonResizeError, "resize failed on the node, the kubelet retries: "+status.Message)
+		}
+		resendRefused = true
 	case StateError:
 		return d.with(ActionWait, ReasonResizeError, "resize failed on the node, the kubelet retries: "+status.Message)
 	case StateUnknown:
@@ -149,13 +210,19 @@ func Decide(in Input) Decision {
 		d.ClearRecord = true
 	}
 
-	if infeasible.Equal(current, target) {
+	if !resendRefused && infeasible.Equal(current, recommended) {
 		return d.with(ActionSkip, ReasonUpToDate, "pod resources match the recommendation")
 	}
-	if !retryInfeasible {
+	if !retryInfeasible && !resendRefused {
 		if matters, why := changeMatters(pod, in.Desired, in.Threshold); !matters {
 			return d.with(ActionSkip, ReasonBelowThreshold, why)
 		}
+	}
+	if len(held) > 0 && d.NewMemoryRecord == nil {
+		d.NewMemoryRecord = usageRecord(memRecord, held)
+	}
+	if infeasible.Equal(current, target) {
+		return d.with(ActionSkip, ReasonMemoryLimitUnsafe, "nothing to resize but memory limits that cannot be lowered safely: "+heldString(held))
 	}
 	if msg := Validate(pod, target, in.ServerMinor); msg != "" {
 		d.ClearRecord = false
@@ -173,8 +240,18 @@ func Decide(in Input) Decision {
 		return d.with(ActionSkip, ReasonInvalid, err.Error())
 	}
 	d.Patch = patch
+	// A resize that lowers no limit a memory record holds makes the record
+	// moot: it is forgotten, as a successful resize forgets an infeasible one.
+	d.ClearMemoryRecord = len(held) == 0 && in.MemoryRecord != nil
 	reason, msg := ReasonResize, "resize to "+target.String()
-	if retryInfeasible {
+	switch {
+	case resendRefused:
+		reason = ReasonMemoryLimitRefused
+		msg = "the kubelet refused to lower memory limits (" + status.Message + "); resize to " + target.String() + ", " + heldString(held)
+	case len(held) > 0:
+		reason = ReasonMemoryLimitKept
+		msg = "resize to " + target.String() + ", " + heldString(held)
+	case retryInfeasible:
 		reason = ReasonRetryLowerThanRecord
 		msg = "recommendation lower than the infeasible values; resize to " + target.String()
 	}

@@ -25,6 +25,12 @@ const (
 	// StateError: PodResizeInProgress with reason Error. Actuation failed and
 	// the kubelet retries by itself.
 	StateError State = "Error"
+	// StateMemoryLimitRefused: PodResizeInProgress with reason Error because
+	// the kubelet (1.34+) will not lower a memory limit to or below the
+	// memory in use ("cannot decrease memory limits: ..."). The kubelet
+	// retries the same spec at every pod sync, and keeps the whole resize
+	// stuck until the usage falls, so it is not simply waited for.
+	StateMemoryLimitRefused State = "MemoryLimitRefused"
 	// StateUnknown: a resize may be in flight but its state cannot be told
 	// (the kubelet has not observed the latest generation yet, an unknown
 	// reason, or on 1.33 the reported resources differ from the spec).
@@ -69,7 +75,14 @@ func ReadStatus(pod *corev1.Pod) Status {
 			continue
 		}
 		if c.Reason == corev1.PodReasonError {
-			return Status{State: StateError, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}
+			state := StateError
+			// A refusal is about the spec of the condition's generation. One
+			// about an older spec (a resize sent since, which the kubelet has
+			// not taken up yet) is not a refusal of the spec there is now.
+			if IsMemoryLimitRefusal(c.Message) && (c.ObservedGeneration == 0 || c.ObservedGeneration >= pod.Generation) {
+				state = StateMemoryLimitRefused
+			}
+			return Status{State: state, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}
 		}
 		return Status{State: StateInProgress, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}
 	}

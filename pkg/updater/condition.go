@@ -34,6 +34,10 @@ const (
 	// 1.34 and earlier, cannot accept) the recommendation in a suspended
 	// Job's pod template.
 	ReasonJobTemplateRejected = "JobTemplateRejected"
+	// ReasonMemoryLimitKept: memory limits are not lowered as recommended,
+	// because the memory in use (plus the margin) reaches them or the
+	// kubelet refused; the rest of the recommendation is applied.
+	ReasonMemoryLimitKept = "MemoryLimitKept"
 	// ReasonResizeError: the kubelet fails to apply a resize, or the resize
 	// patch (or a Job template write) keeps failing.
 	ReasonResizeError = "ResizeError"
@@ -120,6 +124,10 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 		blocked(ReasonJobTemplateRejected, fmt.Sprintf("Job template refused: Job %s cannot get %s in its pod template while suspended (%s: %s); not retried until the recommendation or the Job changes%s.",
 			js[0].name, js[0].values, js[0].kind, js[0].message, more(js)))
 	}
+	if ps := byState[PodMemoryLimitKept]; len(ps) > 0 {
+		blocked(ReasonMemoryLimitKept, fmt.Sprintf("Memory limit kept: %s runs with higher memory limits than recommended; %s or lower is not sent (%s: %s)%s.",
+			ps[0].name, ps[0].values, ps[0].kind, ps[0].message, more(ps)))
+	}
 	if ps := byState[PodError]; len(ps) > 0 {
 		blocked(ReasonResizeError, fmt.Sprintf("Error: %s: %s%s.", ps[0].name, ps[0].message, more(ps)))
 	}
@@ -178,6 +186,7 @@ func counts(pods []podStatus, byState map[PodState][]podStatus) string {
 		{PodDeferred, "deferred"},
 		{PodInfeasible, "infeasible"},
 		{PodInvalid, "invalid"},
+		{PodMemoryLimitKept, "with memory limits kept"},
 		{PodError, "in error"},
 		{PodNotRunning, "not running"},
 		{PodNoRecommendation, "without recommendation"},

@@ -48,6 +48,8 @@ func TestBlockedCondition(t *testing.T) {
 	withheldJob.values = "app: requests cpu=250m"
 	erroredJob := job("train-3", JobError)
 	erroredJob.message = "job template patch (Transient): etcdserver: request timed out"
+	keptPod := withDetail(pod("web-8", PodMemoryLimitKept), "c: limits memory=100Mi",
+		"cannot decrease memory limits: attempting to set pod memory limit (104857600) below current usage (157286400)", infeasible.KindMemoryLimitRefused)
 
 	tests := []struct {
 		name        string
@@ -77,6 +79,13 @@ func TestBlockedCondition(t *testing.T) {
 			corev1.ConditionTrue, ReasonInvalid, []string{"web-3 cannot be resized in place to c: requests cpu=300m: the pod's QoS class would change"}, nil},
 		{"in error", summary{pods: []podStatus{errorPod}},
 			corev1.ConditionTrue, ReasonResizeError, []string{"1 in error", "web-6: failed to update the container's cgroup"}, nil},
+		{"memory limit kept: the limits not sent and why", summary{pods: []podStatus{pod("web-1", PodResized), keptPod}},
+			corev1.ConditionTrue, ReasonMemoryLimitKept,
+			[]string{"2 pods: 1 resized or resizing, 1 with memory limits kept.",
+				"Memory limit kept: web-8 runs with higher memory limits than recommended; c: limits memory=100Mi or lower is not sent (MemoryLimitRefused: cannot decrease memory limits: attempting to set pod memory limit (104857600) below current usage (157286400))."}, nil},
+		{"infeasible comes before a memory limit kept, which comes before an error",
+			summary{pods: []podStatus{errorPod, keptPod, infeasiblePod}},
+			corev1.ConditionTrue, ReasonInfeasible, []string{"Infeasible:", "Memory limit kept:", "Error:"}, nil},
 		{"invalid comes before infeasible, infeasible before error, error before deferred",
 			summary{pods: []podStatus{deferredOld, errorPod, infeasiblePod, invalidPod}},
 			corev1.ConditionTrue, ReasonInvalid, []string{"Invalid:", "Infeasible:", "Error:", "Deferred:"}, nil},

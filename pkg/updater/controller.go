@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,10 +50,12 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
-// Event reasons. Infeasible, Invalid and DeferredTooLong go on the pod and on
-// its VPA; the others on the pod only.
+// Event reasons. Infeasible, Invalid, DeferredTooLong, MemoryLimitKept and
+// MemoryLimitRefused go on the pod and on its VPA; the others on the pod
+// only.
 const (
 	// EventResizeSent: a resize was sent to the pod's resize subresource.
 	EventResizeSent = "InPlaceResizeSent"
@@ -69,6 +72,14 @@ const (
 	// EventResizeWithheld: a resize is due but not sent (--dry-run, or
 	// paused); once per pod and target.
 	EventResizeWithheld = "InPlaceResizeWithheld"
+	// EventMemoryLimitKept: memory limits are not lowered because the memory
+	// in use, plus --memory-limit-decrease-margin, reaches the recommended
+	// ones; the rest of the resize is sent. Once per memory record.
+	EventMemoryLimitKept = "InPlaceResizeMemoryLimitKept"
+	// EventMemoryLimitRefused: the kubelet refused to lower memory limits
+	// below the memory in use; recorded, never sent again, and the resize is
+	// sent once more with those limits kept. Once per memory record.
+	EventMemoryLimitRefused = "InPlaceResizeMemoryLimitRefused"
 )
 
 const (
@@ -126,6 +137,9 @@ type Config struct {
 	// StatusMinInterval is the shortest time between two writes of one VPA's
 	// condition; 0 means 10s, a negative value no limit.
 	StatusMinInterval time.Duration
+	// MemoryLimitMargin is --memory-limit-decrease-margin: with usage known,
+	// a memory limit is lowered only above usage x (1 + margin).
+	MemoryLimitMargin float64
 }
 
 const (
@@ -147,10 +161,16 @@ type Deps struct {
 	ConfigMaps coreinformers.ConfigMapInformer
 	// Jobs watches Jobs, whose pod templates get the recommendation while
 	// suspended; nil: Jobs are not looked at.
-	Jobs        batchinformers.JobInformer
-	Resolver    Resolver
-	Calculator  Calculator
-	Store       infeasible.Store
+	Jobs       batchinformers.JobInformer
+	Resolver   Resolver
+	Calculator Calculator
+	Store      infeasible.Store
+	// MemoryStore holds the memory records (memory limits not to lower);
+	// nil: kept in memory only.
+	MemoryStore infeasible.Store
+	// Usage tells the memory in use by containers (the metrics API); nil:
+	// never known, the kubelet's check is the last line.
+	Usage       usage.Source
 	Recorder    record.EventRecorder
 	FeatureGate featuregate.FeatureGate
 	Now         func() time.Time
@@ -173,6 +193,8 @@ type Controller struct {
 	resolver   Resolver
 	calc       Calculator
 	store      infeasible.Store
+	memStore   infeasible.Store
+	usage      usage.Source
 	recorder   record.EventRecorder
 	gate       featuregate.FeatureGate
 	now        func() time.Time
@@ -217,6 +239,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	if cfg.StatusMinInterval == 0 {
 		cfg.StatusMinInterval = defaultStatusMinInterval
 	}
+	if deps.MemoryStore == nil {
+		deps.MemoryStore = infeasible.NewMemoryStore()
+	}
 	c := &Controller{
 		cfg:       cfg,
 		client:    deps.Client,
@@ -228,6 +253,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		resolver:  deps.Resolver,
 		calc:      deps.Calculator,
 		store:     deps.Store,
+		memStore:  deps.MemoryStore,
+		usage:     deps.Usage,
 		recorder:  deps.Recorder,
 		gate:      deps.FeatureGate,
 		now:       deps.Now,
@@ -309,7 +336,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 func (c *Controller) gaugeSnapshot() gaugeSnapshot {
 	pending, oldest := c.tracker.pending(c.now())
 	paused, _ := c.clusterPaused()
-	return gaugeSnapshot{records: c.store.Len(), pending: pending, oldest: oldest, paused: paused, dryRun: c.cfg.DryRun, jobs: c.jobTracker.counts()}
+	metricsAPI := false
+	if a, ok := c.usage.(interface{ Available() bool }); ok {
+		metricsAPI = a.Available()
+	}
+	return gaugeSnapshot{records: c.store.Len(), memoryRecords: c.memStore.Len(), pending: pending, oldest: oldest,
+		paused: paused, dryRun: c.cfg.DryRun, metricsAPI: metricsAPI, jobs: c.jobTracker.counts()}
 }
 
 func indexByController(obj any) ([]string, error) {
@@ -371,6 +403,7 @@ func (c *Controller) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { c.store.Run(ctx) })
+	wg.Go(func() { c.memStore.Run(ctx) })
 	// The first resync queues every pod; later ones, every interval, catch
 	// what events missed and clean up records of pods that are gone.
 	c.Resync(ctx)
@@ -413,20 +446,22 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
-// loadRecords loads the store, retrying with backoff until it succeeds or
+// loadRecords loads the stores, retrying with backoff until they succeed or
 // ctx is cancelled.
 func (c *Controller) loadRecords(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: time.Minute}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		if err := c.store.Load(ctx); err != nil {
-			logger.Error(err, "Loading infeasible records; no resize is sent until they are loaded")
-			return false, nil
+	for _, store := range []infeasible.Store{c.store, c.memStore} {
+		err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+			if err := store.Load(ctx); err != nil {
+				logger.Error(err, "Loading records; no resize is sent until they are loaded")
+				return false, nil
+			}
+			return true, nil
+		})
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("loading records: %w", err)
 		}
-		return true, nil
-	})
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("loading infeasible records: %w", err)
 	}
 	return nil
 }
@@ -455,8 +490,8 @@ func (c *Controller) Resync(ctx context.Context) {
 	}
 }
 
-// CleanupRecords forgets the records of pods and Jobs that are no longer in
-// the cache and returns their UIDs.
+// CleanupRecords forgets the records (and memory records) of pods and Jobs
+// that are no longer in the cache and returns the UIDs forgotten.
 func (c *Controller) CleanupRecords() []types.UID {
 	pods, err := c.pods.List(labels.Everything())
 	if err != nil {
@@ -466,6 +501,7 @@ func (c *Controller) CleanupRecords() []types.UID {
 	for _, p := range pods {
 		live.Insert(p.UID)
 	}
+	c.memStore.Retain(live.Has)
 	return c.store.Retain(live.Has)
 }
 
@@ -541,6 +577,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return fmt.Errorf("computing recommendation: %w", err)
 	}
 	record, _ := c.store.Get(pod.UID)
+	memRecord, _ := c.memStore.Get(pod.UID)
 	in := resize.Input{
 		Pod:               pod,
 		Desired:           desired,
@@ -548,9 +585,20 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		Threshold:         c.cfg.Threshold,
 		ServerMinor:       c.cfg.ServerMinor,
 		DisruptionAllowed: true,
+		MemoryRecord:      memRecord,
+		MemoryLimitMargin: c.cfg.MemoryLimitMargin,
 	}
 	if hasRestartPolicy(pod) {
 		in.DisruptionAllowed = c.disruptionAllowed(pod)
+	}
+	if c.usage != nil && resize.NeedsMemoryUsage(pod, desired, c.cfg.ServerMinor) {
+		// Never blocks a resize: without usage, memory limits are lowered
+		// as recommended and the kubelet's own check is the last line.
+		u, err := c.usage.MemoryUsage(ctx, pod)
+		if err != nil {
+			logger.V(2).Info("Memory in use unknown; a memory limit is lowered without it", "err", err)
+		}
+		in.MemoryUsage = u
 	}
 	d := resize.Decide(in)
 	c.metrics.decided(d, c.now().Sub(start))
@@ -577,9 +625,15 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.Ver
 		c.store.Put(owner, pod.UID, d.NewRecord)
 		c.reportRecord(ctx, pod, vpa, d.NewRecord)
 	}
+	if d.NewMemoryRecord != nil {
+		d.NewMemoryRecord.RecordedAt = c.now()
+		c.memStore.Put(owner, pod.UID, d.NewMemoryRecord)
+		c.reportMemoryRecord(ctx, pod, vpa, d)
+	}
 	if d.Action != resize.ActionPatch {
 		record, _ := c.store.Get(pod.UID)
-		st := stateOf(d, record, rs)
+		memRecord, _ := c.memStore.Get(pod.UID)
+		st := stateOf(d, record, memRecord, rs)
 		return &st, nil
 	}
 
@@ -595,6 +649,9 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.Ver
 	switch outcome {
 	case resize.OutcomeAccepted:
 		c.store.Delete(pod.UID)
+		if d.ClearMemoryRecord {
+			c.memStore.Delete(pod.UID)
+		}
 		if d.Disruptive {
 			c.mu.Lock()
 			c.disrupting.Insert(pod.UID)
@@ -608,9 +665,17 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.Ver
 		if ok {
 			c.metrics.recommendationApplied(now.Sub(seen))
 		}
-		logger.Info("Resize sent", "target", d.Target.String(), "disruptive", d.Disruptive)
-		c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeSent, "Resizing in place to %s", d.Target.String())
-		return &podStatus{state: PodInProgress, since: now, values: d.Target.String(), message: "resize sent"}, nil
+		message := "resize sent"
+		if len(d.Held) > 0 {
+			message += "; " + resize.DescribeHeld(d.Held)
+		}
+		logger.Info("Resize sent", "target", d.Target.String(), "disruptive", d.Disruptive, "reason", d.Reason, "kept", resize.DescribeHeld(d.Held))
+		if len(d.Held) > 0 {
+			c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeSent, "Resizing in place to %s; %s", d.Target.String(), resize.DescribeHeld(d.Held))
+		} else {
+			c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeSent, "Resizing in place to %s", d.Target.String())
+		}
+		return &podStatus{state: PodInProgress, since: now, values: d.Target.String(), message: message}, nil
 	case resize.OutcomeNodeCapacity, resize.OutcomeInvalid:
 		kind, state := infeasible.KindNodeCapacity, PodInfeasible
 		if outcome == resize.OutcomeInvalid {
@@ -715,6 +780,38 @@ func (c *Controller) reportRecord(ctx context.Context, pod *corev1.Pod, vpa *vpa
 		"Resize to %s is %s (%s: %s); not retried until the recommendation changes", r.Attempted.String(), what, r.Kind, r.Message)
 	c.recorder.Eventf(vpa, corev1.EventTypeWarning, reason,
 		"Pod %s: resize to %s is %s (%s: %s); not retried until the recommendation changes", pod.Name, r.Attempted.String(), what, r.Kind, r.Message)
+}
+
+// reportMemoryRecord logs, counts and emits the events, on the pod and on
+// its VPA, for a new memory record.
+func (c *Controller) reportMemoryRecord(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision) {
+	r := d.NewMemoryRecord
+	c.metrics.memoryLimitsHeld(r.Kind)
+	klog.FromContext(ctx).Info("Memory limits not lowered", "vpa", klog.KObj(vpa), "kind", r.Kind, "notBelow", r.Attempted.String(),
+		"message", r.Message, "kept", resize.DescribeHeld(d.Held))
+	rest := "nothing else to resize"
+	if d.Action == resize.ActionPatch {
+		rest = "the rest of the resize is sent"
+	}
+	var reason, what string
+	switch r.Kind {
+	case infeasible.KindMemoryLimitRefused:
+		reason = EventMemoryLimitRefused
+		what = fmt.Sprintf("the kubelet refused to lower memory limits to %s (%s); these limits and lower ones are not sent again, and the resize is sent once more with the running memory limits kept",
+			r.Attempted.String(), r.Message)
+	default:
+		reason = EventMemoryLimitKept
+		what = fmt.Sprintf("memory limits not lowered below the memory in use plus the margin: %s; %s", resize.DescribeHeld(d.Held), rest)
+	}
+	c.recorder.Eventf(pod, corev1.EventTypeWarning, reason, "%s", capitalize(what))
+	c.recorder.Eventf(vpa, corev1.EventTypeWarning, reason, "Pod %s: %s", pod.Name, what)
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 func (c *Controller) logGateOffOnce(logger klog.Logger, vpa *vpatypes.VerticalPodAutoscaler) {
@@ -843,6 +940,9 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	if c.store.Delete(pod.UID) {
 		logger.V(4).Info("Forgot record of deleted pod", "pod", klog.KObj(pod))
 	}
+	if c.memStore.Delete(pod.UID) {
+		logger.V(4).Info("Forgot memory record of deleted pod", "pod", klog.KObj(pod))
+	}
 	c.untrack(pod.UID)
 	c.mu.Lock()
 	c.disrupting.Delete(pod.UID)
@@ -895,8 +995,9 @@ func (c *Controller) onVPADelete(obj any) {
 		return
 	}
 	c.resolver.Forget(vpa.UID)
-	// The VPA's records went with its annotation.
+	// The VPA's records went with its annotations.
 	c.store.ForgetOwner(ownerOf(vpa))
+	c.memStore.ForgetOwner(ownerOf(vpa))
 	c.tracker.forgetVPA(vpaKey(vpa))
 	c.jobTracker.forgetVPA(vpaKey(vpa))
 	c.enqueueVPAJobs(vpa)

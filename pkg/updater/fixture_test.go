@@ -36,6 +36,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
 // t0 is the fixtures' clock at start.
@@ -194,6 +195,7 @@ type fixture struct {
 	kube     *kubefake.Clientset
 	vpa      *vpafake.Clientset
 	store    infeasible.Store
+	memStore infeasible.Store
 	recorder *eventRecorder
 	clock    *fakeClock
 	ctrl     *Controller
@@ -226,6 +228,10 @@ type fixtureOpts struct {
 	wrapResolver func(Resolver) Resolver
 	// resolver replaces the label resolver, built on the VPA lister.
 	resolver func(vpalisters.VerticalPodAutoscalerLister) Resolver
+	// usage tells the memory in use by containers; nil: unknown.
+	usage usage.Source
+	// memoryMargin is --memory-limit-decrease-margin.
+	memoryMargin float64
 }
 
 // slowResolver delays VPAForPod (a loaded API server or a large cluster,
@@ -347,6 +353,13 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	default:
 		f.store = infeasible.NewMemoryStore()
 	}
+	f.memStore = infeasible.NewMemoryStore()
+	if o.durable {
+		f.memStore = infeasible.NewVPAStore(vpaClient.AutoscalingV1(), vpaLister, infeasible.VPAStoreConfig{AnnotationKey: infeasible.MemoryAnnotationKey})
+	}
+	if o.serverMinor == 0 {
+		o.serverMinor = 37
+	}
 	f.registry = prometheus.NewRegistry()
 	metrics, err := NewMetrics(f.registry)
 	require.NoError(t, err)
@@ -362,6 +375,8 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		Calculator:  recommendation.NewCalculator(limitrange.NewNoopLimitsCalculator()),
 		Jobs:        kubeFactory.Batch().V1().Jobs(),
 		Store:       f.store,
+		MemoryStore: f.memStore,
+		Usage:       o.usage,
 		Recorder:    f.recorder,
 		FeatureGate: gate,
 		Now:         f.clock.Now,
@@ -379,6 +394,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	cfg := Config{
 		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: o.serverMinor,
 		DryRun: o.dryRun, DeferredWarningAfter: o.deferredWarningAfter, StatusMinInterval: o.statusMinInterval,
+		MemoryLimitMargin: o.memoryMargin,
 	}
 	if o.watchConfigMap {
 		deps.ConfigMaps = systemFactory.Core().V1().ConfigMaps()

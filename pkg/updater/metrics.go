@@ -10,7 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
 // Metric names. docs/observability.md describes each.
@@ -31,6 +33,10 @@ const (
 	MetricJobDecisions      = "vpa_inplace_updater_job_template_decisions_total"
 	MetricJobWrites         = "vpa_inplace_updater_job_template_writes_total"
 	MetricSuspendedJobs     = "vpa_inplace_updater_suspended_jobs"
+	MetricMemoryLimitsHeld  = "vpa_inplace_updater_memory_limit_decreases_held_total"
+	MetricMemoryRecords     = "vpa_inplace_updater_memory_limit_records"
+	MetricMetricsAPI        = "vpa_inplace_updater_metrics_api_available"
+	MetricMetricsAPIRequest = "vpa_inplace_updater_metrics_api_requests_total"
 )
 
 // jobOutcomeWithheld is the outcome label of a Job template write that was
@@ -38,8 +44,19 @@ const (
 const jobOutcomeWithheld = "Withheld"
 
 // failureKubeletInfeasible is the failure reason of a resize the API server
-// accepted and the kubelet then marked Infeasible.
-const failureKubeletInfeasible = "KubeletInfeasible"
+// accepted and the kubelet then marked Infeasible; failureKubeletMemory of
+// one the kubelet would not apply because it lowered a memory limit to the
+// memory in use.
+const (
+	failureKubeletInfeasible = "KubeletInfeasible"
+	failureKubeletMemory     = "KubeletMemoryLimitRefused"
+)
+
+// Sources of vpa_inplace_updater_memory_limit_decreases_held_total.
+const (
+	heldByMemoryUsage    = "MemoryUsage"
+	heldByKubeletRefusal = "KubeletRefusal"
+)
 
 // Metrics are the updater's Prometheus metrics. None is labelled per pod,
 // per Job or per VPA.
@@ -54,17 +71,21 @@ type Metrics struct {
 	apiErrors        *prometheus.CounterVec
 	jobDecisions     *prometheus.CounterVec
 	jobWrites        *prometheus.CounterVec
+	memoryHeld       *prometheus.CounterVec
+	metricsAPI       *prometheus.CounterVec
 	gauges           *gaugeCollector
 }
 
 // gaugeSnapshot is what the gauges show, read at each scrape.
 type gaugeSnapshot struct {
-	records int
-	pending map[PodState]int
-	oldest  map[PodState]time.Duration
-	paused  bool
-	dryRun  bool
-	jobs    map[JobState]int
+	records       int
+	memoryRecords int
+	pending       map[PodState]int
+	oldest        map[PodState]time.Duration
+	paused        bool
+	dryRun        bool
+	metricsAPI    bool
+	jobs          map[JobState]int
 }
 
 // NewMetrics creates the metrics and registers them on reg. The gauges read
@@ -87,7 +108,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricResizeFailures,
-			Help: "Resizes refused or failed, by reason: NodeCapacity, Invalid, Conflict, Transient (patch refused or failed), KubeletInfeasible (accepted, then marked Infeasible by the kubelet).",
+			Help: "Resizes refused or failed, by reason: NodeCapacity, Invalid, Conflict, Transient (patch refused or failed), KubeletInfeasible (accepted, then marked Infeasible by the kubelet), KubeletMemoryLimitRefused (accepted, then not applied by the kubelet because it lowered a memory limit to the memory in use).",
 		}, []string{"reason"}),
 		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricResizesWithheld, Help: "Resizes decided but not sent, by reason: DryRun, VPAPaused, ClusterPaused.",
@@ -107,9 +128,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: MetricJobWrites,
 			Help: "Writes of recommendations into suspended Jobs' pod templates, by outcome: Accepted, Rejected (refused for good, recorded), Conflict, Gone, Transient (retried), Withheld (dry run or paused, not sent).",
 		}, []string{"outcome"}),
+		memoryHeld: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricMemoryLimitsHeld,
+			Help: "Memory-limit decreases held back (memory records made), by source: MemoryUsage (usage from the metrics API plus the margin reaches the new limit), KubeletRefusal (the kubelet refused the decrease).",
+		}, []string{"source"}),
+		metricsAPI: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricMetricsAPIRequest,
+			Help: "Requests for pod metrics to the metrics API (metrics.k8s.io), by result: Found, NotFound, Unavailable, Error.",
+		}, []string{"result"}),
 		gauges: newGaugeCollector(),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.decisionDuration, m.sent, m.completed, m.failures, m.withheld, m.recommendation, m.apiErrors, m.jobDecisions, m.jobWrites, m.gauges} {
+	for _, c := range []prometheus.Collector{m.decisions, m.decisionDuration, m.sent, m.completed, m.failures, m.withheld, m.recommendation, m.apiErrors,
+		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.gauges} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -145,7 +175,29 @@ func (m *Metrics) settled(outcome string) {
 		m.completed.Inc()
 	case outcomeKubeletInfeasible:
 		m.failures.WithLabelValues(failureKubeletInfeasible).Inc()
+	case outcomeKubeletMemoryLimitRefused:
+		m.failures.WithLabelValues(failureKubeletMemory).Inc()
 	}
+}
+
+func (m *Metrics) memoryLimitsHeld(kind infeasible.Kind) {
+	if m == nil {
+		return
+	}
+	source := heldByMemoryUsage
+	if kind == infeasible.KindMemoryLimitRefused {
+		source = heldByKubeletRefusal
+	}
+	m.memoryHeld.WithLabelValues(source).Inc()
+}
+
+// MetricsAPIRequest counts one request to the metrics API by its result
+// (usage.Config.Observe).
+func (m *Metrics) MetricsAPIRequest(result usage.Result) {
+	if m == nil {
+		return
+	}
+	m.metricsAPI.WithLabelValues(string(result)).Inc()
 }
 
 func (m *Metrics) jobDecided(d resize.JobDecision) {
@@ -214,19 +266,25 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // gaugeCollector computes the gauges at scrape time from the controller's
 // state, so that they never drift from it.
 type gaugeCollector struct {
-	source  atomic.Pointer[func() gaugeSnapshot]
-	records *prometheus.Desc
-	pending *prometheus.Desc
-	oldest  *prometheus.Desc
-	paused  *prometheus.Desc
-	dryRun  *prometheus.Desc
-	jobs    *prometheus.Desc
+	source        atomic.Pointer[func() gaugeSnapshot]
+	records       *prometheus.Desc
+	memoryRecords *prometheus.Desc
+	pending       *prometheus.Desc
+	oldest        *prometheus.Desc
+	paused        *prometheus.Desc
+	dryRun        *prometheus.Desc
+	metricsAPI    *prometheus.Desc
+	jobs          *prometheus.Desc
 }
 
 func newGaugeCollector() *gaugeCollector {
 	return &gaugeCollector{
 		records: prometheus.NewDesc(MetricInfeasibleRecords,
 			"Pods whose last resize attempt is recorded as infeasible or invalid, and suspended Jobs whose pod template update is recorded as refused.", nil, nil),
+		memoryRecords: prometheus.NewDesc(MetricMemoryRecords,
+			"Pods with a memory record: memory limits that are not lowered (the kubelet refused, or the memory in use plus the margin reached them).", nil, nil),
+		metricsAPI: prometheus.NewDesc(MetricMetricsAPI,
+			"1 while the metrics API (metrics.k8s.io/v1beta1) is available, so that memory limits are lowered only above the memory in use plus the margin.", nil, nil),
 		pending: prometheus.NewDesc(MetricPodsPending,
 			"Pods of InPlace VPAs whose recommendation waits to be applied, by state: Deferred (by the kubelet), InProgress, Error, DisruptionBudget, Withheld (dry run or paused).",
 			[]string{"state"}, nil),
@@ -245,7 +303,7 @@ func newGaugeCollector() *gaugeCollector {
 
 // Describe implements prometheus.Collector.
 func (g *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{g.records, g.pending, g.oldest, g.paused, g.dryRun, g.jobs} {
+	for _, d := range []*prometheus.Desc{g.records, g.memoryRecords, g.pending, g.oldest, g.paused, g.dryRun, g.metricsAPI, g.jobs} {
 		ch <- d
 	}
 }
@@ -257,6 +315,8 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 		s = (*f)()
 	}
 	ch <- prometheus.MustNewConstMetric(g.records, prometheus.GaugeValue, float64(s.records))
+	ch <- prometheus.MustNewConstMetric(g.memoryRecords, prometheus.GaugeValue, float64(s.memoryRecords))
+	ch <- prometheus.MustNewConstMetric(g.metricsAPI, prometheus.GaugeValue, boolFloat(s.metricsAPI))
 	for _, state := range pendingStates {
 		ch <- prometheus.MustNewConstMetric(g.pending, prometheus.GaugeValue, float64(s.pending[state]), string(state))
 		ch <- prometheus.MustNewConstMetric(g.oldest, prometheus.GaugeValue, s.oldest[state].Seconds(), string(state))

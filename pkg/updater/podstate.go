@@ -34,6 +34,9 @@ const (
 	PodInfeasible PodState = "Infeasible"
 	// PodInvalid: recorded; the change cannot be made in place.
 	PodInvalid PodState = "Invalid"
+	// PodMemoryLimitKept: the pod has the recommendation except memory
+	// limits that cannot be lowered safely (a memory record holds them).
+	PodMemoryLimitKept PodState = "MemoryLimitKept"
 	// PodWithheld: a resize is due but not sent (--dry-run, or paused).
 	PodWithheld PodState = "Withheld"
 	// PodNotRunning: not running (pending, terminating): nothing to do yet.
@@ -67,8 +70,23 @@ func (a podStatus) equal(b podStatus) bool {
 }
 
 // stateOf tells the state of a pod from a decision that sends nothing.
-// record is the pod's record after the decision.
-func stateOf(d resize.Decision, record *infeasible.Record, st resize.Status) podStatus {
+// record and memRecord are the pod's records after the decision.
+func stateOf(d resize.Decision, record, memRecord *infeasible.Record, st resize.Status) podStatus {
+	kept := func() podStatus {
+		if memRecord == nil {
+			return podStatus{state: PodMemoryLimitKept, values: d.Target.String(), message: d.Message}
+		}
+		return podStatus{state: PodMemoryLimitKept, values: memRecord.Attempted.String(), message: memRecord.Message,
+			kind: memRecord.Kind, since: memRecord.RecordedAt}
+	}
+	switch d.Reason {
+	case resize.ReasonMemoryLimitUnsafe:
+		return kept()
+	case resize.ReasonUpToDate, resize.ReasonBelowThreshold:
+		if memRecord != nil {
+			return kept()
+		}
+	}
 	switch d.Reason {
 	case resize.ReasonPodNotRunning:
 		return podStatus{state: PodNotRunning, message: d.Message}
@@ -280,14 +298,18 @@ func (t *tracker) settle(uid types.UID, st resize.State, current func(infeasible
 	case resize.StateInfeasible:
 		e.sent = nil
 		return outcomeKubeletInfeasible, sent
+	case resize.StateMemoryLimitRefused:
+		e.sent = nil
+		return outcomeKubeletMemoryLimitRefused, sent
 	}
 	return "", nil
 }
 
 const (
-	outcomeCompleted         = "Completed"
-	outcomeSuperseded        = "Superseded"
-	outcomeKubeletInfeasible = "KubeletInfeasible"
+	outcomeCompleted                 = "Completed"
+	outcomeSuperseded                = "Superseded"
+	outcomeKubeletInfeasible         = "KubeletInfeasible"
+	outcomeKubeletMemoryLimitRefused = "KubeletMemoryLimitRefused"
 )
 
 // warnOnce reports whether the long-Deferred warning for the episode that

@@ -18,31 +18,39 @@ func TestStateOf(t *testing.T) {
 	deferred := resize.Status{State: resize.StateDeferred, Message: "Node didn't have enough resource: cpu", Since: since}
 	infeasibleRecord := &infeasible.Record{Kind: infeasible.KindNodeCapacity, Attempted: infeasible.Resources{"c": {Requests: testpod.List("8", "")}}, Message: "no room", RecordedAt: since}
 	invalidRecord := &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: infeasible.Resources{"c": {Requests: testpod.List("1", "")}}, Message: "qos", RecordedAt: since}
+	memRecord := &infeasible.Record{Kind: infeasible.KindMemoryLimitRefused, Attempted: infeasible.Resources{"c": {Limits: testpod.List("", "100Mi")}},
+		Message: "cannot decrease memory limits", RecordedAt: since}
+	kept := podStatus{state: PodMemoryLimitKept, since: since, values: "c: limits memory=100Mi", message: "cannot decrease memory limits", kind: infeasible.KindMemoryLimitRefused}
 	tests := []struct {
-		name   string
-		reason resize.Reason
-		record *infeasible.Record
-		status resize.Status
-		want   podStatus
+		name      string
+		reason    resize.Reason
+		record    *infeasible.Record
+		memRecord *infeasible.Record
+		status    resize.Status
+		want      podStatus
 	}{
-		{"not running", resize.ReasonPodNotRunning, nil, resize.Status{}, podStatus{state: PodNotRunning}},
-		{"no recommendation", resize.ReasonNoRecommendation, nil, resize.Status{}, podStatus{state: PodNoRecommendation}},
-		{"up to date", resize.ReasonUpToDate, nil, resize.Status{}, podStatus{state: PodResized}},
-		{"below threshold counts as resized", resize.ReasonBelowThreshold, nil, resize.Status{}, podStatus{state: PodResized}},
-		{"deferred: the kubelet's time and words", resize.ReasonResizeDeferred, nil, deferred, podStatus{state: PodDeferred, since: since, message: deferred.Message}},
-		{"in progress", resize.ReasonResizeInProgress, nil, resize.Status{Since: since}, podStatus{state: PodInProgress, since: since}},
-		{"unknown counts as in progress", resize.ReasonResizeUnknown, nil, resize.Status{}, podStatus{state: PodInProgress}},
-		{"kubelet error", resize.ReasonResizeError, nil, resize.Status{Message: "boom"}, podStatus{state: PodError, message: "boom"}},
-		{"eviction tolerance", resize.ReasonDisruptionBudget, nil, resize.Status{}, podStatus{state: PodWaiting}},
-		{"infeasible record", resize.ReasonRecordedSame, infeasibleRecord, resize.Status{},
+		{"not running", resize.ReasonPodNotRunning, nil, nil, resize.Status{}, podStatus{state: PodNotRunning}},
+		{"no recommendation", resize.ReasonNoRecommendation, nil, nil, resize.Status{}, podStatus{state: PodNoRecommendation}},
+		{"up to date", resize.ReasonUpToDate, nil, nil, resize.Status{}, podStatus{state: PodResized}},
+		{"below threshold counts as resized", resize.ReasonBelowThreshold, nil, nil, resize.Status{}, podStatus{state: PodResized}},
+		{"deferred: the kubelet's time and words", resize.ReasonResizeDeferred, nil, nil, deferred, podStatus{state: PodDeferred, since: since, message: deferred.Message}},
+		{"in progress", resize.ReasonResizeInProgress, nil, nil, resize.Status{Since: since}, podStatus{state: PodInProgress, since: since}},
+		{"unknown counts as in progress", resize.ReasonResizeUnknown, nil, nil, resize.Status{}, podStatus{state: PodInProgress}},
+		{"kubelet error", resize.ReasonResizeError, nil, nil, resize.Status{Message: "boom"}, podStatus{state: PodError, message: "boom"}},
+		{"eviction tolerance", resize.ReasonDisruptionBudget, nil, nil, resize.Status{}, podStatus{state: PodWaiting}},
+		{"infeasible record", resize.ReasonRecordedSame, infeasibleRecord, nil, resize.Status{},
 			podStatus{state: PodInfeasible, since: since, values: "c: requests cpu=8", message: "no room", kind: infeasible.KindNodeCapacity}},
-		{"kubelet infeasible", resize.ReasonInfeasible, infeasibleRecord, resize.Status{}, podStatus{state: PodInfeasible, since: since, values: "c: requests cpu=8", message: "no room", kind: infeasible.KindNodeCapacity}},
-		{"invalid record", resize.ReasonInvalid, invalidRecord, resize.Status{},
+		{"kubelet infeasible", resize.ReasonInfeasible, infeasibleRecord, nil, resize.Status{}, podStatus{state: PodInfeasible, since: since, values: "c: requests cpu=8", message: "no room", kind: infeasible.KindNodeCapacity}},
+		{"invalid record", resize.ReasonInvalid, invalidRecord, nil, resize.Status{},
 			podStatus{state: PodInvalid, since: since, values: "c: requests cpu=1", message: "qos", kind: infeasible.KindInvalid}},
+		{"memory limit unsafe, nothing else to resize: memory limit kept", resize.ReasonMemoryLimitUnsafe, nil, memRecord, resize.Status{}, kept},
+		{"up to date but for a memory limit kept: memory limit kept", resize.ReasonUpToDate, nil, memRecord, resize.Status{}, kept},
+		{"below threshold but for a memory limit kept: memory limit kept", resize.ReasonBelowThreshold, nil, memRecord, resize.Status{}, kept},
+		{"a memory record does not hide a resize in progress", resize.ReasonResizeInProgress, nil, memRecord, resize.Status{Since: since}, podStatus{state: PodInProgress, since: since}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := stateOf(resize.Decision{Reason: tc.reason}, tc.record, tc.status)
+			got := stateOf(resize.Decision{Reason: tc.reason}, tc.record, tc.memRecord, tc.status)
 			if tc.want.message == "" {
 				got.message = "" // the decision's own wording is not under test
 			}
@@ -147,6 +155,8 @@ func TestTrackerSettle(t *testing.T) {
 		{"applied", resize.StateNone, target, outcomeCompleted},
 		{"replaced by another change", resize.StateNone, infeasible.Resources{"c": {Requests: testpod.List("200m", "")}}, outcomeSuperseded},
 		{"marked infeasible by the kubelet", resize.StateInfeasible, target, outcomeKubeletInfeasible},
+		{"refused by the kubelet for lowering a memory limit", resize.StateMemoryLimitRefused, target, outcomeKubeletMemoryLimitRefused},
+		{"another kubelet error: still under way, the kubelet retries", resize.StateError, target, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package app
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -28,23 +29,27 @@ type Options struct {
 	DryRun               bool
 	DeferredWarningAfter time.Duration
 	ConfigMap            string
-	FeatureGate          featuregate.MutableFeatureGate
-	LeaderElection       componentbaseconfig.LeaderElectionConfiguration
+	// MemoryLimitDecreaseMargin: a memory limit is lowered only above the
+	// memory in use x (1 + margin), when the metrics API tells the usage.
+	MemoryLimitDecreaseMargin float64
+	FeatureGate               featuregate.MutableFeatureGate
+	LeaderElection            componentbaseconfig.LeaderElectionConfiguration
 }
 
 // NewOptions returns the defaults.
 func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 	return &Options{
-		KubeAPIQPS:           50,
-		KubeAPIBurst:         100,
-		UpdaterInterval:      time.Minute,
-		PodUpdateThreshold:   0.1,
-		EvictionTolerance:    0.5,
-		Workers:              16,
-		Address:              ":8943",
-		DeferredWarningAfter: 10 * time.Minute,
-		ConfigMap:            "vpa-inplace-system/vpa-inplace-updater-config",
-		FeatureGate:          gate,
+		KubeAPIQPS:                50,
+		KubeAPIBurst:              100,
+		UpdaterInterval:           time.Minute,
+		PodUpdateThreshold:        0.1,
+		EvictionTolerance:         0.5,
+		Workers:                   16,
+		Address:                   ":8943",
+		DeferredWarningAfter:      10 * time.Minute,
+		ConfigMap:                 "vpa-inplace-system/vpa-inplace-updater-config",
+		FeatureGate:               gate,
+		MemoryLimitDecreaseMargin: 0.2,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -85,6 +90,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"How long the kubelet may hold a resize Deferred before a warning event on the pod and its VPA. The pod keeps waiting and is never evicted. 0 disables the warning.")
 	fs.StringVar(&o.ConfigMap, "config-map", o.ConfigMap,
 		`Namespace/name of the ConfigMap whose key paused: "true" pauses every resize cluster-wide, without a redeploy. Empty: no cluster-wide switch.`)
+	fs.Float64Var(&o.MemoryLimitDecreaseMargin, "memory-limit-decrease-margin", o.MemoryLimitDecreaseMargin,
+		"A container's memory limit is lowered in place only to a value above its memory in use times (1 + this margin), with the usage read from the metrics API (metrics.k8s.io) when it is served; otherwise the limit is kept and the rest of the resize is applied. 0.2 means 20%. Without the metrics API, the kubelet's own check (1.34+) decides, and its refusal is recorded and not tried again.")
 	o.FeatureGate.AddFlag(fs)
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 }
@@ -120,6 +127,9 @@ func (o *Options) Validate() []error {
 		if le.ResourceName == "" || le.ResourceNamespace == "" {
 			errs = append(errs, fmt.Errorf("--leader-elect-resource-name and --leader-elect-resource-namespace must be set"))
 		}
+	}
+	if m := o.MemoryLimitDecreaseMargin; math.IsNaN(m) || math.IsInf(m, 0) || m < 0 {
+		errs = append(errs, fmt.Errorf("--memory-limit-decrease-margin must be a fraction of at least 0 (0.2 means 20%% above the memory in use), got %v", m))
 	}
 	if o.DeferredWarningAfter < 0 {
 		errs = append(errs, fmt.Errorf("--deferred-warning-after must not be negative, got %s", o.DeferredWarningAfter))

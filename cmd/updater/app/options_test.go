@@ -31,6 +31,20 @@ func TestDefaultsAreValid(t *testing.T) {
 	assert.False(t, o.DryRun)
 	assert.Equal(t, 10*time.Minute, o.DeferredWarningAfter)
 	assert.Equal(t, "vpa-inplace-system/vpa-inplace-updater-config", o.ConfigMap)
+	assert.InDelta(t, 0.2, o.MemoryLimitDecreaseMargin, 1e-9)
+}
+
+func TestMemoryLimitDecreaseMargin(t *testing.T) {
+	for _, arg := range []string{"0", "0.5", "2"} {
+		o := parse(t, "--memory-limit-decrease-margin="+arg)
+		assert.Empty(t, o.Validate(), arg)
+	}
+	assert.InDelta(t, 0.5, parse(t, "--memory-limit-decrease-margin=0.5").MemoryLimitDecreaseMargin, 1e-9)
+	for _, arg := range []string{"-0.1", "NaN", "+Inf"} {
+		errs := parse(t, "--memory-limit-decrease-margin="+arg).Validate()
+		require.Len(t, errs, 1, arg)
+		assert.Contains(t, errs[0].Error(), "--memory-limit-decrease-margin must be a fraction of at least 0 (0.2 means 20% above the memory in use), got ")
+	}
 }
 
 func TestSignalFlags(t *testing.T) {

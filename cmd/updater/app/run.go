@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	metricsclientset "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
 	vpascheme "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/scheme"
@@ -37,6 +38,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/server"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater"
+	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
 // UserAgent identifies the updater to the API server.
@@ -115,12 +117,23 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	defer stopEvents()
 
-	// Infeasible records live on the VPAs (an annotation), so that neither a
-	// restart nor a new leader tries them again. A dry run writes nothing.
-	var store infeasible.Store = infeasible.NewMemoryStore()
+	// Infeasible records and memory records live on the VPAs (an annotation
+	// each), so that neither a restart nor a new leader tries them again. A
+	// dry run writes nothing.
+	var store, memStore infeasible.Store = infeasible.NewMemoryStore(), infeasible.NewMemoryStore()
 	if !o.DryRun {
 		store = infeasible.NewVPAStore(vpaClient.AutoscalingV1(), vpaInformer.Lister(), infeasible.VPAStoreConfig{Namespace: namespace})
+		memStore = infeasible.NewVPAStore(vpaClient.AutoscalingV1(), vpaInformer.Lister(),
+			infeasible.VPAStoreConfig{Namespace: namespace, AnnotationKey: infeasible.MemoryAnnotationKey})
 	}
+	// Memory usage for safe memory-limit decreases, when the metrics API is
+	// served; looked for now and again later, never waited for.
+	metricsClient, err := metricsclientset.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("creating the metrics API client: %w", err)
+	}
+	memoryUsage := usage.NewMetricsSource(kube.Discovery(), metricsClient.MetricsV1beta1(), usage.Config{Observe: metrics.MetricsAPIRequest})
+	memoryUsage.Check(ctx)
 	killSwitch, err := newKillSwitch(kube, o)
 	if err != nil {
 		return err
@@ -136,6 +149,7 @@ func Run(ctx context.Context, o *Options) error {
 		DryRun:               o.DryRun,
 		DeferredWarningAfter: o.DeferredWarningAfter,
 		ConfigMap:            killSwitch.name,
+		MemoryLimitMargin:    o.MemoryLimitDecreaseMargin,
 	}, updater.Deps{
 		Client:      kube,
 		VPAClient:   vpaClient,
@@ -146,6 +160,8 @@ func Run(ctx context.Context, o *Options) error {
 		Resolver:    resolver,
 		Calculator:  recommendation.NewCalculator(limitRanges),
 		Store:       store,
+		MemoryStore: memStore,
+		Usage:       memoryUsage,
 		Metrics:     metrics,
 		Recorder:    recorder,
 		FeatureGate: o.FeatureGate,
