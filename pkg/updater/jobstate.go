@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 )
@@ -75,11 +74,11 @@ type jobEntry struct {
 type jobTracker struct {
 	mu    sync.Mutex
 	jobs  map[types.UID]*jobEntry
-	byVPA map[string]sets.Set[types.UID]
+	byVPA vpaGroups
 }
 
 func newJobTracker() *jobTracker {
-	return &jobTracker{jobs: map[types.UID]*jobEntry{}, byVPA: map[string]sets.Set[types.UID]{}}
+	return &jobTracker{jobs: map[types.UID]*jobEntry{}, byVPA: vpaGroups{}}
 }
 
 // set records a Job's status; a zero since keeps the time the Job entered
@@ -104,12 +103,9 @@ func (t *jobTracker) set(uid types.UID, st jobStatus, now time.Time) []string {
 		return nil
 	}
 	if existed && before.vpa != st.vpa {
-		t.unindex(uid, before.vpa)
+		t.byVPA.remove(before.vpa, uid)
 	}
-	if t.byVPA[st.vpa] == nil {
-		t.byVPA[st.vpa] = sets.New[types.UID]()
-	}
-	t.byVPA[st.vpa].Insert(uid)
+	t.byVPA.add(st.vpa, uid)
 	e.jobStatus = st
 	if st.state != JobWithheld {
 		e.withheldFor = ""
@@ -118,15 +114,6 @@ func (t *jobTracker) set(uid types.UID, st jobStatus, now time.Time) []string {
 		return []string{before.vpa, st.vpa}
 	}
 	return []string{st.vpa}
-}
-
-func (t *jobTracker) unindex(uid types.UID, vpa string) {
-	if s := t.byVPA[vpa]; s != nil {
-		s.Delete(uid)
-		if s.Len() == 0 {
-			delete(t.byVPA, vpa)
-		}
-	}
 }
 
 // forget drops a Job and returns the VPA it was counted under.
@@ -138,7 +125,7 @@ func (t *jobTracker) forget(uid types.UID) (string, bool) {
 		return "", false
 	}
 	delete(t.jobs, uid)
-	t.unindex(uid, e.vpa)
+	t.byVPA.remove(e.vpa, uid)
 	return e.vpa, true
 }
 
@@ -146,10 +133,9 @@ func (t *jobTracker) forget(uid types.UID) (string, bool) {
 func (t *jobTracker) forgetVPA(vpa string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for uid := range t.byVPA[vpa] {
+	for uid := range t.byVPA.drop(vpa) {
 		delete(t.jobs, uid)
 	}
-	delete(t.byVPA, vpa)
 }
 
 // jobsOf returns the statuses of a VPA's Jobs, by name.

@@ -131,16 +131,43 @@ type podEntry struct {
 	sent        *sentResize
 }
 
+// vpaGroups groups the UIDs of tracked pods or Jobs by the key of the VPA
+// they count under. Not safe for concurrent use: the trackers lock.
+type vpaGroups map[string]sets.Set[types.UID]
+
+func (g vpaGroups) add(vpa string, uid types.UID) {
+	if g[vpa] == nil {
+		g[vpa] = sets.New[types.UID]()
+	}
+	g[vpa].Insert(uid)
+}
+
+func (g vpaGroups) remove(vpa string, uid types.UID) {
+	if s := g[vpa]; s != nil {
+		s.Delete(uid)
+		if s.Len() == 0 {
+			delete(g, vpa)
+		}
+	}
+}
+
+// drop removes a VPA's group and returns its members.
+func (g vpaGroups) drop(vpa string) sets.Set[types.UID] {
+	s := g[vpa]
+	delete(g, vpa)
+	return s
+}
+
 // tracker remembers the state of every pod of an InPlace VPA, grouped by
 // VPA, for the VPA condition and the gauges.
 type tracker struct {
 	mu    sync.Mutex
 	pods  map[types.UID]*podEntry
-	byVPA map[string]sets.Set[types.UID]
+	byVPA vpaGroups
 }
 
 func newTracker() *tracker {
-	return &tracker{pods: map[types.UID]*podEntry{}, byVPA: map[string]sets.Set[types.UID]{}}
+	return &tracker{pods: map[types.UID]*podEntry{}, byVPA: vpaGroups{}}
 }
 
 // entry returns the pod's entry, creating it under vpa. Callers hold t.mu.
@@ -151,23 +178,11 @@ func (t *tracker) entry(uid types.UID, vpa, name string) *podEntry {
 		t.pods[uid] = e
 	}
 	if e.vpa != vpa {
-		t.unindex(uid, e.vpa)
+		t.byVPA.remove(e.vpa, uid)
 		e.vpa = vpa
 	}
-	if t.byVPA[vpa] == nil {
-		t.byVPA[vpa] = sets.New[types.UID]()
-	}
-	t.byVPA[vpa].Insert(uid)
+	t.byVPA.add(vpa, uid)
 	return e
-}
-
-func (t *tracker) unindex(uid types.UID, vpa string) {
-	if s := t.byVPA[vpa]; s != nil {
-		s.Delete(uid)
-		if s.Len() == 0 {
-			delete(t.byVPA, vpa)
-		}
-	}
 }
 
 // set records a pod's status. A zero since keeps the time the pod entered
@@ -213,7 +228,7 @@ func (t *tracker) forget(uid types.UID) (string, bool) {
 		return "", false
 	}
 	delete(t.pods, uid)
-	t.unindex(uid, e.vpa)
+	t.byVPA.remove(e.vpa, uid)
 	return e.vpa, true
 }
 
@@ -221,10 +236,9 @@ func (t *tracker) forget(uid types.UID) (string, bool) {
 func (t *tracker) forgetVPA(vpa string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for uid := range t.byVPA[vpa] {
+	for uid := range t.byVPA.drop(vpa) {
 		delete(t.pods, uid)
 	}
-	delete(t.byVPA, vpa)
 }
 
 // podsOf returns the statuses of a VPA's pods, by pod name.
