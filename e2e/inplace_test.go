@@ -97,19 +97,13 @@ func TestFeatureGateDisabledRejectsInPlaceVPA(t *testing.T) {
 // A resize held Deferred by the kubelet is waited for: no timeout, no
 // eviction, no second patch.
 func TestIndefiniteWaitForDeferredUpdate(t *testing.T) {
-	ns := newNamespace(t, nil)
-	node := env("E2E_DEFERRED_NODE", "hollow-2")
-	pods := deploy(t, ns, workload{name: "web", node: node, requests: rl("200m", "100Mi")})
-	before := snap(pods)
-	fill(t, ns, node, "3")
-	newVPA(t, ns, "web", vpatypes.UpdateModeInPlace, nil)
+	ns, pods, before := deferredSetup(t)
 	g0 := pods[0].Generation
 
 	recommend(t, ns, "web", "1", "100Mi")
 	waitFor(t, eventually, "resize Deferred", func(context.Context) (bool, error) {
 		return strings.Contains(resizeConditions(getPod(t, ns, pods[0].Name)), "Deferred"), nil
 	})
-	requireStable(t, ns, pods[0].Name)
 	requireStable(t, ns, pods[0].Name)
 	assert.Equal(t, g0+1, getPod(t, ns, pods[0].Name).Generation, "one patch, then waiting")
 	requireNotDisrupted(t, ns, "web", before)
@@ -185,6 +179,20 @@ func TestInfeasibleResizeHandling(t *testing.T) {
 
 // fill runs a pod requesting cpu on node, leaving too little room for
 // resizes there. It returns the pod's name.
+// deferredSetup runs one pod of Deployment "web" (200m CPU) on the node
+// used for Deferred resizes, fills the rest of that node, and creates an
+// InPlace VPA without a recommendation: asking for 1 CPU is then Deferred.
+func deferredSetup(t *testing.T) (ns string, pods []corev1.Pod, before snapshot) {
+	t.Helper()
+	ns = newNamespace(t, nil)
+	node := env("E2E_DEFERRED_NODE", "hollow-2")
+	pods = deploy(t, ns, workload{name: "web", node: node, requests: rl("200m", "100Mi")})
+	before = snap(pods)
+	fill(t, ns, node, "3")
+	newVPA(t, ns, "web", vpatypes.UpdateModeInPlace, nil)
+	return ns, pods, before
+}
+
 func fill(t *testing.T, ns, node, cpu string) string {
 	t.Helper()
 	p := &corev1.Pod{

@@ -91,12 +91,7 @@ func TestVPAConditionInfeasible(t *testing.T) {
 }
 
 func TestVPAConditionDeferred(t *testing.T) {
-	ns := newNamespace(t, nil)
-	node := env("E2E_DEFERRED_NODE", "hollow-2")
-	pods := deploy(t, ns, workload{name: "web", node: node, requests: rl("200m", "100Mi")})
-	before := snap(pods)
-	fill(t, ns, node, "3")
-	newVPA(t, ns, "web", vpatypes.UpdateModeInPlace, nil)
+	ns, pods, before := deferredSetup(t)
 	g0 := pods[0].Generation
 
 	recommend(t, ns, "web", "1", "100Mi")
