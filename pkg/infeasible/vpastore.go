@@ -48,6 +48,11 @@ type VPAStore struct {
 	// owners holds the UID of each VPA records were put for: writes carry it,
 	// so that a record never lands on a new VPA of the same name.
 	owners map[string]types.UID
+	// written holds the value this store last wrote to each VPA. It is
+	// what the VPA carries even while the cache still shows an older
+	// value: a record put and deleted before the cache saw it written must
+	// still be removed from the annotation.
+	written map[string]string
 }
 
 var _ Store = (*VPAStore)(nil)
@@ -87,7 +92,8 @@ func NewVPAStore(client vpaclient.VerticalPodAutoscalersGetter, lister vpalister
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: queueName},
 		),
-		owners: map[string]types.UID{},
+		owners:  map[string]types.UID{},
+		written: map[string]string{},
 	}
 }
 
@@ -135,6 +141,7 @@ func (s *VPAStore) Retain(live func(types.UID) bool) []types.UID {
 func (s *VPAStore) ForgetOwner(owner Owner) int {
 	s.mu.Lock()
 	delete(s.owners, owner.Key())
+	delete(s.written, owner.Key())
 	s.mu.Unlock()
 	return s.mem.ForgetOwner(owner)
 }
@@ -175,6 +182,7 @@ func (s *VPAStore) Load(ctx context.Context) error {
 	s.mem.replace(loaded)
 	s.mu.Lock()
 	s.owners = owners
+	s.written = map[string]string{}
 	s.mu.Unlock()
 	logger.Info("Loaded records", "annotation", s.key, "records", len(loaded), "vpas", len(owners))
 	return nil
@@ -226,19 +234,27 @@ func (s *VPAStore) write(ctx context.Context, key string) error {
 	}
 	s.mu.Lock()
 	uid := s.owners[key]
+	last, wrote := s.written[key]
 	s.mu.Unlock()
 
 	vpa, err := s.lister.VerticalPodAutoscalers(namespace).Get(name)
 	switch {
 	case apierrors.IsNotFound(err):
-		if len(records) == 0 {
-			return nil // nothing to keep, nowhere to keep it
+		// Not in the cache, which may lag behind a new VPA: it carries what
+		// this store last wrote to it, or nothing.
+		if last == value && (wrote || value == "") {
+			return nil
 		}
-		// The cache may lag behind a new VPA: ask the API server.
 	case err != nil:
 		return fmt.Errorf("reading VPA %s from cache: %w", key, err)
 	default:
-		if vpa.Annotations[s.key] == value {
+		// Once this store has written the VPA, its own last write is what
+		// the VPA carries; the cache may not have seen it yet.
+		current := vpa.Annotations[s.key]
+		if wrote {
+			current = last
+		}
+		if current == value {
 			return nil
 		}
 		if uid == "" {
@@ -253,6 +269,9 @@ func (s *VPAStore) write(ctx context.Context, key string) error {
 	_, err = s.client.VerticalPodAutoscalers(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	switch {
 	case err == nil:
+		s.mu.Lock()
+		s.written[key] = value
+		s.mu.Unlock()
 		logger.V(4).Info("Wrote records", "vpa", key, "annotation", s.key, "records", len(records)-len(left), "bytes", len(value))
 		if len(left) > 0 {
 			logger.Info("Records left out of the VPA annotation to keep it small; they are held in memory only",
@@ -263,6 +282,9 @@ func (s *VPAStore) write(ctx context.Context, key string) error {
 		// Gone, or replaced by a new VPA of the same name (the UID in the
 		// patch no longer matches: 422, or 409 as a failed precondition):
 		// the records have nowhere to go.
+		s.mu.Lock()
+		delete(s.written, key)
+		s.mu.Unlock()
 		logger.V(2).Info("VPA gone; its records are held in memory only", "vpa", key, "annotation", s.key, "err", err)
 		return nil
 	default:

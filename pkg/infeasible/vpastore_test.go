@@ -267,6 +267,31 @@ func TestVPAStorePodMovedToAnotherVPA(t *testing.T) {
 	require.Eventually(t, func() bool { return f.annotation("web") == "" && len(f.records("db")) == 1 }, wait, tick)
 }
 
+// A cache that never sees the store's own writes: the worst case of an
+// informer lagging behind them.
+func TestVPAStoreWithACacheLaggingBehindItsWrites(t *testing.T) {
+	f := newStoreFixture(t, vpa("web"))
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, indexer.Add(vpa("web")))
+	s := NewVPAStore(f.client.AutoscalingV1(), vpalisters.NewVerticalPodAutoscalerLister(indexer), VPAStoreConfig{})
+	require.NoError(t, s.Load(f.ctx))
+	go s.Run(f.ctx)
+
+	s.Put(webVPA, "pod-a", rec(KindNodeCapacity, "8", "no room", t0))
+	require.Eventually(t, func() bool { return len(f.records("web")) == 1 }, wait, tick)
+
+	t.Run("the same records again: no second write", func(t *testing.T) {
+		s.Put(webVPA, "pod-a", rec(KindNodeCapacity, "8", "no room", t0))
+		time.Sleep(200 * time.Millisecond)
+		assert.Len(t, f.patches(), 1)
+	})
+	t.Run("the record deleted: the annotation is removed though the cache never showed it", func(t *testing.T) {
+		assert.True(t, s.Delete("pod-a"))
+		require.Eventually(t, func() bool { return f.annotation("web") == "" }, wait, tick)
+		assert.Len(t, f.patches(), 2)
+	})
+}
+
 func TestVPAStoreForgetOwnerWritesNothing(t *testing.T) {
 	f := newStoreFixture(t, vpa("web"))
 	s, _ := f.start(VPAStoreConfig{})
