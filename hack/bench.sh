@@ -16,7 +16,8 @@
 #   5. prints the comparison and writes bench/results/<date>-<profile>.md.
 # Everything it started is stopped on exit, on failure and on Ctrl-C.
 #
-# Env: BENCH_PODS (1000; 10000 for the large profile), BENCH_PODS_PER_NODE (90),
+# Env: BENCH_PODS (1000; 10000 for the large profile), BENCH_PODS_PER_NODE (90;
+# 400 above 2,000 pods, on nodes of 16 CPUs, 32Gi and 450 pods),
 # BENCH_NODES (default ceil(BENCH_PODS / BENCH_PODS_PER_NODE)), BENCH_RESULTS
 # (report path), BENCH_QPS / BENCH_BURST (client limits of both updaters,
 # 50 / 100), BENCH_ONLY (ours|upstream), BENCH_PPROF=1 (fetch profiles from
@@ -35,7 +36,17 @@ if ! [[ ${pods} =~ ^[0-9]+$ ]] || ((pods < 10)); then
   echo "BENCH_PODS must be a number >= 10" >&2
   exit 2
 fi
-per_node=${BENCH_PODS_PER_NODE:-90}
+# Above 2,000 pods, fewer and larger nodes: a hollow kubelet costs about
+# 90 MiB and a share of the 2 CPUs whatever its pods, and 112 of them would
+# slow the API server down for both updaters alike.
+if ((pods > 2000)); then
+  per_node=${BENCH_PODS_PER_NODE:-400}
+  export CLUSTER_NODE_MAX_PODS=${CLUSTER_NODE_MAX_PODS:-450}
+  export CLUSTER_NODE_CORES=${CLUSTER_NODE_CORES:-16}
+  export CLUSTER_NODE_MEMORY=${CLUSTER_NODE_MEMORY:-32Gi}
+else
+  per_node=${BENCH_PODS_PER_NODE:-90}
+fi
 nodes=${BENCH_NODES:-$(((pods + per_node - 1) / per_node))}
 profile=${pods}pods
 qps=${BENCH_QPS:-50}

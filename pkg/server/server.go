@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -115,6 +116,21 @@ func NewMux(gatherer prometheus.Gatherer, checks ...Check) *http.ServeMux {
 	})
 	mux.Handle(MetricsPath, promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	return mux
+}
+
+// ProfilingPath is the prefix of the Go runtime profiles EnableProfiling
+// serves.
+const ProfilingPath = "/debug/pprof/"
+
+// EnableProfiling adds Go's runtime profiles (heap, goroutines, CPU, ...) to
+// mux under ProfilingPath, as net/http/pprof serves them. A CPU profile
+// cannot be longer than the server's write timeout (30 s for NewProbeServer).
+func EnableProfiling(mux *http.ServeMux) {
+	mux.HandleFunc(ProfilingPath, pprof.Index)
+	mux.HandleFunc(ProfilingPath+"cmdline", pprof.Cmdline)
+	mux.HandleFunc(ProfilingPath+"profile", pprof.Profile)
+	mux.HandleFunc(ProfilingPath+"symbol", pprof.Symbol)
+	mux.HandleFunc(ProfilingPath+"trace", pprof.Trace)
 }
 
 // NewProbeServer returns a plain-HTTP server for NewMux's handler with short

@@ -62,6 +62,20 @@ func TestMux(t *testing.T) {
 	})
 }
 
+func TestProfiling(t *testing.T) {
+	mux := NewMux(prometheus.NewRegistry())
+	code, _ := get(t, mux, ProfilingPath+"heap")
+	assert.Equal(t, http.StatusNotFound, code, "not served unless enabled")
+
+	EnableProfiling(mux)
+	code, body := get(t, mux, ProfilingPath+"goroutine?debug=1")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "goroutine profile:")
+	code, body = get(t, mux, ProfilingPath+"heap?debug=1")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "heap profile:")
+}
+
 func TestServeStopsWithTheContext(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)

@@ -157,6 +157,10 @@ func runOne(ctx context.Context, o *Options, w *workload, spec UpdaterSpec, log 
 		"--kube-api-burst=" + strconv.Itoa(o.Burst),
 		"--address=" + addr,
 	}, spec.Args...)
+	if o.Pprof {
+		// Both updaters serve /debug/pprof on --address with this flag.
+		r.Args = append(r.Args, "--profiling")
+	}
 	logFile, err := os.Create(filepath.Join(o.WorkDir, spec.Name+".log"))
 	if err != nil {
 		return nil, err
@@ -164,18 +168,6 @@ func runOne(ctx context.Context, o *Options, w *workload, spec UpdaterSpec, log 
 	defer logFile.Close()
 	cmd := exec.Command(spec.Binary, r.Args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Profiles come from <--address>/debug/pprof, or from PprofEnv's
-	// address for a build of the updater that serves them there.
-	pprofAddrs := []string{addr}
-	if o.Pprof {
-		pp, err := freePort(ctx)
-		if err != nil {
-			return nil, err
-		}
-		pprofAddr := "127.0.0.1:" + strconv.Itoa(pp)
-		cmd.Env = append(os.Environ(), PprofEnv+"="+pprofAddr)
-		pprofAddrs = []string{pprofAddr, addr}
-	}
 	// The updater dies with the driver, whatever happens to the driver.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
@@ -254,13 +246,15 @@ func runOne(ctx context.Context, o *Options, w *workload, spec UpdaterSpec, log 
 	floor := time.Duration(float64(o.Pods) / float64(o.QPS) * float64(time.Second))
 	if o.Pprof {
 		profiles = make(chan string, 2)
-		secs := max(10, int(floor.Seconds()))
+		// Within our updater's 30 s write timeout: the first part of a
+		// long burst.
+		secs := min(25, max(10, int(floor.Seconds())))
 		go func() {
-			profiles <- fetchProfile(ctx, pprofAddrs, fmt.Sprintf("profile?seconds=%d", secs), filepath.Join(o.WorkDir, spec.Name+"-cpu-burst.pprof"))
+			profiles <- fetchProfile(ctx, addr, fmt.Sprintf("profile?seconds=%d", secs), filepath.Join(o.WorkDir, spec.Name+"-cpu-burst.pprof"))
 		}()
 		go func() {
 			sleep(ctx, floor/2)
-			profiles <- fetchProfile(ctx, pprofAddrs, "goroutine?debug=1", filepath.Join(o.WorkDir, spec.Name+"-goroutines-burst.txt"))
+			profiles <- fetchProfile(ctx, addr, "goroutine?debug=1", filepath.Join(o.WorkDir, spec.Name+"-goroutines-burst.txt"))
 		}()
 	}
 	if err := forEach(ctx, w.apps(), func(ctx context.Context, _ int, app string) error {
@@ -322,7 +316,7 @@ func runOne(ctx context.Context, o *Options, w *workload, spec UpdaterSpec, log 
 		return r, err
 	}
 	if o.Pprof {
-		if f := fetchProfile(ctx, pprofAddrs, "heap", filepath.Join(o.WorkDir, spec.Name+"-heap.pprof")); f != "" {
+		if f := fetchProfile(ctx, addr, "heap", filepath.Join(o.WorkDir, spec.Name+"-heap.pprof")); f != "" {
 			r.Profiles = append(r.Profiles, f)
 		}
 	}
@@ -445,22 +439,15 @@ func httpOK(ctx context.Context, url string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// PprofEnv names the environment variable through which, with --pprof, the
-// driver offers an updater a free 127.0.0.1 address to serve /debug/pprof on
-// (for builds that serve it apart from --address).
-const PprofEnv = "RESIZE_BENCH_PPROF_ADDR"
-
-// fetchProfile saves /debug/pprof/<what> from the first of addrs that
-// serves it to path; it returns path, or "" when none does.
-func fetchProfile(ctx context.Context, addrs []string, what, path string) string {
+// fetchProfile saves addr's /debug/pprof/<what> to path; it returns path,
+// or "" when the updater does not serve it.
+func fetchProfile(ctx context.Context, addr, what, path string) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	for _, addr := range addrs {
-		if fetchProfileFrom(ctx, addr, what, path) {
-			return path
-		}
+	if !fetchProfileFrom(ctx, addr, what, path) {
+		return ""
 	}
-	return ""
+	return path
 }
 
 func fetchProfileFrom(ctx context.Context, addr, what, path string) bool {

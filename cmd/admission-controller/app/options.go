@@ -51,6 +51,8 @@ type Options struct {
 	Port        int
 	// Address is where /healthz, /readyz and /metrics are served (HTTP).
 	Address string
+	// Profiling serves Go runtime profiles under /debug/pprof/ on Address.
+	Profiling bool
 
 	// RequestTimeout bounds the handling of one admission request.
 	RequestTimeout time.Duration
@@ -105,6 +107,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Port of the webhook server (HTTPS) of /validate-vpas and /mutate-pods.")
 	fs.StringVar(&o.Address, "address", o.Address,
 		"host:port of the plain-HTTP server of /healthz, /readyz and /metrics.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling,
+		"Also serve Go runtime profiles (heap, goroutines, CPU) under /debug/pprof/ on --address. Off by default: that address has no authentication.")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout,
 		"Longest time spent on one admission request; a pod whose mutation runs out of time is admitted unchanged. "+
 			"Keep it below the timeoutSeconds of the webhook configurations. At most 30s.")

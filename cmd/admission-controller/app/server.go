@@ -191,7 +191,11 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	if err != nil {
 		return fmt.Errorf("listening on --address %s: %w", opts.Address, err)
 	}
-	probes := server.NewProbeServer(ctx, server.NewMux(registry, synced, certs))
+	mux := server.NewMux(registry, synced, certs)
+	if opts.Profiling {
+		server.EnableProfiling(mux)
+	}
+	probes := server.NewProbeServer(ctx, mux)
 	g.Go(func() error { return server.Serve(ctx, probes, probeListener, shutdownTimeout) })
 	g.Go(func() error { return certs.Run(ctx) })
 	g.Go(func() error {

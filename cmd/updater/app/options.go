@@ -26,6 +26,7 @@ type Options struct {
 	IgnoredVPANamespaces []string
 	Workers              int
 	Address              string
+	Profiling            bool
 	DryRun               bool
 	DeferredWarningAfter time.Duration
 	ConfigMap            string
@@ -84,6 +85,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Number of pods handled concurrently. A worker mostly waits for a resize round trip, so it takes about --kube-api-qps x the API latency of workers to send resizes as fast as the client limits allow.")
 	fs.StringVar(&o.Address, "address", o.Address,
 		"Address serving /healthz, /readyz and /metrics.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling,
+		"Also serve Go runtime profiles (heap, goroutines, CPU) under /debug/pprof/ on --address. Off by default: that address has no authentication.")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun,
 		"Decide and report (events, metrics, the VPA condition, logs) but never send a resize. Infeasible records are then kept in memory only.")
 	fs.DurationVar(&o.DeferredWarningAfter, "deferred-warning-after", o.DeferredWarningAfter,

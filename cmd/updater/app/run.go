@@ -211,7 +211,11 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		return nil
 	})
-	probes := server.NewProbeServer(ctx, server.NewMux(registry, synced))
+	mux := server.NewMux(registry, synced)
+	if o.Profiling {
+		server.EnableProfiling(mux)
+	}
+	probes := server.NewProbeServer(ctx, mux)
 	probeCtx, stopProbes := context.WithCancel(context.WithoutCancel(ctx))
 	probeDone := make(chan error, 1)
 	go func() { probeDone <- server.Serve(probeCtx, probes, ln, 5*time.Second) }()
