@@ -32,6 +32,7 @@ import (
 	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/cachetrim"
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
@@ -327,9 +328,11 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 
-	kubeFactory := informers.NewSharedInformerFactory(kube, 0)
+	// The caches are trimmed as the binaries trim them: every test decides
+	// on what the updater really holds of a pod.
+	kubeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(cachetrim.Transform))
 	systemFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(systemNamespace))
-	vpaFactory := vpainformers.NewSharedInformerFactory(vpaClient, 0)
+	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(vpaClient, 0, vpainformers.WithTransform(cachetrim.Transform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
 	podInformer := kubeFactory.Core().V1().Pods()
 

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/admission"
+	"github.com/vpa-inplace/vpa-inplace/pkg/cachetrim"
 	"github.com/vpa-inplace/vpa-inplace/pkg/certwatch"
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
@@ -136,9 +136,9 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	// Informers: VPAs, LimitRanges and the well-known controllers that
 	// target resolution walks from a pod to its VPA's targetRef.
 	factory := informers.NewSharedInformerFactoryWithOptions(c.kube, 0,
-		informers.WithNamespace(opts.VPAObjectNamespace), informers.WithTransform(stripManagedFields))
+		informers.WithNamespace(opts.VPAObjectNamespace), informers.WithTransform(cachetrim.Transform))
 	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(c.vpas, 0,
-		vpainformers.WithNamespace(opts.VPAObjectNamespace), vpainformers.WithTransform(stripManagedFields))
+		vpainformers.WithNamespace(opts.VPAObjectNamespace), vpainformers.WithTransform(cachetrim.Transform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
 	limitRanges, err := limitrange.NewLimitsRangeCalculator(factory)
 	if err != nil {
@@ -223,13 +223,4 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	factory.Shutdown()
 	vpaFactory.Shutdown()
 	return err
-}
-
-// stripManagedFields drops managedFields from cached objects; nothing here
-// reads them.
-func stripManagedFields(obj any) (any, error) {
-	if a, err := meta.Accessor(obj); err == nil && a.GetManagedFields() != nil {
-		a.SetManagedFields(nil)
-	}
-	return obj, nil
 }

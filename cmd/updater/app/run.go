@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +32,7 @@ import (
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/cachetrim"
 	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/server"
@@ -84,10 +84,11 @@ func Run(ctx context.Context, o *Options) error {
 	if o.VPAObjectNamespace != "" {
 		namespace = o.VPAObjectNamespace
 	}
-	// Pods are cached without managed fields, and only while not terminal.
+	// Pods are cached trimmed to what the updater reads (cachetrim), and
+	// only while not terminal.
 	podFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
 		informers.WithNamespace(namespace),
-		informers.WithTransform(stripManagedFields),
+		informers.WithTransform(cachetrim.Transform),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.FieldSelector = fields.AndSelectors(
 				fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
@@ -95,8 +96,9 @@ func Run(ctx context.Context, o *Options) error {
 			).String()
 		}))
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
-		informers.WithNamespace(namespace), informers.WithTransform(stripManagedFields))
-	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(vpaClient, 0, vpainformers.WithNamespace(namespace))
+		informers.WithNamespace(namespace), informers.WithTransform(cachetrim.Transform))
+	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(vpaClient, 0,
+		vpainformers.WithNamespace(namespace), vpainformers.WithTransform(cachetrim.Transform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
 
 	limitRanges, err := limitrange.NewLimitsRangeCalculator(factory)
@@ -306,13 +308,4 @@ func serverMinor(ctx context.Context, kube kubernetes.Interface) int {
 		return 0
 	}
 	return minor
-}
-
-// stripManagedFields drops managed fields from cached objects: the updater
-// never reads them, and they are a large part of each object.
-func stripManagedFields(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil {
-		accessor.SetManagedFields(nil)
-	}
-	return obj, nil
 }
