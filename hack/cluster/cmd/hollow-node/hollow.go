@@ -329,6 +329,7 @@ func main() {
 		qps                                                                               float64
 		report, events, staticCPU                                                         bool
 		taintSpecs                                                                        []string
+		syncFrequency                                                                     time.Duration
 		labels                                                                            = map[string]string{}
 	)
 	fs := pflag.CommandLine
@@ -350,6 +351,7 @@ func main() {
 	fs.BoolVar(&events, "events", true, "send kubelet events to the API server (needs readable /dev/kmsg for the OOM watcher)")
 	fs.BoolVar(&report, "report-runtime-resources", false, "fake CRI reports container resources in ContainerStatus")
 	fs.StringSliceVar(&taintSpecs, "register-with-taints", nil, "taints the node registers with, key=value:Effect,...")
+	fs.DurationVar(&syncFrequency, "sync-frequency", 10*time.Second, "how often every running pod is synced again (the kubelet's syncFrequency); longer: less CPU per pod")
 	nl := cliflag.ConfigurationMap(labels)
 	fs.Var(&nl, "node-labels", "extra node labels k=v,...")
 	pflag.Parse()
@@ -404,7 +406,7 @@ func main() {
 	c.HTTPCheckFrequency.Duration = 20 * time.Second
 	c.NodeStatusUpdateFrequency.Duration = 10 * time.Second
 	c.NodeStatusReportFrequency.Duration = 5 * time.Minute
-	c.SyncFrequency.Duration = 10 * time.Second
+	c.SyncFrequency.Duration = syncFrequency
 	c.EvictionPressureTransitionPeriod.Duration = 5 * time.Minute
 	c.MaxPods = int32(maxPods)
 	c.PodsPerCore = 0
