@@ -94,6 +94,7 @@ for set in ${sets}; do
   trap - EXIT
   sizes=$(cd "${dest}" && for b in *; do printf '%s=%sMiB ' "${b}" $(($(stat -c %s "${b}") / 1048576)); done)
   cluster::log "${set}: built in ${secs}s: ${sizes}"
+  mkdir -p "${CLUSTER_OUTPUT}"
   echo "$(date -u +%FT%TZ) ${key} ${secs}s ${sizes}" >>"${CLUSTER_OUTPUT}/build-times.txt"
   prune "${set}"
   exec 9>&-

@@ -407,6 +407,9 @@ func main() {
 	c.NodeStatusUpdateFrequency.Duration = 10 * time.Second
 	c.NodeStatusReportFrequency.Duration = 5 * time.Minute
 	c.SyncFrequency.Duration = syncFrequency
+	// The fake runtime writes no container logs: each rotation check fails
+	// (and logs an error) for every container. Once an hour, not every 10s.
+	c.ContainerLogMonitorInterval.Duration = time.Hour
 	c.EvictionPressureTransitionPeriod.Duration = 5 * time.Minute
 	c.MaxPods = int32(maxPods)
 	c.PodsPerCore = 0
