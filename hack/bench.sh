@@ -18,7 +18,8 @@
 #
 # Env: BENCH_PODS (1000; 10000 for the large profile), BENCH_PODS_PER_NODE (90;
 # 400 above 2,000 pods, on nodes of 16 CPUs, 32Gi and 450 pods that sync
-# their pods every minute),
+# their pods every minute and send no events), BENCH_TOKEN_VOLUME (true;
+# false above 2,000 pods: automountServiceAccountToken: false),
 # BENCH_NODES (default ceil(BENCH_PODS / BENCH_PODS_PER_NODE)), BENCH_RESULTS
 # (report path), BENCH_QPS / BENCH_BURST (client limits of both updaters,
 # 50 / 100), BENCH_ONLY (ours|upstream), BENCH_PPROF=1 (fetch profiles from
@@ -48,9 +49,16 @@ if ((pods > 2000)); then
   # Each kubelet syncs every running pod each --sync-frequency (10s): for
   # 10,000 pods that alone takes about a core. Resizes are synced when the
   # pod changes, whatever this period.
-  export CLUSTER_NODE_ARGS=${CLUSTER_NODE_ARGS:-"--sync-frequency 1m"}
+  # Kubelet events (three per pod start, two per resize) are off: nothing
+  # here reads them, and 10,000 pods would add tens of thousands of writes
+  # to the API server while it serves both updaters.
+  export CLUSTER_NODE_ARGS=${CLUSTER_NODE_ARGS:-"--sync-frequency 1m --events=false"}
+  # No service-account token volume in the bench pods: starting a pod then
+  # takes no TokenRequest and no projected volume (see bench/README.md).
+  token_volume=${BENCH_TOKEN_VOLUME:-false}
 else
   per_node=${BENCH_PODS_PER_NODE:-90}
+  token_volume=${BENCH_TOKEN_VOLUME:-true}
 fi
 nodes=${BENCH_NODES:-$(((pods + per_node - 1) / per_node))}
 profile=${pods}pods
@@ -155,6 +163,8 @@ reproduce="make bench BENCH_PODS=${pods}"
   --upstream-identity="cluster admin (system:masters): upstream's RBAC is not deployed here" \
   --upstream-ready-path="" \
   --upstream-args="--feature-gates=InPlace=true --min-replicas=1 --in-place-skip-disruption-budget=true --eviction-tolerance=0.5 --use-admission-controller-status=false --updater-interval=1m --v=2 ${BENCH_UPSTREAM_ARGS:-}" \
+  --token-volume="${token_volume}" \
+  --cluster="${nodes} hollow nodes of ${CLUSTER_NODE_MAX_PODS} pods (${CLUSTER_NODE_CORES:-4} CPUs, ${CLUSTER_NODE_MEMORY:-8Gi}) plus ${CLUSTER_NODES##* }; hollow kubelet flags: ${CLUSTER_NODE_ARGS:-none}" \
   "${extra[@]}" ${BENCH_ARGS:-} \
   > >(tee "${logs}/driver.log") 2>&1 &
 driver_pid=$!

@@ -48,6 +48,13 @@ type Options struct {
 	DeferredNode  string
 	DeferredTaint string
 
+	// TokenVolume keeps the service-account token volume in the bench pods
+	// (the Kubernetes default). Without it, each hollow kubelet starts a pod
+	// with no TokenRequest, no projected volume to mount and refresh.
+	TokenVolume bool
+	// Cluster describes the nodes in the report (layout, kubelet flags).
+	Cluster string
+
 	// QPS and Burst are the client rate limits given to every updater.
 	QPS   float32
 	Burst int
@@ -81,6 +88,7 @@ func NewOptions() *Options {
 		DeferredPods:     5,
 		DeferredNode:     "hollow-deferred",
 		DeferredTaint:    "vpa-inplace.dev/bench=deferred",
+		TokenVolume:      true,
 		QPS:              50,
 		Burst:            100,
 		DriverQPS:        500,
@@ -104,6 +112,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.DeferredPods, "deferred-pods", o.DeferredPods, "Pods of the VPA whose resize the filler pod holds Deferred.")
 	fs.StringVar(&o.DeferredNode, "deferred-node", o.DeferredNode, "Node of the deferred pods and the filler pod.")
 	fs.StringVar(&o.DeferredTaint, "deferred-taint", o.DeferredTaint, "key=value of the NoSchedule taint of the deferred node.")
+	fs.BoolVar(&o.TokenVolume, "token-volume", o.TokenVolume, "Mount the service-account token in the bench pods (false: automountServiceAccountToken: false, less work per pod for the kubelets).")
+	fs.StringVar(&o.Cluster, "cluster", o.Cluster, "How the cluster's nodes were set up, quoted in the report.")
 	fs.Float32Var(&o.QPS, "qps", o.QPS, "Client QPS given to each updater (--kube-api-qps).")
 	fs.IntVar(&o.Burst, "burst", o.Burst, "Client burst given to each updater (--kube-api-burst).")
 	fs.Float32Var(&o.DriverQPS, "driver-qps", o.DriverQPS, "The driver's client QPS.")

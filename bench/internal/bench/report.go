@@ -343,6 +343,14 @@ func (rep *Report) Markdown(reproduce string) string {
 		"Machine: %d CPUs, %s; load average %s at the start, %s at the end. Run from %s to %s (UTC).\n\n",
 		thousands(o.Pods), o.Deployments, o.Deployments, o.DeferredPods, o.DeferredNode, rep.ServerVersion, rep.Nodes,
 		rep.CPUs, rep.MemTotal, rep.LoadStart, rep.LoadEnd, rep.Start.UTC().Format("15:04"), rep.End.UTC().Format("15:04"))
+	if o.Cluster != "" {
+		fmt.Fprintf(&b, "Nodes: %s.\n\n", o.Cluster)
+	}
+	if !o.TokenVolume {
+		b.WriteString("The bench pods have `automountServiceAccountToken: false`: no token volume to mount and refresh per pod. " +
+			"It spares the hollow kubelets and the API server a TokenRequest and a projected volume per pod; " +
+			"neither updater reads volumes (upstream's cache keeps them, so the pods it caches are smaller than usual).\n\n")
+	}
 	b.WriteString("## Results\n\n")
 	b.WriteString(rep.Table())
 	b.WriteString("\nRatios are ours ÷ upstream: below 1, ours is faster, smaller or makes fewer requests. " +

@@ -124,6 +124,9 @@ func (w *workload) createApp(ctx context.Context, app string, replicas int32, on
 			Resources: corev1.ResourceRequirements{Requests: baseline.DeepCopy()},
 		}},
 	}
+	if !w.o.TokenVolume {
+		spec.AutomountServiceAccountToken = ptr.To(false)
+	}
 	if onDeferredNode {
 		w.pinToDeferredNode(&spec)
 	}
