@@ -19,7 +19,6 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
-	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
 	controllerfetcher "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/target/controller_fetcher"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
 
@@ -80,12 +79,14 @@ func (c testHandler) build(t testing.TB) (*Handler, *Metrics) {
 // the custom resource PodSet (group e2e.vpa-inplace.dev) without /scale.
 func clusterResolver(t testing.TB, vpas ...*vpatypes.VerticalPodAutoscaler) *target.Resolver {
 	t.Helper()
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, v := range vpas {
 		require.NoError(t, idx.Add(v))
 	}
-	return target.NewResolver(vpalisters.NewVerticalPodAutoscalerLister(idx),
+	r, err := target.NewResolver(idx,
 		staticSelector{labels.SelectorFromSet(labels.Set{"app": "web"})}, replicaSetsOfDeployments{}, podSetKinds{}, time.Now)
+	require.NoError(t, err)
+	return r
 }
 
 type podSetKinds struct{}

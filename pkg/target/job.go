@@ -2,7 +2,6 @@ package target
 
 import (
 	"context"
-	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -44,9 +43,9 @@ func (r *Resolver) VPAForJob(ctx context.Context, job *batchv1.Job) (*vpatypes.V
 	if !ok {
 		return nil, nil
 	}
-	vpas, err := r.vpas.VerticalPodAutoscalers(job.Namespace).List(labels.Everything())
+	vpas, err := r.byTargetRef(job.Namespace, kind, name)
 	if err != nil {
-		return nil, fmt.Errorf("listing VPAs of namespace %q: %w", job.Namespace, err)
+		return nil, err
 	}
 	logger := klog.FromContext(ctx)
 	var best *vpatypes.VerticalPodAutoscaler

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/labels"
 
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
 	controllerfetcher "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/target/controller_fetcher"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testjob"
@@ -52,7 +54,7 @@ func TestVPAForJob(t *testing.T) {
 	fetcher := &countingFetcher{selectors: map[string]labels.Selector{
 		"job-vpa": sel("train"), "job-vpa-newer": sel("train"), "cron-vpa": sel("nightly"), "other-group": sel("train"), "deploy": sel("train"),
 	}}
-	r := NewResolver(lister(t, jobVPANewer, jobVPA, cronVPA, otherGroup, deployment), fetcher, controllerfetcher.FakeControllerFetcher{}, nil, clock)
+	r := newResolver(t, []*vpatypes.VerticalPodAutoscaler{jobVPANewer, jobVPA, cronVPA, otherGroup, deployment}, fetcher, controllerfetcher.FakeControllerFetcher{}, nil, clock)
 	ctx := context.Background()
 
 	t.Run("the oldest VPA targeting the Job in group batch", func(t *testing.T) {

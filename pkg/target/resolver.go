@@ -21,20 +21,20 @@ package target
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
-	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
 	vpatarget "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/target"
 	controllerfetcher "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/target/controller_fetcher"
 	vpaapiutil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
@@ -52,9 +52,48 @@ const SelectorTTL = 30 * time.Second
 // missing, resolved together, cost one fetch.
 const SelectorErrorTTL = time.Second
 
+// TargetRefIndex is the index of VPAs by the namespace, kind and name of
+// their targetRef (the API group apart): the only VPAs that can control a
+// pod are those indexed under its top-most controller, or under the custom
+// resource that controls it.
+const TargetRefIndex = "vpa-inplace.dev/target-ref"
+
+func targetRefKey(namespace, kind, name string) string {
+	return namespace + "/" + kind + "/" + name
+}
+
+func indexByTargetRef(obj any) ([]string, error) {
+	vpa, ok := obj.(*vpatypes.VerticalPodAutoscaler)
+	if !ok || vpa.Spec.TargetRef == nil {
+		return nil, nil
+	}
+	return []string{targetRefKey(vpa.Namespace, vpa.Spec.TargetRef.Kind, vpa.Spec.TargetRef.Name)}, nil
+}
+
+// IndexVPAs adds to a VPA indexer (an informer's, before it starts) the
+// indexes the Resolver reads: TargetRefIndex and, when missing, the
+// namespace index. Adding them again is a no-op.
+func IndexVPAs(indexer cache.Indexer) error {
+	have := indexer.GetIndexers()
+	add := cache.Indexers{}
+	if _, ok := have[TargetRefIndex]; !ok {
+		add[TargetRefIndex] = indexByTargetRef
+	}
+	if _, ok := have[cache.NamespaceIndex]; !ok {
+		add[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	if err := indexer.AddIndexers(add); err != nil {
+		return fmt.Errorf("indexing VPAs by target: %w", err)
+	}
+	return nil
+}
+
 // Resolver maps pods to their VPA and VPAs to their target.
 type Resolver struct {
-	vpas        vpalisters.VerticalPodAutoscalerLister
+	vpas        cache.Indexer
 	selectors   vpatarget.VpaTargetSelectorFetcher
 	controllers controllerfetcher.ControllerFetcher
 	kinds       Kinds
@@ -71,23 +110,27 @@ type cachedTarget struct {
 	at        time.Time
 }
 
-// NewResolver builds a Resolver from its parts. kinds tells which targets
-// are custom resources without /scale (nil: upstream's rule only). now is
-// the clock (time.Now in production).
-func NewResolver(vpas vpalisters.VerticalPodAutoscalerLister, selectors vpatarget.VpaTargetSelectorFetcher,
-	controllers controllerfetcher.ControllerFetcher, kinds Kinds, now func() time.Time) *Resolver {
-	return &Resolver{vpas: vpas, selectors: selectors, controllers: controllers, kinds: kinds, now: now, cache: map[types.UID]cachedTarget{}}
+// NewResolver builds a Resolver from its parts. vpas is the VPA indexer
+// (an informer's); NewResolver adds the indexes it reads (IndexVPAs). kinds
+// tells which targets are custom resources without /scale (nil: upstream's
+// rule only). now is the clock (time.Now in production).
+func NewResolver(vpas cache.Indexer, selectors vpatarget.VpaTargetSelectorFetcher,
+	controllers controllerfetcher.ControllerFetcher, kinds Kinds, now func() time.Time) (*Resolver, error) {
+	if err := IndexVPAs(vpas); err != nil {
+		return nil, err
+	}
+	return &Resolver{vpas: vpas, selectors: selectors, controllers: controllers, kinds: kinds, now: now, cache: map[types.UID]cachedTarget{}}, nil
 }
 
 // NewClusterResolver wires upstream VPA's selector and controller fetchers,
 // and API discovery, to a cluster. It registers informers for the well-known
-// controllers on factory: start the factory after calling it.
+// controllers on factory and indexes vpas: call it before starting either.
 func NewClusterResolver(ctx context.Context, config *rest.Config, kube kubernetes.Interface, factory informers.SharedInformerFactory,
-	vpas vpalisters.VerticalPodAutoscalerLister) *Resolver {
+	vpas cache.SharedIndexInformer) (*Resolver, error) {
 	selectors := vpatarget.NewVpaTargetSelectorFetcher(config, kube, factory, ctx.Done())
 	controllers := controllerfetcher.NewControllerFetcher(config, kube, factory, 10*time.Minute, time.Hour, 0.1, ctx.Done())
 	controllers.Start(ctx, time.Minute)
-	return NewResolver(vpas, selectors, controllers, NewDiscoveryKinds(kube.Discovery(), time.Now), time.Now)
+	return NewResolver(vpas.GetIndexer(), selectors, controllers, NewDiscoveryKinds(kube.Discovery(), time.Now), time.Now)
 }
 
 // Target returns how the VPA's pods are found: a label selector, or the
@@ -153,47 +196,94 @@ func (r *Resolver) Forget(uid types.UID) {
 
 // VPAForPod returns the VPA controlling pod, or nil when there is none. VPAs
 // whose target cannot be resolved are passed over (and logged).
+//
+// Only the VPAs indexed under the pod's controller are looked at, never all
+// VPAs of the namespace: a pod is decided in the same time whether its
+// namespace holds one VPA or thousands.
 func (r *Resolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error) {
-	vpas, err := r.vpas.VerticalPodAutoscalers(pod.Namespace).List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("listing VPAs of namespace %q: %w", pod.Namespace, err)
-	}
-	if len(vpas) == 0 {
+	if !r.hasVPAs(pod.Namespace) {
+		// Nothing to find: not even the pod's controllers are looked up.
 		return nil, nil
 	}
 	logger := klog.FromContext(ctx)
-	owner, hasOwner := CustomOwnerOf(pod)
-	// owned is the oldest VPA whose target is the custom resource that
-	// controls the pod. Such a controller has no /scale, so upstream's walk
-	// from the pod stops at it and finds no VPA: it need not be asked.
-	var owned *vpatypes.VerticalPodAutoscaler
-	candidates := make([]*vpaapiutil.VpaWithSelector, 0, len(vpas))
-	for _, vpa := range vpas {
-		if vpa.Spec.TargetRef == nil {
-			continue
+
+	// A custom resource without /scale that controls the pod: its oldest
+	// VPA. Such a controller has no /scale, so upstream's walk from the pod
+	// stops at it and finds no VPA: it need not be asked.
+	if owner, ok := CustomOwnerOf(pod); ok {
+		vpas, err := r.byTargetRef(pod.Namespace, owner.Kind, owner.Name)
+		if err != nil {
+			return nil, err
 		}
+		var owned *vpatypes.VerticalPodAutoscaler
+		for _, vpa := range vpas {
+			t, err := r.Target(ctx, vpa)
+			if err != nil {
+				logger.V(4).Info("Cannot resolve VPA target", "vpa", klog.KObj(vpa), "err", err)
+				continue
+			}
+			if t.Owner != nil && *t.Owner == owner && vpaapiutil.Stronger(vpa, owned) {
+				owned = vpa
+			}
+		}
+		if owned != nil {
+			return owned, nil
+		}
+	}
+
+	// Upstream's rule (vpaapiutil.GetControllingVPAForPod): the strongest
+	// VPA whose targetRef names the pod's top-most well-known or scalable
+	// controller and whose selector matches the pod's labels.
+	parent, err := vpaapiutil.FindParentControllerForPod(ctx, pod, r.controllers)
+	if err != nil {
+		// Upstream passes such a pod over too: a controller that is gone or
+		// cannot be walked (a custom resource without /scale and no VPA).
+		logger.V(4).Info("Cannot find the pod's top-most controller", "err", err)
+		return nil, nil
+	}
+	if parent == nil {
+		return nil, nil
+	}
+	vpas, err := r.byTargetRef(parent.Namespace, parent.Kind, parent.Name)
+	if err != nil {
+		return nil, err
+	}
+	var controlling *vpatypes.VerticalPodAutoscaler
+	for _, vpa := range vpas {
 		t, err := r.Target(ctx, vpa)
 		if err != nil {
 			logger.V(4).Info("Cannot resolve VPA target", "vpa", klog.KObj(vpa), "err", err)
 			continue
 		}
-		if t.Owner != nil {
-			if hasOwner && *t.Owner == owner && vpaapiutil.Stronger(vpa, owned) {
-				owned = vpa
-			}
+		if t.Owner != nil || t.Selector == nil {
 			continue
 		}
-		candidates = append(candidates, &vpaapiutil.VpaWithSelector{Vpa: vpa, Selector: t.Selector})
+		if vpaapiutil.PodMatchesVPA(pod, &vpaapiutil.VpaWithSelector{Vpa: vpa, Selector: t.Selector}) && vpaapiutil.Stronger(vpa, controlling) {
+			controlling = vpa
+		}
 	}
-	if owned != nil {
-		return owned, nil
+	return controlling, nil
+}
+
+// hasVPAs reports whether namespace holds a VPA. The namespace index keeps
+// no empty entries, so its values are the namespaces that hold VPAs: one
+// string per such namespace, whatever their number of VPAs.
+func (r *Resolver) hasVPAs(namespace string) bool {
+	return slices.Contains(r.vpas.ListIndexFuncValues(cache.NamespaceIndex), namespace)
+}
+
+// byTargetRef returns the VPAs whose targetRef names kind and name in
+// namespace, whatever its API group.
+func (r *Resolver) byTargetRef(namespace, kind, name string) ([]*vpatypes.VerticalPodAutoscaler, error) {
+	objs, err := r.vpas.ByIndex(TargetRefIndex, targetRefKey(namespace, kind, name))
+	if err != nil {
+		return nil, fmt.Errorf("looking up VPAs by target: %w", err)
 	}
-	if len(candidates) == 0 {
-		return nil, nil
+	out := make([]*vpatypes.VerticalPodAutoscaler, 0, len(objs))
+	for _, obj := range objs {
+		if vpa, ok := obj.(*vpatypes.VerticalPodAutoscaler); ok {
+			out = append(out, vpa)
+		}
 	}
-	match := vpaapiutil.GetControllingVPAForPod(ctx, pod, candidates, r.controllers)
-	if match == nil {
-		return nil, nil
-	}
-	return match.Vpa, nil
+	return out, nil
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
-	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
+	vpatarget "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/target"
 	controllerfetcher "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/target/controller_fetcher"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
@@ -69,12 +69,17 @@ func (upstreamWalk) FindTopMostWellKnownOrScalable(_ context.Context, key *contr
 	return key, nil
 }
 
-func lister(t *testing.T, vpas ...*vpatypes.VerticalPodAutoscaler) vpalisters.VerticalPodAutoscalerLister {
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+// newResolver is NewResolver over an indexer holding vpas.
+func newResolver(t *testing.T, vpas []*vpatypes.VerticalPodAutoscaler, selectors vpatarget.VpaTargetSelectorFetcher,
+	controllers controllerfetcher.ControllerFetcher, kinds Kinds, now func() time.Time) *Resolver {
+	t.Helper()
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, v := range vpas {
 		require.NoError(t, idx.Add(v))
 	}
-	return vpalisters.NewVerticalPodAutoscalerLister(idx)
+	r, err := NewResolver(idx, selectors, controllers, kinds, now)
+	require.NoError(t, err)
+	return r
 }
 
 func TestVPAForPod(t *testing.T) {
@@ -88,7 +93,7 @@ func TestVPAForPod(t *testing.T) {
 	other := testvpa.New("other").Target("apps/v1", "ReplicaSet", "db").InPlace().Obj()
 	broken := testvpa.New("broken").Target("example.com/v1", "Thing", "x").InPlace().Obj()
 	fetcher := &countingFetcher{selectors: map[string]labels.Selector{"older": web, "newer": web, "other": web}}
-	r := NewResolver(lister(t, newer, older, other, broken), fetcher, controllerfetcher.FakeControllerFetcher{}, clusterKinds, clock)
+	r := newResolver(t, []*vpatypes.VerticalPodAutoscaler{newer, older, other, broken}, fetcher, controllerfetcher.FakeControllerFetcher{}, clusterKinds, clock)
 
 	pod := testpod.New("p").OwnedBy("apps/v1", "ReplicaSet", "web-1").Obj()
 	got, err := r.VPAForPod(context.Background(), pod)
@@ -192,7 +197,7 @@ func TestTarget(t *testing.T) {
 			if tc.selector != nil {
 				fetcher.selectors["v"] = tc.selector
 			}
-			r := NewResolver(lister(t, vpa), fetcher, upstreamWalk{}, tc.kinds, time.Now)
+			r := newResolver(t, []*vpatypes.VerticalPodAutoscaler{vpa}, fetcher, upstreamWalk{}, tc.kinds, time.Now)
 			got, err := r.Target(context.Background(), vpa)
 			if len(tc.wantErr) > 0 {
 				require.Error(t, err)
@@ -218,7 +223,7 @@ func TestVPAForPodOfCustomController(t *testing.T) {
 	zoo := testvpa.New("zoo").Target(testGroup+"/v1", "PodSet", "zoo").InPlace().Obj()
 	scalable := testvpa.New("scalable").Target(testGroup+"/v1", "ScalableSet", "web").InPlace().Obj()
 	fetcher := &countingFetcher{selectors: map[string]labels.Selector{"scalable": web}}
-	r := NewResolver(lister(t, kafkaNewer, kafka, zoo, scalable), fetcher, upstreamWalk{}, clusterKinds, time.Now)
+	r := newResolver(t, []*vpatypes.VerticalPodAutoscaler{kafkaNewer, kafka, zoo, scalable}, fetcher, upstreamWalk{}, clusterKinds, time.Now)
 
 	tests := []struct {
 		name string

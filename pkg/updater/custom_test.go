@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
-	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
 	controllerfetcher "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/target/controller_fetcher"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
@@ -47,8 +47,10 @@ func (noSelectors) Fetch(context.Context, *vpatypes.VerticalPodAutoscaler) (labe
 	return nil, errors.New("the server could not find the requested resource")
 }
 
-func podSetResolver(vpas vpalisters.VerticalPodAutoscalerLister) Resolver {
-	return target.NewResolver(vpas, noSelectors{}, controllerfetcher.NilControllerFetcher{}, podSetKinds{}, time.Now)
+func podSetResolver(t *testing.T, vpas cache.Indexer) Resolver {
+	r, err := target.NewResolver(vpas, noSelectors{}, controllerfetcher.NilControllerFetcher{}, podSetKinds{}, time.Now)
+	require.NoError(t, err)
+	return r
 }
 
 // podSetPod is a pod created by a custom controller: no labels the VPA could
@@ -144,7 +146,7 @@ func (emptyTarget) Target(context.Context, *vpatypes.VerticalPodAutoscaler) (tar
 func TestEmptyTargetQueuesNothing(t *testing.T) {
 	vpa := podSetVPA("300m", "100Mi")
 	f := newFixture(t, nil, []*vpatypes.VerticalPodAutoscaler{vpa},
-		fixtureOpts{resolver: func(vpalisters.VerticalPodAutoscalerLister) Resolver { return emptyTarget{} }})
+		fixtureOpts{resolver: func(*testing.T, cache.Indexer) Resolver { return emptyTarget{} }})
 	require.NotPanics(t, func() { f.ctrl.enqueueVPAPods(f.ctx, vpa) })
 	assert.Zero(t, f.ctrl.queue.Len())
 }

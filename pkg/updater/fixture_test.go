@@ -29,7 +29,6 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpafake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
-	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/cachetrim"
@@ -228,7 +227,7 @@ type fixtureOpts struct {
 	// wrapResolver, when set, wraps the fixture's resolver.
 	wrapResolver func(Resolver) Resolver
 	// resolver replaces the label resolver, built on the VPA lister.
-	resolver func(vpalisters.VerticalPodAutoscalerLister) Resolver
+	resolver func(*testing.T, cache.Indexer) Resolver
 	// usage tells the memory in use by containers; nil: unknown.
 	usage usage.Source
 	// memoryMargin is --memory-limit-decrease-margin.
@@ -386,7 +385,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		Metrics:     metrics,
 	}
 	if o.resolver != nil {
-		deps.Resolver = o.resolver(vpaLister)
+		deps.Resolver = o.resolver(t, vpaInformer.Informer().GetIndexer())
 	}
 	if o.wrapResolver != nil {
 		deps.Resolver = o.wrapResolver(deps.Resolver)

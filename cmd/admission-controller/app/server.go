@@ -144,7 +144,10 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	if err != nil {
 		return fmt.Errorf("creating the LimitRange calculator: %w", err)
 	}
-	resolver := target.NewClusterResolver(ctx, c.config, c.kube, factory, vpaInformer.Lister())
+	resolver, err := target.NewClusterResolver(ctx, c.config, c.kube, factory, vpaInformer.Informer())
+	if err != nil {
+		return err
+	}
 	if _, err := vpaInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
 			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {

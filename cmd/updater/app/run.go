@@ -105,7 +105,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("creating LimitRange calculator: %w", err)
 	}
-	resolver := target.NewClusterResolver(ctx, config, kube, factory, vpaInformer.Lister())
+	resolver, err := target.NewClusterResolver(ctx, config, kube, factory, vpaInformer.Informer())
+	if err != nil {
+		return err
+	}
 
 	// Events go through a client of their own, with its own rate limiter, so
 	// that a burst of events never delays resize patches.
