@@ -286,7 +286,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		// Fail closed: no resize before the kill switch has been read.
 		c.synced = append(c.synced, deps.ConfigMaps.Informer().HasSynced)
 	}
-	if err := deps.Pods.Informer().AddIndexers(cache.Indexers{ownerIndex: indexByController, customOwnerIndex: indexByCustomOwner}); err != nil {
+	podIndexers := cache.Indexers{ownerIndex: indexByController, customOwnerIndex: indexByCustomOwner, labelIndex: indexByLabel}
+	if _, ok := deps.Pods.Informer().GetIndexer().GetIndexers()[cache.NamespaceIndex]; !ok {
+		podIndexers[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
+	}
+	if err := deps.Pods.Informer().AddIndexers(podIndexers); err != nil {
 		return nil, fmt.Errorf("adding pod index: %w", err)
 	}
 	logger := klog.FromContext(ctx)
@@ -1054,7 +1058,7 @@ func (c *Controller) enqueueVPAPods(ctx context.Context, vpa *vpatypes.VerticalP
 		return
 	default:
 		var pods []*corev1.Pod
-		pods, err = c.pods.Pods(vpa.Namespace).List(t.Selector)
+		pods, err = selectPods(c.podIdx, vpa.Namespace, t.Selector)
 		for _, p := range pods {
 			keys = append(keys, vpa.Namespace+"/"+p.Name)
 		}
