@@ -367,11 +367,11 @@ func (rep *Report) Markdown(reproduce string) string {
 	b.WriteString("- API requests are counted by a reverse proxy on 127.0.0.1 in front of the API server, one per updater: the updater's kubeconfig points at it (plain HTTP, no credentials) and the proxy forwards over TLS with the updater's credentials; it counts every request by verb, resource and subresource (the way the API server's request info names them). Watches count once, when opened.\n")
 	b.WriteString("- Peak RSS is `VmHWM` of `/proc/<pid>/status` at the end of the run; CPU time is `utime + stime` of `/proc/<pid>/stat`, for the whole run (startup included).\n")
 	b.WriteString("- One updater at a time, on the same cluster and pods. Before each, with no updater running, the driver resets every VPA to the baseline recommendation and resizes every pod back to it, and waits until every resize has completed.\n")
-	fmt.Fprintf(&b, "- Scenarios, in order: startup (ready, then %s settle); **isolated**: %d VPAs changed one at a time, %s apart (%s → %s), then up to 5 min for the tail; "+
+	fmt.Fprintf(&b, "- Scenarios, in order: startup (ready, then %s settle, then no write for 10 s); **isolated**: %d VPAs changed one at a time, %s apart (%s → %s), then up to 5 min for the tail; "+
 		"**burst**: every VPA changed at once (→ %s; all %d writes by the driver took the time shown under *burst write*); "+
 		"**deferral**: the %d pods on `%s` asked for %s CPU, which the filler pod leaves no room for, until the kubelet holds them `Deferred`; "+
 		"**steady state**: %s with nothing changing while those pods stay Deferred. "+
-		"The isolated, burst and deferral phases end only once the updater has made no write for 10 s, so that writes it queued (events) count in the phase that caused them.\n",
+		"Every phase but the steady state ends only once the updater has made no write for 10 s, so that writes it queued (events, the VPA condition at startup) count in the phase that caused them.\n",
 		o.Settle, o.IsolatedChanges, o.IsolatedInterval, fmtRes(baseline), fmtRes(isolated), fmtRes(burst), o.Deployments, o.DeferredPods, o.DeferredNode, deferred.Cpu().String(), o.SteadyDuration)
 	b.WriteString("- Recommendations are written into the VPA status by the driver (target = lower bound = upper bound = uncapped target); no recommender runs. Neither updater needs an admission controller here: no pod is created during the scenarios.\n\n")
 	b.WriteString("| updater | build | command line (binary, then flags) | credentials |\n|---|---|---|---|\n")

@@ -192,7 +192,8 @@ func runOne(ctx context.Context, o *Options, w *workload, spec UpdaterSpec, log 
 	}
 
 	// Startup: caches synced (readiness path, and watches of pods and VPAs
-	// through the proxy), then a settle time.
+	// through the proxy), then a settle time, then no write for Quiet (an
+	// updater may write every VPA's status once when it starts).
 	readyURL := ""
 	if spec.ReadyPath != "" {
 		readyURL = "http://" + addr + spec.ReadyPath
@@ -211,6 +212,7 @@ func runOne(ctx context.Context, o *Options, w *workload, spec UpdaterSpec, log 
 	}
 	log("%s: ready after %.1fs; settling %s", spec.Name, time.Since(start).Seconds(), o.Settle)
 	sleep(ctx, o.Settle)
+	r.quiesce(ctx, p, "startup", log)
 	ph.end("startup")
 
 	// Isolated changes: one VPA at a time.
