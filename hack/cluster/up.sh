@@ -20,7 +20,9 @@
 # Shape: CLUSTER_NODE_CORES (4), CLUSTER_NODE_MEMORY (8Gi), CLUSTER_NODE_RESERVED_CPU (500m),
 #   CLUSTER_NODE_RESERVED_MEMORY (512Mi), CLUSTER_NODE_MAX_PODS (110),
 #   CLUSTER_NODE_ARGS (extra hollow-node flags, all nodes),
-#   CLUSTER_NODE_ARGS_<name, - as _> (one node, e.g. CLUSTER_NODE_ARGS_hollow_2="--cores 2").
+#   CLUSTER_NODE_ARGS_<name, - as _> (one node, e.g. CLUSTER_NODE_ARGS_hollow_2="--cores 2"),
+#   CLUSTER_NODE_NICE (0; niceness of the hollow nodes: above 0 the control plane, and what
+#   runs beside it, get the CPUs first, as on a real cluster whose kubelets run elsewhere).
 # Control plane: CLUSTER_APISERVER_ARGS, CLUSTER_KCM_ARGS, CLUSTER_SCHEDULER_ARGS,
 #   CLUSTER_ETCD_ARGS (extra flags); CLUSTER_LOG_LEVEL (klog -v, default 1).
 # On failure everything started is stopped again (logs are kept) unless CLUSTER_KEEP_ON_FAILURE=1.
@@ -167,6 +169,10 @@ waitfor() { # desc timeout-seconds "pid-names..." cmd...  (fails early if one of
 }
 api() { curl -sS --fail --max-time 10 --cacert "${PKI}/ca.crt" --cert "${PKI}/admin.crt" --key "${PKI}/admin.key" "${APISERVER}$1"; }
 V=${CLUSTER_LOG_LEVEL:-1}
+NODE_NICE=${CLUSTER_NODE_NICE:-0}
+if ! [[ ${NODE_NICE} =~ ^[0-9]+$ ]] || ((NODE_NICE > 19)); then
+  cluster::die "CLUSTER_NODE_NICE must be a number from 0 to 19 (got '${NODE_NICE}')"
+fi
 
 # ---------- etcd ----------
 # shellcheck disable=SC2086 # the *_ARGS variables are word lists by design
@@ -230,7 +236,7 @@ for i in "${!NODE_NAMES[@]}"; do
   esac
   per_node="CLUSTER_NODE_ARGS_${n//-/_}"
   # shellcheck disable=SC2086
-  start "node-${n}" "${HOLLOW}" --name "${n}" --kubeconfig "${CLUSTER_DIR}/nodes/${n}.kubeconfig" \
+  start "node-${n}" nice -n "${NODE_NICE}" "${HOLLOW}" --name "${n}" --kubeconfig "${CLUSTER_DIR}/nodes/${n}.kubeconfig" \
     --root-dir "${CLUSTER_DIR}/nodes/${n}" --address 127.0.0.1 --kubelet-port "${PORTS[5 + i]}" \
     --cores "${CLUSTER_NODE_CORES:-4}" --memory "${CLUSTER_NODE_MEMORY:-8Gi}" \
     --reserved-cpu "${CLUSTER_NODE_RESERVED_CPU:-500m}" --reserved-memory "${CLUSTER_NODE_RESERVED_MEMORY:-512Mi}" \
