@@ -45,7 +45,6 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		UpdaterInterval:           time.Minute,
 		PodUpdateThreshold:        0.1,
 		EvictionTolerance:         0.5,
-		Workers:                   16,
 		Address:                   ":8943",
 		DeferredWarningAfter:      10 * time.Minute,
 		ConfigMap:                 "vpa-inplace-system/vpa-inplace-updater-config",
@@ -82,7 +81,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.IgnoredVPANamespaces, "ignored-vpa-object-namespaces", o.IgnoredVPANamespaces,
 		"Comma-separated namespaces whose VPA objects and pods are ignored. Cannot be combined with --vpa-object-namespace.")
 	fs.IntVar(&o.Workers, "workers", o.Workers,
-		"Number of pods handled concurrently. A worker mostly waits for a resize round trip, so it takes about --kube-api-qps x the API latency of workers to send resizes as fast as the client limits allow.")
+		"Number of pods handled concurrently; 0: --kube-api-qps rounded up, at least 16. A worker mostly waits for a resize round trip, so it takes about --kube-api-qps x the API latency of workers to send resizes as fast as the client limits allow; with as many workers as the QPS, the client's rate limiter stays the bound up to a second of latency.")
 	fs.StringVar(&o.Address, "address", o.Address,
 		"Address serving /healthz, /readyz and /metrics.")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling,
@@ -142,10 +141,24 @@ func (o *Options) Validate() []error {
 			errs = append(errs, err)
 		}
 	}
-	if o.Workers < 1 {
-		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
+	if o.Workers < 0 {
+		errs = append(errs, fmt.Errorf("--workers must be 0 (automatic) or positive, got %d", o.Workers))
 	}
 	return errs
+}
+
+// minWorkers is the fewest workers --workers=0 gives.
+const minWorkers = 16
+
+// EffectiveWorkers is --workers, or for 0 as many workers as --kube-api-qps
+// (rounded up), at least minWorkers: enough that the client's rate limiter,
+// not the number of round trips in flight, bounds the resizes sent while
+// the API server answers within a second.
+func (o *Options) EffectiveWorkers() int {
+	if o.Workers > 0 {
+		return o.Workers
+	}
+	return max(minWorkers, int(math.Ceil(float64(o.KubeAPIQPS))))
 }
 
 // configMapName splits --config-map into namespace and name.

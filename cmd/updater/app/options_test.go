@@ -91,7 +91,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"--pod-update-threshold=-1"}, "--pod-update-threshold"},
 		{[]string{"--eviction-tolerance=1.5"}, "--eviction-tolerance"},
 		{[]string{"--vpa-object-namespace=a", "--ignored-vpa-object-namespaces=b"}, "cannot be used together"},
-		{[]string{"--workers=0"}, "--workers"},
+		{[]string{"--workers=-1"}, "--workers"},
 		{[]string{"--deferred-warning-after=-1s"}, "--deferred-warning-after"},
 		{[]string{"--config-map=no-namespace"}, "--config-map must be namespace/name"},
 		{[]string{"--config-map=/name"}, "--config-map must be namespace/name"},
@@ -111,4 +111,24 @@ func TestUnknownFeatureGateIsRejected(t *testing.T) {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	assert.Error(t, fs.Parse([]string{"--feature-gates=Nope=true"}))
+}
+
+func TestEffectiveWorkers(t *testing.T) {
+	tests := []struct {
+		args []string
+		want int
+	}{
+		{nil, 50},
+		{[]string{"--kube-api-qps=5"}, 16},
+		{[]string{"--kube-api-qps=200.5"}, 201},
+		{[]string{"--workers=4", "--kube-api-qps=200"}, 4},
+		{[]string{"--workers=0", "--kube-api-qps=100"}, 100},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o := parse(t, tc.args...)
+			require.Empty(t, o.Validate())
+			assert.Equal(t, tc.want, o.EffectiveWorkers())
+		})
+	}
 }

@@ -148,7 +148,7 @@ func Run(ctx context.Context, o *Options) error {
 		Threshold:            o.PodUpdateThreshold,
 		EvictionTolerance:    o.EvictionTolerance,
 		ResyncInterval:       o.UpdaterInterval,
-		Workers:              o.Workers,
+		Workers:              o.EffectiveWorkers(),
 		IgnoredNamespaces:    o.IgnoredVPANamespaces,
 		ServerMinor:          minor,
 		DryRun:               o.DryRun,
