@@ -235,11 +235,16 @@ func (w *workload) reset(ctx context.Context) error {
 			stale = append(stale, p.Name)
 		}
 	}
+	resizeStart := time.Now()
 	if err := forEach(ctx, stale, func(ctx context.Context, _ int, name string) error {
 		return w.resize(ctx, name, baseline)
 	}); err != nil {
 		return err
 	}
+	// The driver's own resizes, with writers concurrent writes and no
+	// client limit to speak of: how many resize patches per second this
+	// API server takes, whatever the updater.
+	resizeTook := time.Since(resizeStart)
 	want := w.o.Pods + w.o.DeferredPods
 	ok := waitUntil(ctx, 5*time.Minute+time.Duration(want)*20*time.Millisecond, func() bool {
 		n := 0
@@ -256,7 +261,11 @@ func (w *workload) reset(ctx context.Context) error {
 	if err := w.ensureFiller(ctx); err != nil {
 		return err
 	}
-	w.log("reset: %d pods resized back to baseline; all %d settled (%.0fs)", len(stale), want, time.Since(start).Seconds())
+	rate := ""
+	if len(stale) > 0 {
+		rate = fmt.Sprintf(" (%d concurrent writers: %.1f s, %.0f patches/s)", writers, resizeTook.Seconds(), float64(len(stale))/resizeTook.Seconds())
+	}
+	w.log("reset: %d pods resized back to baseline%s; all %d settled (%.0fs)", len(stale), rate, want, time.Since(start).Seconds())
 	return nil
 }
 
