@@ -55,6 +55,7 @@ func run() int {
 		return max(rc, 1)
 	}
 	report.End = time.Now()
+	report.LoadEnd = bench.LoadAverage()
 	md := report.Markdown(*reproduce)
 	if rc != 0 {
 		md += fmt.Sprintf("\n**Incomplete run**: %v\n", err)

@@ -33,7 +33,7 @@ type Report struct {
 }
 
 func newReport(ctx context.Context, o *Options, kube kubernetes.Interface) (*Report, error) {
-	r := &Report{Options: o, Start: time.Now(), CPUs: runtime.NumCPU(), LoadStart: loadAverage(), MemTotal: memTotal()}
+	r := &Report{Options: o, Start: time.Now(), CPUs: runtime.NumCPU(), LoadStart: LoadAverage(), MemTotal: memTotal()}
 	v, err := kube.Discovery().ServerVersion()
 	if err != nil {
 		return nil, fmt.Errorf("reading the server version: %w", err)
@@ -47,7 +47,8 @@ func newReport(ctx context.Context, o *Options, kube kubernetes.Interface) (*Rep
 	return r, nil
 }
 
-func loadAverage() string {
+// LoadAverage is the 1, 5 and 15 minute load average of the machine.
+func LoadAverage() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return "?"
