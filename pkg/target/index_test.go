@@ -156,3 +156,29 @@ func BenchmarkVPAForPod(b *testing.B) {
 		})
 	}
 }
+
+func TestVPAForPodDoesNotWalkFromACustomControllerWithoutScale(t *testing.T) {
+	// The namespace has a VPA, on another PodSet: the pod of a PodSet
+	// without VPA has none, and upstream's walk is not asked (it would stop
+	// at the PodSet, which has no /scale).
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, idx.Add(testvpa.New("kafka").Target(testGroup+"/v1", "PodSet", "kafka").InPlace().Obj()))
+	walks := &walkCounter{}
+	r, err := NewResolver(idx, &countingFetcher{}, walks, clusterKinds, time.Now)
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	got, err := r.VPAForPod(ctx, testpod.New("zoo-0").OwnedBy(testGroup+"/v1", "PodSet", "zoo").Obj())
+	require.NoError(t, err)
+	assert.Nil(t, got)
+	assert.Zero(t, walks.walks)
+
+	got, err = r.VPAForPod(ctx, testpod.New("kafka-0").OwnedBy(testGroup+"/v1", "PodSet", "kafka").Obj())
+	require.NoError(t, err)
+	require.NotNil(t, got)
+	assert.Zero(t, walks.walks)
+
+	_, err = r.VPAForPod(ctx, testpod.New("web-0").OwnedBy(testGroup+"/v1", "ScalableSet", "web").Obj())
+	require.NoError(t, err)
+	assert.Equal(t, 1, walks.walks, "a custom controller with /scale is walked from, as upstream does")
+}

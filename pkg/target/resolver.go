@@ -229,6 +229,12 @@ func (r *Resolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.Ve
 		if owned != nil {
 			return owned, nil
 		}
+		if r.ownerHasNoScale(ctx, owner) {
+			// Upstream's walk stops at such a controller and finds no VPA:
+			// not walking also spares its REST mapper a lookup, which
+			// would load discovery before the CRDs created after it.
+			return nil, nil
+		}
 	}
 
 	// Upstream's rule (vpaapiutil.GetControllingVPAForPod): the strongest
@@ -263,6 +269,16 @@ func (r *Resolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.Ve
 		}
 	}
 	return controlling, nil
+}
+
+// ownerHasNoScale reports whether discovery serves the owner's kind without
+// a /scale subresource (false when it cannot tell).
+func (r *Resolver) ownerHasNoScale(ctx context.Context, owner Owner) bool {
+	if r.kinds == nil {
+		return false
+	}
+	info, err := r.kinds.Lookup(ctx, schema.GroupKind{Group: owner.Group, Kind: owner.Kind})
+	return err == nil && info.Served && !info.Scalable
 }
 
 // hasVPAs reports whether namespace holds a VPA. The namespace index keeps
