@@ -84,9 +84,9 @@ func TestVPAForPodFollowsTargetRefChanges(t *testing.T) {
 
 func TestIndexVPAs(t *testing.T) {
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	require.NoError(t, IndexVPAs(idx))
-	require.NoError(t, IndexVPAs(idx), "adding the indexes again is a no-op")
-	assert.Contains(t, idx.GetIndexers(), TargetRefIndex)
+	require.NoError(t, indexVPAs(idx))
+	require.NoError(t, indexVPAs(idx), "adding the indexes again is a no-op")
+	assert.Contains(t, idx.GetIndexers(), targetRefIndex)
 	assert.Contains(t, idx.GetIndexers(), cache.NamespaceIndex)
 
 	noTarget := testvpa.New("no-target").Obj()

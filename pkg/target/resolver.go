@@ -52,11 +52,11 @@ const SelectorTTL = 30 * time.Second
 // missing, resolved together, cost one fetch.
 const SelectorErrorTTL = time.Second
 
-// TargetRefIndex is the index of VPAs by the namespace, kind and name of
+// targetRefIndex is the index of VPAs by the namespace, kind and name of
 // their targetRef (the API group apart): the only VPAs that can control a
 // pod are those indexed under its top-most controller, or under the custom
 // resource that controls it.
-const TargetRefIndex = "vpa-inplace.dev/target-ref"
+const targetRefIndex = "vpa-inplace.dev/target-ref"
 
 func targetRefKey(namespace, kind, name string) string {
 	return namespace + "/" + kind + "/" + name
@@ -70,14 +70,14 @@ func indexByTargetRef(obj any) ([]string, error) {
 	return []string{targetRefKey(vpa.Namespace, vpa.Spec.TargetRef.Kind, vpa.Spec.TargetRef.Name)}, nil
 }
 
-// IndexVPAs adds to a VPA indexer (an informer's, before it starts) the
-// indexes the Resolver reads: TargetRefIndex and, when missing, the
+// indexVPAs adds to a VPA indexer (an informer's, before it starts) the
+// indexes the Resolver reads: targetRefIndex and, when missing, the
 // namespace index. Adding them again is a no-op.
-func IndexVPAs(indexer cache.Indexer) error {
+func indexVPAs(indexer cache.Indexer) error {
 	have := indexer.GetIndexers()
 	add := cache.Indexers{}
-	if _, ok := have[TargetRefIndex]; !ok {
-		add[TargetRefIndex] = indexByTargetRef
+	if _, ok := have[targetRefIndex]; !ok {
+		add[targetRefIndex] = indexByTargetRef
 	}
 	if _, ok := have[cache.NamespaceIndex]; !ok {
 		add[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
@@ -111,12 +111,12 @@ type cachedTarget struct {
 }
 
 // NewResolver builds a Resolver from its parts. vpas is the VPA indexer
-// (an informer's); NewResolver adds the indexes it reads (IndexVPAs). kinds
+// (an informer's); NewResolver adds the indexes it reads (indexVPAs). kinds
 // tells which targets are custom resources without /scale (nil: upstream's
 // rule only). now is the clock (time.Now in production).
 func NewResolver(vpas cache.Indexer, selectors vpatarget.VpaTargetSelectorFetcher,
 	controllers controllerfetcher.ControllerFetcher, kinds Kinds, now func() time.Time) (*Resolver, error) {
-	if err := IndexVPAs(vpas); err != nil {
+	if err := indexVPAs(vpas); err != nil {
 		return nil, err
 	}
 	return &Resolver{vpas: vpas, selectors: selectors, controllers: controllers, kinds: kinds, now: now, cache: map[types.UID]cachedTarget{}}, nil
@@ -208,8 +208,7 @@ func (r *Resolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.Ve
 	logger := klog.FromContext(ctx)
 
 	// A custom resource without /scale that controls the pod: its oldest
-	// VPA. Such a controller has no /scale, so upstream's walk from the pod
-	// stops at it and finds no VPA: it need not be asked.
+	// VPA.
 	if owner, ok := CustomOwnerOf(pod); ok {
 		vpas, err := r.byTargetRef(pod.Namespace, owner.Kind, owner.Name)
 		if err != nil {
@@ -291,7 +290,7 @@ func (r *Resolver) hasVPAs(namespace string) bool {
 // byTargetRef returns the VPAs whose targetRef names kind and name in
 // namespace, whatever its API group.
 func (r *Resolver) byTargetRef(namespace, kind, name string) ([]*vpatypes.VerticalPodAutoscaler, error) {
-	objs, err := r.vpas.ByIndex(TargetRefIndex, targetRefKey(namespace, kind, name))
+	objs, err := r.vpas.ByIndex(targetRefIndex, targetRefKey(namespace, kind, name))
 	if err != nil {
 		return nil, fmt.Errorf("looking up VPAs by target: %w", err)
 	}
