@@ -566,11 +566,25 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.untrack(pod.UID)
 		return nil
 	}
-	if c.tracker.cacheBehind(pod.UID, pod.ResourceVersion, start) {
+	if behind, overdue := c.tracker.cacheLag(pod.UID, pod.ResourceVersion, start); behind {
 		// Queued again (a resync, another event) before the cache saw the
-		// resize just sent: never send it twice.
-		logger.V(4).Info("Cache has not seen the resize sent yet; waiting for the pod's update")
-		return nil
+		// resize sent: never send it twice.
+		if !overdue {
+			logger.V(4).Info("Cache has not seen the resize sent yet; waiting for the pod's update")
+			return nil
+		}
+		// The watch has lagged for long: decide on the pod as the API
+		// server has it (one read) rather than on the cache.
+		live, err := c.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil // its delete event untracks it
+		}
+		if err != nil {
+			return fmt.Errorf("reading pod from the API server (the cache has not seen the resize sent): %w", err)
+		}
+		c.metrics.staleCacheRead()
+		logger.V(2).Info("Cache has not seen the resize sent; deciding on the pod read from the API server", "cachedVersion", pod.ResourceVersion, "resourceVersion", live.ResourceVersion)
+		pod = live
 	}
 	c.noteSettled(pod)
 
@@ -647,7 +661,7 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.Ver
 		return &podStatus{state: PodWithheld, values: d.Target.String(), message: why}, nil
 	}
 
-	_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
+	patched, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
 	outcome := resize.ClassifyPatchError(err)
 	c.metrics.patched(outcome)
 	switch outcome {
@@ -662,7 +676,11 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.Ver
 			c.mu.Unlock()
 		}
 		now := c.now()
-		c.tracker.markSent(pod.UID, vpaKey(vpa), pod.Name, d.Target, now, pod.ResourceVersion)
+		c.tracker.markSent(pod.UID, vpaKey(vpa), pod.Name, d.Target, now)
+		if patched == nil || patched.ResourceVersion != pod.ResourceVersion {
+			// A patch that changed nothing brings no update event.
+			c.tracker.awaitUpdate(pod.UID, pod.ResourceVersion, now)
+		}
 		c.mu.Lock()
 		seen, ok := c.recommendationSeen[vpa.UID]
 		c.mu.Unlock()

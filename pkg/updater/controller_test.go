@@ -14,11 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
@@ -263,4 +265,82 @@ func TestStaleCacheAfterAResizeIsNotPatchedAgain(t *testing.T) {
 	require.NoError(t, f.ctrl.podIdx.Update(stale))
 	require.NoError(t, f.sync("p"))
 	assert.Len(t, f.resizePatches(), 1, "the stale pod is not decided on")
+}
+
+// A watch that lags for long does not get a pod patched twice either: once
+// its update event is overdue, the pod is read from the API server and
+// decided on as it is there.
+func TestLongStaleCacheReadsThePodInsteadOfPatchingAgain(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
+	var getErr error
+	f.kube.PrependReactor("get", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return getErr != nil, nil, getErr
+	})
+	stale, err := f.ctrl.pods.Pods("default").Get("p")
+	require.NoError(t, err)
+	require.NoError(t, f.sync("p"))
+	require.Len(t, f.resizePatches(), 1)
+	// The watch delivers the patched pod; then the stale one is put back,
+	// as if it never had.
+	require.Eventually(t, func() bool {
+		cached, err := f.ctrl.pods.Pods("default").Get("p")
+		return err == nil && cached.ResourceVersion != stale.ResourceVersion
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, f.ctrl.podIdx.Update(stale))
+
+	f.clock.Step(maxCacheLag - time.Second)
+	require.NoError(t, f.sync("p"))
+	assert.Zero(t, podGets(f), "the pod's update event is awaited for a while")
+
+	f.clock.Step(time.Second)
+	require.NoError(t, f.sync("p"))
+	assert.Len(t, f.resizePatches(), 1, "the pod read from the API server has the resize already")
+	assert.Equal(t, 1, podGets(f), "one read of the pod")
+	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.staleCacheReads), 0)
+	states := f.ctrl.tracker.podsOf("default/web")
+	require.Len(t, states, 1)
+	assert.Equal(t, PodResized, states[0].state, "decided on the pod as the API server has it")
+
+	// The cache is still behind: read again, never patched from it.
+	f.clock.Step(time.Minute)
+	require.NoError(t, f.sync("p"))
+	assert.Len(t, f.resizePatches(), 1)
+	assert.Equal(t, 2, podGets(f))
+
+	getErr = apierrors.NewServiceUnavailable("etcd leader changed")
+	err = f.sync("p")
+	require.Error(t, err, "retried with backoff")
+	assert.Contains(t, err.Error(), "reading pod from the API server")
+	assert.Len(t, f.resizePatches(), 1)
+
+	getErr = apierrors.NewNotFound(corev1.Resource("pods"), "p")
+	require.NoError(t, f.sync("p"), "gone: its delete event untracks it")
+	assert.Len(t, f.resizePatches(), 1)
+}
+
+func podGets(f *fixture) int {
+	n := 0
+	for _, a := range f.kube.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "pods" {
+			n++
+		}
+	}
+	return n
+}
+
+// A resize patch that changes nothing (the pod had the target already, the
+// cache was behind it) brings no update event: the pod is decided on again
+// at once, not held waiting for one.
+func TestNoOpResizePatchLeavesNoCacheExpectation(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
+	f.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		obj, err := f.kube.Tracker().Get(a.GetResource(), a.GetNamespace(), "p")
+		return true, obj, err // as the API server answers a patch that changes nothing
+	})
+	require.NoError(t, f.sync("p"))
+	require.Len(t, f.resizePatches(), 1)
+	pod, err := f.ctrl.pods.Pods("default").Get("p")
+	require.NoError(t, err)
+	behind, _ := f.ctrl.tracker.cacheLag(pod.UID, pod.ResourceVersion, f.clock.Now())
+	assert.False(t, behind)
 }

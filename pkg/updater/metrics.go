@@ -37,6 +37,7 @@ const (
 	MetricMemoryRecords     = "vpa_inplace_updater_memory_limit_records"
 	MetricMetricsAPI        = "vpa_inplace_updater_metrics_api_available"
 	MetricMetricsAPIRequest = "vpa_inplace_updater_metrics_api_requests_total"
+	MetricStaleCacheReads   = "vpa_inplace_updater_stale_cache_reads_total"
 )
 
 // jobOutcomeWithheld is the outcome label of a Job template write that was
@@ -73,6 +74,7 @@ type Metrics struct {
 	jobWrites        *prometheus.CounterVec
 	memoryHeld       *prometheus.CounterVec
 	metricsAPI       *prometheus.CounterVec
+	staleCacheReads  prometheus.Counter
 	gauges           *gaugeCollector
 }
 
@@ -136,10 +138,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: MetricMetricsAPIRequest,
 			Help: "Requests for pod metrics to the metrics API (metrics.k8s.io), by result: Found, NotFound, Unavailable, Error.",
 		}, []string{"result"}),
+		staleCacheReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricStaleCacheReads,
+			Help: "Pods read from the API server because the pod watch had not delivered a resize the updater sent, for a minute or more.",
+		}),
 		gauges: newGaugeCollector(),
 	}
 	for _, c := range []prometheus.Collector{m.decisions, m.decisionDuration, m.sent, m.completed, m.failures, m.withheld, m.recommendation, m.apiErrors,
-		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.gauges} {
+		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.gauges} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -178,6 +184,13 @@ func (m *Metrics) settled(outcome string) {
 	case outcomeKubeletMemoryLimitRefused:
 		m.failures.WithLabelValues(failureKubeletMemory).Inc()
 	}
+}
+
+func (m *Metrics) staleCacheRead() {
+	if m == nil {
+		return
+	}
+	m.staleCacheReads.Inc()
 }
 
 func (m *Metrics) memoryLimitsHeld(kind infeasible.Kind) {

@@ -117,9 +117,13 @@ func stateOf(d resize.Decision, record, memRecord *infeasible.Record, st resize.
 type sentResize struct {
 	target infeasible.Resources
 	at     time.Time
-	// fromVersion is the resourceVersion of the pod the resize was decided
-	// on: while the cache still holds it, the cache has not seen the patch.
-	fromVersion string
+}
+
+// staleVersion is a resourceVersion of a pod that predates a resize sent to
+// it: deciding on a cached pod at that version would send the resize again.
+type staleVersion struct {
+	version string
+	since   time.Time
 }
 
 type podEntry struct {
@@ -129,6 +133,9 @@ type podEntry struct {
 	// withheldFor is the target a withheld event was sent for.
 	withheldFor string
 	sent        *sentResize
+	// stale is kept until the cache has moved past it, whatever became of
+	// the resize meanwhile.
+	stale *staleVersion
 }
 
 // vpaGroups groups the UIDs of tracked pods or Jobs by the key of the VPA
@@ -269,27 +276,46 @@ func (t *tracker) pending(now time.Time) (map[PodState]int, map[PodState]time.Du
 	return counts, oldest
 }
 
-// markSent remembers a resize sent to a pod decided at resourceVersion
-// fromVersion.
-func (t *tracker) markSent(uid types.UID, vpa, name string, target infeasible.Resources, at time.Time, fromVersion string) {
+// markSent remembers a resize sent to a pod.
+func (t *tracker) markSent(uid types.UID, vpa, name string, target infeasible.Resources, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.entry(uid, vpa, name).sent = &sentResize{target: target, at: at, fromVersion: fromVersion}
+	t.entry(uid, vpa, name).sent = &sentResize{target: target, at: at}
 }
 
-// cacheBehind reports whether the cached pod, at resourceVersion version,
-// predates a resize the updater sent: deciding on it would send the resize
-// again. The pod's update event brings it back. After maxCacheLag the cache
-// is trusted again, whatever it says, so that a pod is never stuck.
-func (t *tracker) cacheBehind(uid types.UID, version string, now time.Time) bool {
+// awaitUpdate remembers that a resize sent at "at" changed the pod decided
+// on at resourceVersion version: until the cache moves past that version,
+// the cache is behind.
+func (t *tracker) awaitUpdate(uid types.UID, version string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.pods[uid]; ok {
+		e.stale = &staleVersion{version: version, since: at}
+	}
+}
+
+// cacheLag reports whether the cached pod, at resourceVersion version, is
+// one awaitUpdate was told of (behind), and forgets it once the cache holds
+// another version. The pod's update event normally brings the cache up to
+// date; overdue tells that it has not come for maxCacheLag or more, when the
+// pod is to be read from the API server instead, so that a lagging watch
+// neither leaves a pod undecided nor gets it patched twice.
+func (t *tracker) cacheLag(uid types.UID, version string, now time.Time) (behind, overdue bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.pods[uid]
-	return ok && e.sent != nil && e.sent.fromVersion == version && now.Sub(e.sent.at) < maxCacheLag
+	if !ok || e.stale == nil {
+		return false, false
+	}
+	if e.stale.version != version {
+		e.stale = nil
+		return false, false
+	}
+	return true, now.Sub(e.stale.since) >= maxCacheLag
 }
 
-// maxCacheLag bounds how long a pod is not decided on while the cache has
-// not seen a resize sent to it.
+// maxCacheLag is how long a pod whose cached version predates a resize sent
+// to it waits for its update event before it is read from the API server.
 const maxCacheLag = time.Minute
 
 // settle tells what became of a resize sent to a pod, given its resize

@@ -130,13 +130,32 @@ func TestTrackerOnceMarks(t *testing.T) {
 	assert.False(t, tr.withheldOnce("unknown", "x"))
 }
 
-func TestTrackerCacheBehind(t *testing.T) {
+func TestTrackerCacheLag(t *testing.T) {
 	tr := newTracker()
-	assert.False(t, tr.cacheBehind("a", "7", t0), "nothing sent")
-	tr.markSent("a", "default/web", "a", nil, t0, "7")
-	assert.True(t, tr.cacheBehind("a", "7", t0), "the cache still holds the pod the resize was decided on")
-	assert.False(t, tr.cacheBehind("a", "8", t0), "the cache has seen the patch")
-	assert.False(t, tr.cacheBehind("a", "7", t0.Add(maxCacheLag)), "never stuck: the cache is trusted again after a while")
+	tr.awaitUpdate("a", "7", t0)
+	behind, _ := tr.cacheLag("a", "7", t0)
+	assert.False(t, behind, "an untracked pod")
+
+	tr.markSent("a", "default/web", "a", nil, t0)
+	behind, _ = tr.cacheLag("a", "7", t0)
+	assert.False(t, behind, "sent, but no update awaited (the patch changed nothing)")
+
+	tr.awaitUpdate("a", "7", t0)
+	behind, overdue := tr.cacheLag("a", "7", t0.Add(maxCacheLag-time.Second))
+	assert.True(t, behind, "the cache still holds the pod the resize was decided on")
+	assert.False(t, overdue, "its update event is awaited for a while")
+	behind, overdue = tr.cacheLag("a", "7", t0.Add(maxCacheLag))
+	assert.True(t, behind)
+	assert.True(t, overdue, "never stuck: after a while the pod is read from the API server")
+
+	tr.settle("a", resize.StateNone, func(infeasible.Resources) infeasible.Resources { return nil })
+	behind, _ = tr.cacheLag("a", "7", t0)
+	assert.True(t, behind, "the resize settled (seen on a pod read from the API server), the cache is still behind")
+
+	behind, _ = tr.cacheLag("a", "8", t0)
+	assert.False(t, behind, "the cache has seen the patch")
+	behind, _ = tr.cacheLag("a", "7", t0)
+	assert.False(t, behind, "and the stale version is forgotten")
 }
 
 func TestTrackerSettle(t *testing.T) {
@@ -161,7 +180,7 @@ func TestTrackerSettle(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newTracker()
-			tr.markSent("a", "default/web", "a", target, t0, "7")
+			tr.markSent("a", "default/web", "a", target, t0)
 			got, _ := tr.settle("a", tc.state, current(tc.current))
 			assert.Equal(t, tc.want, got)
 			if tc.want != "" {
