@@ -21,8 +21,9 @@
 #   CLUSTER_NODE_RESERVED_MEMORY (512Mi), CLUSTER_NODE_MAX_PODS (110),
 #   CLUSTER_NODE_ARGS (extra hollow-node flags, all nodes),
 #   CLUSTER_NODE_ARGS_<name, - as _> (one node, e.g. CLUSTER_NODE_ARGS_hollow_2="--cores 2"),
-#   CLUSTER_NODE_NICE (0; niceness of the hollow nodes: above 0 the control plane, and what
-#   runs beside it, get the CPUs first, as on a real cluster whose kubelets run elsewhere).
+#   CLUSTER_NODE_NICE (0; niceness of the hollow nodes and of their sessions' autogroups:
+#   above 0 the control plane, and what runs beside it, get the CPUs first, as on a real
+#   cluster whose kubelets run elsewhere).
 # Control plane: CLUSTER_APISERVER_ARGS, CLUSTER_KCM_ARGS, CLUSTER_SCHEDULER_ARGS,
 #   CLUSTER_ETCD_ARGS (extra flags); CLUSTER_LOG_LEVEL (klog -v, default 1).
 # On failure everything started is stopped again (logs are kept) unless CLUSTER_KEEP_ON_FAILURE=1.
@@ -150,6 +151,15 @@ start() { # name cmd...   (setsid: detached from the terminal, so its Ctrl-C doe
   local pid=$!
   echo "${pid} $(cluster::proc_start_time "${pid}")" >"${PIDS}/${name}.pid"
 }
+# niced N cmd... (as start's command): runs cmd at niceness N in the session
+# start() made for it. With the kernel's autogroup scheduling (on by default on
+# most distributions) every session is a scheduling group of its own, as heavy
+# as any other, and a process's nice only orders it against the threads of its
+# own session: nice alone leaves each hollow node weighing as much as the API
+# server. So the session's autogroup gets the same niceness (raising it needs no
+# privilege; where autogroup is off, the process's nice is what counts).
+# shellcheck disable=SC2016 # $1 and $@ belong to the inner shell
+niced=(bash -c '{ [[ $1 != 0 && -w /proc/self/autogroup ]] && echo "$1" >/proc/self/autogroup; } 2>/dev/null; exec nice -n "$1" "${@:2}"' niced)
 waitfor() { # desc timeout-seconds "pid-names..." cmd...  (fails early if one of the processes died)
   local desc=$1 timeout=$2 names=$3 name
   shift 3
@@ -236,7 +246,7 @@ for i in "${!NODE_NAMES[@]}"; do
   esac
   per_node="CLUSTER_NODE_ARGS_${n//-/_}"
   # shellcheck disable=SC2086
-  start "node-${n}" nice -n "${NODE_NICE}" "${HOLLOW}" --name "${n}" --kubeconfig "${CLUSTER_DIR}/nodes/${n}.kubeconfig" \
+  start "node-${n}" "${niced[@]}" "${NODE_NICE}" "${HOLLOW}" --name "${n}" --kubeconfig "${CLUSTER_DIR}/nodes/${n}.kubeconfig" \
     --root-dir "${CLUSTER_DIR}/nodes/${n}" --address 127.0.0.1 --kubelet-port "${PORTS[5 + i]}" \
     --cores "${CLUSTER_NODE_CORES:-4}" --memory "${CLUSTER_NODE_MEMORY:-8Gi}" \
     --reserved-cpu "${CLUSTER_NODE_RESERVED_CPU:-500m}" --reserved-memory "${CLUSTER_NODE_RESERVED_MEMORY:-512Mi}" \
