@@ -8,24 +8,33 @@
 //
 //   - pods: metadata (labels, annotations, owner references, generation),
 //     each container's name, resources, resize policy and restart policy,
-//     the pod's OS, node, pod-level resources and status (phase, QoS class,
-//     conditions, resize status, container statuses with their resources);
+//     the pod's OS, node and pod-level resources, and of its status the
+//     phase, QoS class, observed generation, resize status, the Ready and
+//     resize conditions, and each container's name, state, readiness,
+//     restart count and actual and allocated resources;
 //   - Deployments, ReplicaSets, StatefulSets, DaemonSets and
 //     ReplicationControllers: metadata, selector, replicas and status; never
 //     their pod template's spec;
 //   - Jobs and CronJobs: all of it (Job templates are resized in place).
 //
 // Everything else is dropped on arrival: managed fields, volumes, probes,
-// environment, commands, scheduling constraints, the pod templates of the
+// environment, commands, scheduling constraints, the pods' addresses, other
+// conditions and container images in their status, the pod templates of the
 // controllers above. Objects are only ever patched, never written back whole
 // from the cache, so what is dropped here cannot be lost on the server.
+//
+// Pods' resource lists are interned (see intern): pods asking for the same
+// resources share one map.
 package cachetrim
 
 import (
+	"slices"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -78,6 +87,9 @@ func trimPod(p *corev1.Pod) {
 	for i := range s.Containers {
 		trimContainer(&s.Containers[i])
 	}
+	if s.Resources != nil {
+		internRequirements(s.Resources)
+	}
 	// Ephemeral containers have no resources and are never resized.
 	s.EphemeralContainers = nil
 	s.Affinity = nil
@@ -91,17 +103,55 @@ func trimPod(p *corev1.Pod) {
 	s.SchedulingGates = nil
 
 	st := &p.Status
+	st.Conditions = slices.DeleteFunc(st.Conditions, func(c corev1.PodCondition) bool { return !keptConditions.Has(c.Type) })
 	for i := range st.InitContainerStatuses {
-		st.InitContainerStatuses[i].VolumeMounts = nil
+		trimContainerStatus(&st.InitContainerStatuses[i])
 	}
 	for i := range st.ContainerStatuses {
-		st.ContainerStatuses[i].VolumeMounts = nil
+		trimContainerStatus(&st.ContainerStatuses[i])
 	}
 	st.EphemeralContainerStatuses = nil
+	st.Message = ""
+	st.Reason = ""
+	st.NominatedNodeName = ""
+	st.HostIP = ""
+	st.HostIPs = nil
+	st.PodIP = ""
+	st.PodIPs = nil
+	st.StartTime = nil
+	st.ResourceClaimStatuses = nil
+	st.ExtendedResourceClaimStatus = nil
+	// Pod-level resources are never resized here; their status is six
+	// resource lists' worth of a pod's cache footprint.
+	st.Resources = nil
+	st.AllocatedResources = nil
 }
 
-// trimContainer keeps a container's name, image, resources, resize policy
-// and restart policy (a sidecar is an init container that always restarts).
+// keptConditions are the pod conditions read: readiness and the two resize
+// conditions. The others (scheduled, initialized, ...) are a third of a
+// running pod's status.
+var keptConditions = sets.New(corev1.PodReady, corev1.PodResizePending, corev1.PodResizeInProgress)
+
+// trimContainerStatus keeps a container's name, state, readiness, restart
+// count and its actual and allocated resources (interned).
+func trimContainerStatus(s *corev1.ContainerStatus) {
+	s.Image = ""
+	s.ImageID = ""
+	s.ContainerID = ""
+	s.LastTerminationState = corev1.ContainerState{}
+	s.VolumeMounts = nil
+	s.User = nil
+	s.AllocatedResourcesStatus = nil
+	s.StopSignal = nil
+	if s.Resources != nil {
+		internRequirements(s.Resources)
+	}
+	s.AllocatedResources = intern(s.AllocatedResources)
+}
+
+// trimContainer keeps a container's name, image, resources (interned),
+// resize policy and restart policy (a sidecar is an init container that
+// always restarts).
 func trimContainer(c *corev1.Container) {
 	c.Command = nil
 	c.Args = nil
@@ -117,4 +167,5 @@ func trimContainer(c *corev1.Container) {
 	c.Lifecycle = nil
 	c.SecurityContext = nil
 	c.RestartPolicyRules = nil
+	internRequirements(&c.Resources)
 }

@@ -2,6 +2,7 @@ package cachetrim
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -82,18 +83,54 @@ func heavyPod() *corev1.Pod {
 			Phase:              corev1.PodRunning,
 			QOSClass:           corev1.PodQOSBurstable,
 			ObservedGeneration: 3,
-			Conditions: []corev1.PodCondition{{
-				Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonDeferred, Message: "no room",
-			}},
-			Resize:                corev1.PodResizeStatusDeferred,
-			InitContainerStatuses: []corev1.ContainerStatus{{Name: "proxy", Resources: ptr.To(resources("100m", "128Mi")), VolumeMounts: []corev1.VolumeMountStatus{{Name: "data"}}}},
-			ContainerStatuses: []corev1.ContainerStatus{{
-				Name: "app", Resources: ptr.To(resources("100m", "128Mi")), RestartCount: 2,
-				AllocatedResources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
-				VolumeMounts:       []corev1.VolumeMountStatus{{Name: "data"}},
-			}},
-			EphemeralContainerStatuses: []corev1.ContainerStatus{{Name: "debug"}},
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started},
+				{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonDeferred, Message: "no room"},
+				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: started},
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
+				{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue, Reason: corev1.PodReasonError, Message: "refused"},
+				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
+			},
+			Resize:                      corev1.PodResizeStatusDeferred,
+			InitContainerStatuses:       []corev1.ContainerStatus{heavyContainerStatus("proxy")},
+			ContainerStatuses:           []corev1.ContainerStatus{heavyContainerStatus("app")},
+			EphemeralContainerStatuses:  []corev1.ContainerStatus{{Name: "debug"}},
+			Message:                     "running",
+			Reason:                      "Started",
+			NominatedNodeName:           "node-2",
+			HostIP:                      "192.0.2.1",
+			HostIPs:                     []corev1.HostIP{{IP: "192.0.2.1"}},
+			PodIP:                       "198.51.100.7",
+			PodIPs:                      []corev1.PodIP{{IP: "198.51.100.7"}},
+			StartTime:                   &started,
+			ResourceClaimStatuses:       []corev1.PodResourceClaimStatus{{Name: "gpu"}},
+			ExtendedResourceClaimStatus: &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "gpu"},
+			Resources:                   ptr.To(resources("200m", "256Mi")),
+			AllocatedResources:          corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")},
 		},
+	}
+}
+
+var started = metav1.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+// heavyContainerStatus has every field a running container's status carries.
+func heavyContainerStatus(name string) corev1.ContainerStatus {
+	return corev1.ContainerStatus{
+		Name:                     name,
+		State:                    corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+		LastTerminationState:     corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}},
+		Ready:                    true,
+		RestartCount:             2,
+		Image:                    "example.invalid/" + name + ":1",
+		ImageID:                  "example.invalid/" + name + "@sha256:0123456789abcdef",
+		ContainerID:              "containerd://0123456789abcdef",
+		Started:                  ptr.To(true),
+		Resources:                ptr.To(resources("100m", "128Mi")),
+		AllocatedResources:       corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+		VolumeMounts:             []corev1.VolumeMountStatus{{Name: "data"}},
+		User:                     &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{UID: 1000, GID: 1000}},
+		AllocatedResourcesStatus: []corev1.ResourceStatus{{Name: "example.dev/gpu"}},
+		StopSignal:               ptr.To(corev1.SIGTERM),
 	}
 }
 
@@ -123,14 +160,21 @@ func TestTransformPod(t *testing.T) {
 		assert.Equal(t, full.Status.Phase, pod.Status.Phase)
 		assert.Equal(t, full.Status.QOSClass, pod.Status.QOSClass)
 		assert.Equal(t, full.Status.ObservedGeneration, pod.Status.ObservedGeneration)
-		assert.Equal(t, full.Status.Conditions, pod.Status.Conditions)
+		c := full.Status.Conditions
+		assert.Equal(t, []corev1.PodCondition{c[1], c[3], c[4]}, pod.Status.Conditions, "Ready and the resize conditions, in order")
 		assert.Equal(t, full.Status.Resize, pod.Status.Resize)
 		require.Len(t, pod.Status.ContainerStatuses, 1)
-		cs := pod.Status.ContainerStatuses[0]
-		assert.Equal(t, full.Status.ContainerStatuses[0].Resources, cs.Resources)
-		assert.Equal(t, full.Status.ContainerStatuses[0].AllocatedResources, cs.AllocatedResources)
-		assert.Equal(t, int32(2), cs.RestartCount)
-		assert.Equal(t, full.Status.InitContainerStatuses[0].Resources, pod.Status.InitContainerStatuses[0].Resources)
+		require.Len(t, pod.Status.InitContainerStatuses, 1)
+		for i, cs := range []corev1.ContainerStatus{pod.Status.InitContainerStatuses[0], pod.Status.ContainerStatuses[0]} {
+			orig := append(full.Status.InitContainerStatuses, full.Status.ContainerStatuses...)[i]
+			assert.Equal(t, orig.Name, cs.Name)
+			assert.Equal(t, orig.State, cs.State)
+			assert.Equal(t, orig.Ready, cs.Ready)
+			assert.Equal(t, orig.Started, cs.Started)
+			assert.Equal(t, orig.RestartCount, cs.RestartCount)
+			assert.Equal(t, orig.Resources, cs.Resources)
+			assert.Equal(t, orig.AllocatedResources, cs.AllocatedResources)
+		}
 	})
 	t.Run("drops the rest", func(t *testing.T) {
 		c := pod.Spec.Containers[0]
@@ -159,9 +203,30 @@ func TestTransformPod(t *testing.T) {
 		assert.Nil(t, s.SecurityContext)
 		assert.Nil(t, s.ReadinessGates)
 		assert.Nil(t, s.SchedulingGates)
-		assert.Nil(t, pod.Status.ContainerStatuses[0].VolumeMounts)
-		assert.Nil(t, pod.Status.InitContainerStatuses[0].VolumeMounts)
-		assert.Nil(t, pod.Status.EphemeralContainerStatuses)
+		for _, cs := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
+			assert.Empty(t, cs.Image)
+			assert.Empty(t, cs.ImageID)
+			assert.Empty(t, cs.ContainerID)
+			assert.Equal(t, corev1.ContainerState{}, cs.LastTerminationState)
+			assert.Nil(t, cs.VolumeMounts)
+			assert.Nil(t, cs.User)
+			assert.Nil(t, cs.AllocatedResourcesStatus)
+			assert.Nil(t, cs.StopSignal)
+		}
+		st := pod.Status
+		assert.Nil(t, st.EphemeralContainerStatuses)
+		assert.Empty(t, st.Message)
+		assert.Empty(t, st.Reason)
+		assert.Empty(t, st.NominatedNodeName)
+		assert.Empty(t, st.HostIP)
+		assert.Nil(t, st.HostIPs)
+		assert.Empty(t, st.PodIP)
+		assert.Nil(t, st.PodIPs)
+		assert.Nil(t, st.StartTime)
+		assert.Nil(t, st.ResourceClaimStatuses)
+		assert.Nil(t, st.ExtendedResourceClaimStatus)
+		assert.Nil(t, st.Resources)
+		assert.Nil(t, st.AllocatedResources)
 	})
 	t.Run("idempotent", func(t *testing.T) {
 		again, err := Transform(pod.DeepCopy())
