@@ -261,6 +261,30 @@ func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) boo
 	}
 }
 
+// waitProgress polls count until it reaches want (true) or has not grown for
+// stall, or ctx ends (false); it returns the last count.
+func waitProgress(ctx context.Context, stall time.Duration, count func() int, want int) (int, bool) {
+	best, since := -1, time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		n := count()
+		switch {
+		case n >= want:
+			return n, true
+		case n > best:
+			best, since = n, time.Now()
+		case time.Since(since) >= stall:
+			return n, false
+		}
+		select {
+		case <-ctx.Done():
+			return n, false
+		case <-tick.C:
+		}
+	}
+}
+
 func specRequests(p *corev1.Pod) corev1.ResourceList {
 	for _, c := range p.Spec.Containers {
 		if c.Name == containerName {

@@ -217,6 +217,9 @@ func (w *workload) ensureFiller(ctx context.Context) error {
 	return nil
 }
 
+// resetStall is how long the reset waits for one more pod to settle.
+const resetStall = 5 * time.Minute
+
 // reset brings every VPA back to the baseline recommendation and every pod
 // back to baseline requests (resizing it as the admin), with no updater
 // running, and waits until all resizes have completed.
@@ -245,18 +248,21 @@ func (w *workload) reset(ctx context.Context) error {
 	// client limit to speak of: how many resize patches per second this
 	// API server takes, whatever the updater.
 	resizeTook := time.Since(resizeStart)
+	// The kubelets take their time over 10,000 resizes (a sync a minute
+	// each, at low priority): wait while they make progress, not by the
+	// clock.
 	want := w.o.Pods + w.o.DeferredPods
-	ok := waitUntil(ctx, 5*time.Minute+time.Duration(want)*20*time.Millisecond, func() bool {
+	n, ok := waitProgress(ctx, resetStall, func() int {
 		n := 0
 		for _, p := range w.t.Pods(benchPod) {
 			if settled(p, baseline) {
 				n++
 			}
 		}
-		return n == want
-	})
+		return n
+	}, want)
 	if !ok {
-		return fmt.Errorf("pods did not all settle at baseline after reset")
+		return fmt.Errorf("pods did not all settle at baseline after reset: %d of %d, none more for %s", n, want, resetStall)
 	}
 	if err := w.ensureFiller(ctx); err != nil {
 		return err
