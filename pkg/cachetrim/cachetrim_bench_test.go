@@ -14,8 +14,9 @@ import (
 // (what upstream VPA's updater caches) and trimmed as Transform trims it:
 // heavy is a pod with every field a real workload's pod tends to carry, bench
 // a running pod of make bench's hollow cluster (testdata/bench-pod.json, as
-// the API server served it). The difference, times the pods under VPAs, is
-// what the trimming saves in the updater's live heap.
+// the API server served it). The copies are alike, as the pods of one
+// workload are, so the shared resource lists count once: the trimmed figure
+// is what a pod costs among pods asking for the same resources.
 func BenchmarkCachedPod(b *testing.B) {
 	bench := &corev1.Pod{}
 	raw, err := os.ReadFile("testdata/bench-pod.json")
