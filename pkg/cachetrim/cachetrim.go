@@ -121,8 +121,8 @@ func trimPod(p *corev1.Pod) {
 	st.StartTime = nil
 	st.ResourceClaimStatuses = nil
 	st.ExtendedResourceClaimStatus = nil
-	// Pod-level resources are never resized here; their status is six
-	// resource lists' worth of a pod's cache footprint.
+	// Pod-level resources are never resized here; their status (actual
+	// requests and limits, allocated resources) is three resource lists.
 	st.Resources = nil
 	st.AllocatedResources = nil
 }
