@@ -566,7 +566,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.untrack(pod.UID)
 		return nil
 	}
-	if behind, overdue := c.tracker.cacheLag(pod.UID, pod.ResourceVersion, start); behind {
+	cachedVersion := pod.ResourceVersion
+	if behind, overdue := c.tracker.cacheLag(pod.UID, cachedVersion, start); behind {
 		// Queued again (a resync, another event) before the cache saw the
 		// resize sent: never send it twice.
 		if !overdue {
@@ -623,7 +624,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	outcome, _ := c.tracker.settle(pod.UID, status.State, func(like infeasible.Resources) infeasible.Resources { return resize.Current(pod, like) })
 	c.metrics.settled(outcome)
 	logger.V(2).Info("Decided", "vpa", klog.KObj(vpa), "action", d.Action, "reason", d.Reason, "message", d.Message)
-	st, err := c.act(ctx, pod, vpa, d, status)
+	st, err := c.act(ctx, pod, cachedVersion, vpa, d, status)
 	if st != nil {
 		c.report(ctx, pod, vpa, *st, status)
 	}
@@ -631,8 +632,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 }
 
 // act carries out a decision and returns the pod's resulting state (nil
-// when the pod is gone).
-func (c *Controller) act(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision, rs resize.Status) (*podStatus, error) {
+// when the pod is gone). cachedVersion is the pod's version in the cache
+// (pod may have been read from the API server instead).
+func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion string, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision, rs resize.Status) (*podStatus, error) {
 	logger := klog.FromContext(ctx)
 	owner := ownerOf(vpa)
 	if d.ClearRecord {
@@ -677,9 +679,11 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.Ver
 		}
 		now := c.now()
 		c.tracker.markSent(pod.UID, vpaKey(vpa), pod.Name, d.Target, now)
-		if patched == nil || patched.ResourceVersion != pod.ResourceVersion {
+		if patched == nil {
+			c.tracker.awaitUpdate(pod.UID, cachedVersion, "", now)
+		} else if patched.ResourceVersion != pod.ResourceVersion {
 			// A patch that changed nothing brings no update event.
-			c.tracker.awaitUpdate(pod.UID, pod.ResourceVersion, now)
+			c.tracker.awaitUpdate(pod.UID, cachedVersion, patched.ResourceVersion, now)
 		}
 		c.mu.Lock()
 		seen, ok := c.recommendationSeen[vpa.UID]

@@ -318,6 +318,48 @@ func TestLongStaleCacheReadsThePodInsteadOfPatchingAgain(t *testing.T) {
 	assert.Len(t, f.resizePatches(), 1)
 }
 
+// The pod read from the API server after a long lag is patched again (its
+// recommendation changed meanwhile); the lagging cache may still hold the
+// pod as it was before the first resize. That version predates both
+// resizes: it is not decided on, so the resize is not sent a third time.
+func TestLaggingCacheOlderThanThePodReadIsNotDecidedOn(t *testing.T) {
+	pod := webPod("p").Running().Obj()
+	pod.ResourceVersion = "10"
+	f := newFixture(t, []*corev1.Pod{pod}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
+	stale, err := f.ctrl.pods.Pods("default").Get("p")
+	require.NoError(t, err)
+	require.Equal(t, "10", stale.ResourceVersion)
+	lagBehind := func() {
+		t.Helper()
+		live, err := f.kube.CoreV1().Pods("default").Get(f.ctx, "p", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			cached, err := f.ctrl.pods.Pods("default").Get("p")
+			return err == nil && cached.ResourceVersion == live.ResourceVersion
+		}, 10*time.Second, 10*time.Millisecond)
+		require.NoError(t, f.ctrl.podIdx.Update(stale))
+	}
+
+	require.NoError(t, f.sync("p"))
+	require.Len(t, f.resizePatches(), 1)
+	lagBehind()
+	_, err = f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Update(f.ctx, inPlaceVPA("400m", "300Mi"), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.waitCached("web", func(v *vpatypes.VerticalPodAutoscaler) bool {
+		return v.Status.Recommendation.ContainerRecommendations[0].Target.Cpu().String() == "400m"
+	})
+	f.clock.Step(maxCacheLag)
+	require.NoError(t, f.sync("p"))
+	require.Len(t, f.resizePatches(), 2, "decided on the pod read from the API server")
+	assert.Contains(t, f.resizePatches()[1], `"cpu":"400m"`)
+
+	lagBehind()
+	gets := podGets(f)
+	require.NoError(t, f.sync("p"))
+	assert.Len(t, f.resizePatches(), 2, "the version before both resizes is not decided on")
+	assert.Equal(t, gets, podGets(f), "nor is the pod read again before its update is overdue")
+}
+
 func podGets(f *fixture) int {
 	n := 0
 	for _, a := range f.kube.Actions() {

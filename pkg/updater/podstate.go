@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
@@ -119,11 +120,30 @@ type sentResize struct {
 	at     time.Time
 }
 
-// staleVersion is a resourceVersion of a pod that predates a resize sent to
-// it: deciding on a cached pod at that version would send the resize again.
+// staleVersion tells which cached versions of a pod predate a resize sent
+// to it: deciding on a cached pod at such a version would send the resize
+// again.
 type staleVersion struct {
-	version string
-	since   time.Time
+	// cached is the version the cache held when the resize was decided
+	// (on it, or on the pod read from the API server).
+	cached string
+	// sent is the version the resize patch produced, when the API server
+	// said. Resource versions are comparable integers (KEP-5504): any
+	// cached version below sent predates the resize, the one decided on as
+	// well as an older one a lagging watch still holds.
+	sent  string
+	since time.Time
+}
+
+// predates reports whether a cached pod at version predates the resize.
+func (s *staleVersion) predates(version string) bool {
+	if s.sent != "" {
+		if c, err := resourceversion.CompareResourceVersion(version, s.sent); err == nil {
+			return c < 0
+		}
+	}
+	// Not comparable: only the version the cache held is known to be stale.
+	return version == s.cached
 }
 
 type podEntry struct {
@@ -283,20 +303,21 @@ func (t *tracker) markSent(uid types.UID, vpa, name string, target infeasible.Re
 	t.entry(uid, vpa, name).sent = &sentResize{target: target, at: at}
 }
 
-// awaitUpdate remembers that a resize sent at "at" changed the pod decided
-// on at resourceVersion version: until the cache moves past that version,
-// the cache is behind.
-func (t *tracker) awaitUpdate(uid types.UID, version string, at time.Time) {
+// awaitUpdate remembers that a resize sent at "at", decided while the cache
+// held the pod at resourceVersion cached, made resourceVersion sent ("" when
+// the API server did not say): until the cache holds sent or a later
+// version, the cache is behind.
+func (t *tracker) awaitUpdate(uid types.UID, cached, sent string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e, ok := t.pods[uid]; ok {
-		e.stale = &staleVersion{version: version, since: at}
+		e.stale = &staleVersion{cached: cached, sent: sent, since: at}
 	}
 }
 
-// cacheLag reports whether the cached pod, at resourceVersion version, is
-// one awaitUpdate was told of (behind), and forgets it once the cache holds
-// another version. The pod's update event normally brings the cache up to
+// cacheLag reports whether the cached pod, at resourceVersion version,
+// predates the resize awaitUpdate was told of (behind), and forgets the
+// resize once the cache holds a version that does not. The pod's update event normally brings the cache up to
 // date; overdue tells that it has not come for maxCacheLag or more, when the
 // pod is to be read from the API server instead, so that a lagging watch
 // neither leaves a pod undecided nor gets it patched twice.
@@ -307,7 +328,7 @@ func (t *tracker) cacheLag(uid types.UID, version string, now time.Time) (behind
 	if !ok || e.stale == nil {
 		return false, false
 	}
-	if e.stale.version != version {
+	if !e.stale.predates(version) {
 		e.stale = nil
 		return false, false
 	}

@@ -132,7 +132,7 @@ func TestTrackerOnceMarks(t *testing.T) {
 
 func TestTrackerCacheLag(t *testing.T) {
 	tr := newTracker()
-	tr.awaitUpdate("a", "7", t0)
+	tr.awaitUpdate("a", "7", "8", t0)
 	behind, _ := tr.cacheLag("a", "7", t0)
 	assert.False(t, behind, "an untracked pod")
 
@@ -140,7 +140,7 @@ func TestTrackerCacheLag(t *testing.T) {
 	behind, _ = tr.cacheLag("a", "7", t0)
 	assert.False(t, behind, "sent, but no update awaited (the patch changed nothing)")
 
-	tr.awaitUpdate("a", "7", t0)
+	tr.awaitUpdate("a", "7", "8", t0)
 	behind, overdue := tr.cacheLag("a", "7", t0.Add(maxCacheLag-time.Second))
 	assert.True(t, behind, "the cache still holds the pod the resize was decided on")
 	assert.False(t, overdue, "its update event is awaited for a while")
@@ -156,6 +156,34 @@ func TestTrackerCacheLag(t *testing.T) {
 	assert.False(t, behind, "the cache has seen the patch")
 	behind, _ = tr.cacheLag("a", "7", t0)
 	assert.False(t, behind, "and the stale version is forgotten")
+}
+
+// Decided on the pod read from the API server (version 9) while the cache
+// held version 7: every cached version before the patch's is stale, not
+// only the one decided on.
+func TestTrackerCacheLagComparesVersions(t *testing.T) {
+	tr := newTracker()
+	tr.markSent("a", "default/web", "a", nil, t0)
+	tr.awaitUpdate("a", "7", "10", t0)
+	for _, v := range []string{"7", "9", "6"} {
+		behind, _ := tr.cacheLag("a", v, t0)
+		assert.True(t, behind, "version %s predates the resize", v)
+	}
+	behind, _ := tr.cacheLag("a", "11", t0)
+	assert.False(t, behind, "a later version than the patch's has seen it")
+	behind, _ = tr.cacheLag("a", "7", t0)
+	assert.False(t, behind, "forgotten")
+
+	// Versions that are not integers (or an API server that did not say
+	// which version the patch made) leave the version the cache held as
+	// the only one known to be stale.
+	for _, c := range []struct{ cached, sent, other string }{{"7", "", "6"}, {"7", "x10", "6"}, {"b", "c", "a"}} {
+		tr.awaitUpdate("a", c.cached, c.sent, t0)
+		behind, _ = tr.cacheLag("a", c.cached, t0)
+		assert.True(t, behind, "%+v: the cached version", c)
+		behind, _ = tr.cacheLag("a", c.other, t0)
+		assert.False(t, behind, "%+v: another version", c)
+	}
 }
 
 func TestTrackerSettle(t *testing.T) {
