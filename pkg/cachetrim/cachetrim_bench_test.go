@@ -3,10 +3,11 @@ package cachetrim
 import (
 	"encoding/json"
 	"os"
-	"runtime"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testheap"
 )
 
 // BenchmarkCachedPod reports the heap one cached pod holds (B/pod), decoded
@@ -57,22 +58,18 @@ func BenchmarkCachedPod(b *testing.B) {
 // heldPerPod decodes n copies of a pod and returns the live heap they hold,
 // per pod, after a collection.
 func heldPerPod(b *testing.B, data []byte, n int, trim func(*corev1.Pod) error) float64 {
-	held := make([]*corev1.Pod, n)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for i := range held {
-		p := &corev1.Pod{}
-		if err := p.Unmarshal(data); err != nil {
-			b.Fatal(err)
+	return float64(testheap.Held(func() any {
+		held := make([]*corev1.Pod, n)
+		for i := range held {
+			p := &corev1.Pod{}
+			if err := p.Unmarshal(data); err != nil {
+				b.Fatal(err)
+			}
+			if err := trim(p); err != nil {
+				b.Fatal(err)
+			}
+			held[i] = p
 		}
-		if err := trim(p); err != nil {
-			b.Fatal(err)
-		}
-		held[i] = p
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(held)
-	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
+		return held
+	})) / float64(n)
 }

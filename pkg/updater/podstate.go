@@ -116,8 +116,17 @@ func stateOf(d resize.Decision, record, memRecord *infeasible.Record, st resize.
 
 // sentResize is a resize the updater sent and has not seen completed.
 type sentResize struct {
+	// target is shared with the pods sent an equal one (see tracker.targets):
+	// read it, never change it.
 	target infeasible.Resources
+	key    string
 	at     time.Time
+}
+
+// sharedTarget is a target of resizes under way and how many pods hold it.
+type sharedTarget struct {
+	target infeasible.Resources
+	pods   int
 }
 
 // staleVersion tells which cached versions of a pod predate a resize sent
@@ -191,10 +200,15 @@ type tracker struct {
 	mu    sync.Mutex
 	pods  map[types.UID]*podEntry
 	byVPA vpaGroups
+	// targets shares equal targets of resizes under way, by rendering: the
+	// pods of a workload are sent the same one, and a burst keeps a target
+	// per pod until each resize is seen completed (three maps each,
+	// otherwise). A target is dropped when no pod holds it any more.
+	targets map[string]*sharedTarget
 }
 
 func newTracker() *tracker {
-	return &tracker{pods: map[types.UID]*podEntry{}, byVPA: vpaGroups{}}
+	return &tracker{pods: map[types.UID]*podEntry{}, byVPA: vpaGroups{}, targets: map[string]*sharedTarget{}}
 }
 
 // entry returns the pod's entry, creating it under vpa. Callers hold t.mu.
@@ -254,6 +268,7 @@ func (t *tracker) forget(uid types.UID) (string, bool) {
 	if !ok {
 		return "", false
 	}
+	t.release(e)
 	delete(t.pods, uid)
 	t.byVPA.remove(e.vpa, uid)
 	return e.vpa, true
@@ -264,6 +279,9 @@ func (t *tracker) forgetVPA(vpa string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for uid := range t.byVPA.drop(vpa) {
+		if e, ok := t.pods[uid]; ok {
+			t.release(e)
+		}
 		delete(t.pods, uid)
 	}
 }
@@ -296,11 +314,38 @@ func (t *tracker) pending(now time.Time) (map[PodState]int, map[PodState]time.Du
 	return counts, oldest
 }
 
-// markSent remembers a resize sent to a pod.
+// markSent remembers a resize sent to a pod. The target is only read from
+// then on, and may be shared with other pods.
 func (t *tracker) markSent(uid types.UID, vpa, name string, target infeasible.Resources, at time.Time) {
+	// Equal renderings are equal targets: String writes all a Resources
+	// holds (each container's cpu and memory requests and limits), each
+	// quantity in its canonical form.
+	key := target.String()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.entry(uid, vpa, name).sent = &sentResize{target: target, at: at}
+	e := t.entry(uid, vpa, name)
+	t.release(e)
+	shared := t.targets[key]
+	if shared == nil {
+		shared = &sharedTarget{target: target}
+		t.targets[key] = shared
+	}
+	shared.pods++
+	e.sent = &sentResize{target: shared.target, key: key, at: at}
+}
+
+// release forgets the resize under way of a pod, dropping its target when no
+// other pod holds it. Callers hold t.mu.
+func (t *tracker) release(e *podEntry) {
+	if e.sent == nil {
+		return
+	}
+	if shared := t.targets[e.sent.key]; shared != nil {
+		if shared.pods--; shared.pods <= 0 {
+			delete(t.targets, e.sent.key)
+		}
+	}
+	e.sent = nil
 }
 
 // awaitUpdate remembers that a resize sent at "at", decided while the cache
@@ -351,16 +396,16 @@ func (t *tracker) settle(uid types.UID, st resize.State, current func(infeasible
 	sent = e.sent
 	switch st {
 	case resize.StateNone:
-		e.sent = nil
+		t.release(e)
 		if infeasible.Equal(current(sent.target), sent.target) {
 			return outcomeCompleted, sent
 		}
 		return outcomeSuperseded, sent
 	case resize.StateInfeasible:
-		e.sent = nil
+		t.release(e)
 		return outcomeKubeletInfeasible, sent
 	case resize.StateMemoryLimitRefused:
-		e.sent = nil
+		t.release(e)
 		return outcomeKubeletMemoryLimitRefused, sent
 	}
 	return "", nil

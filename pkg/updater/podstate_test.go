@@ -1,6 +1,8 @@
 package updater
 
 import (
+	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testheap"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 )
 
@@ -186,6 +189,47 @@ func TestTrackerCacheLagComparesVersions(t *testing.T) {
 	}
 }
 
+// Pods sent equal targets share one: a burst keeps a target per pod until
+// each resize is seen completed.
+func TestTrackerSharesEqualTargets(t *testing.T) {
+	tr := newTracker()
+	target := func(cpu string) infeasible.Resources {
+		return infeasible.Resources{"c": {Requests: testpod.List(cpu, "100Mi"), Limits: testpod.List("", "200Mi")}}
+	}
+	sentTarget := func(uid types.UID) infeasible.Resources {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		require.NotNil(t, tr.pods[uid].sent)
+		return tr.pods[uid].sent.target
+	}
+	tr.markSent("a", "default/web", "a", target("300m"), t0)
+	tr.markSent("b", "default/web", "b", target("300m"), t0)
+	tr.markSent("c", "default/web", "c", target("400m"), t0)
+	same := func(a, b infeasible.Resources) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	assert.True(t, same(sentTarget("a"), sentTarget("b")), "equal targets are one map")
+	assert.False(t, same(sentTarget("a"), sentTarget("c")))
+	assert.Equal(t, target("400m"), sentTarget("c"))
+	assert.Len(t, tr.targets, 2)
+
+	outcome, _ := tr.settle("a", resize.StateNone, func(infeasible.Resources) infeasible.Resources { return target("300m") })
+	assert.Equal(t, outcomeCompleted, outcome)
+	assert.Len(t, tr.targets, 2, "b still holds its target")
+	outcome, _ = tr.settle("b", resize.StateNone, func(infeasible.Resources) infeasible.Resources { return target("350m") })
+	assert.Equal(t, outcomeSuperseded, outcome, "each pod is settled against the target it was sent")
+	assert.Len(t, tr.targets, 1, "a target no pod holds is dropped")
+
+	tr.markSent("c", "default/web", "c", target("500m"), t0)
+	assert.Equal(t, target("500m"), sentTarget("c"))
+	assert.Len(t, tr.targets, 1, "a pod sent another resize lets go of the former target")
+	tr.markSent("d", "default/other", "d", target("500m"), t0)
+	tr.forget("c")
+	assert.Len(t, tr.targets, 1, "d still holds it")
+	tr.forgetVPA("default/other")
+	assert.Empty(t, tr.targets, "forgotten pods hold nothing")
+}
+
 func TestTrackerSettle(t *testing.T) {
 	target := infeasible.Resources{"c": {Requests: testpod.List("300m", "")}}
 	current := func(r infeasible.Resources) func(infeasible.Resources) infeasible.Resources {
@@ -215,6 +259,34 @@ func TestTrackerSettle(t *testing.T) {
 				again, _ := tr.settle("a", resize.StateNone, current(target))
 				assert.Empty(t, again, "settled once")
 			}
+		})
+	}
+}
+
+// BenchmarkResizesUnderWay reports the heap the tracker holds per pod with a
+// resize sent and not yet seen completed (B/pod), as after a burst: 10,000
+// pods, each target built as a decision builds it. per-workload: ten pods
+// of a workload are sent equal targets; distinct: every pod another one.
+func BenchmarkResizesUnderWay(b *testing.B) {
+	const pods = 10000
+	for _, c := range []struct {
+		name          string
+		podsPerTarget int
+	}{{"per-workload", 10}, {"distinct", 1}} {
+		b.Run(c.name, func(b *testing.B) {
+			var perPod float64
+			for b.Loop() {
+				perPod = float64(testheap.Held(func() any {
+					tr := newTracker()
+					for i := range pods {
+						cpu := fmt.Sprintf("%dm", 100+i/c.podsPerTarget)
+						target := infeasible.Resources{"c": {Requests: testpod.List(cpu, "256Mi"), Limits: testpod.List("", "512Mi")}}
+						tr.markSent(types.UID(fmt.Sprintf("pod-%05d", i)), "bench/web", fmt.Sprintf("web-%05d", i), target, t0)
+					}
+					return tr
+				})) / pods
+			}
+			b.ReportMetric(perPod, "B/pod")
 		})
 	}
 }
