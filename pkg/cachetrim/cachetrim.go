@@ -103,7 +103,9 @@ func trimPod(p *corev1.Pod) {
 	s.SchedulingGates = nil
 
 	st := &p.Status
-	st.Conditions = slices.DeleteFunc(st.Conditions, func(c corev1.PodCondition) bool { return !keptConditions.Has(c.Type) })
+	// Cloned: the decoded slice has room for all of a pod's conditions
+	// (a kilobyte for a running pod's five), and one to three are kept.
+	st.Conditions = slices.Clone(slices.DeleteFunc(st.Conditions, func(c corev1.PodCondition) bool { return !keptConditions.Has(c.Type) }))
 	for i := range st.InitContainerStatuses {
 		trimContainerStatus(&st.InitContainerStatuses[i])
 	}

@@ -162,6 +162,7 @@ func TestTransformPod(t *testing.T) {
 		assert.Equal(t, full.Status.ObservedGeneration, pod.Status.ObservedGeneration)
 		c := full.Status.Conditions
 		assert.Equal(t, []corev1.PodCondition{c[1], c[3], c[4]}, pod.Status.Conditions, "Ready and the resize conditions, in order")
+		assert.Equal(t, 3, cap(pod.Status.Conditions), "no room kept for the dropped conditions")
 		assert.Equal(t, full.Status.Resize, pod.Status.Resize)
 		require.Len(t, pod.Status.ContainerStatuses, 1)
 		require.Len(t, pod.Status.InitContainerStatuses, 1)
