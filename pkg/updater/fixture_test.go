@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -264,23 +265,22 @@ func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAu
 }
 
 // bumpResourceVersions makes pod patches change the pod's resourceVersion,
-// as the API server does (the fake tracker does not).
+// as the API server does (the fake tracker does not), in one write: written
+// twice, the patched pod would reach watchers at its old version first.
 func bumpResourceVersions(kube *kubefake.Clientset) {
 	var mu sync.Mutex
 	version := 1000
 	tracker := kube.Tracker()
-	patch := clienttesting.ObjectReaction(tracker)
 	kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		handled, obj, err := patch(a)
+		mu.Lock()
+		defer mu.Unlock()
+		obj, err := patched(tracker, a.(clienttesting.PatchAction))
 		pod, ok := obj.(*corev1.Pod)
 		if err != nil || !ok {
-			return handled, obj, err
+			return true, obj, err
 		}
-		mu.Lock()
 		version++
-		pod = pod.DeepCopy()
 		pod.ResourceVersion = strconv.Itoa(version)
-		mu.Unlock()
 		return true, pod, tracker.Update(a.GetResource(), pod, pod.Namespace)
 	})
 	// Job patches carry the resourceVersion they were decided on: refuse a
@@ -288,6 +288,8 @@ func bumpResourceVersions(kube *kubefake.Clientset) {
 	// template) on success, as the API server does.
 	kube.PrependReactor("patch", "jobs", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		pa := a.(clienttesting.PatchAction)
+		mu.Lock()
+		defer mu.Unlock()
 		current, err := tracker.Get(a.GetResource(), pa.GetNamespace(), pa.GetName())
 		if err != nil {
 			return true, nil, err
@@ -303,19 +305,31 @@ func bumpResourceVersions(kube *kubefake.Clientset) {
 		if rv := current.(*batchv1.Job).ResourceVersion; sent.Metadata.ResourceVersion != "" && sent.Metadata.ResourceVersion != rv {
 			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), pa.GetName(), fmt.Errorf("resourceVersion %s, not %s", rv, sent.Metadata.ResourceVersion))
 		}
-		handled, obj, err := patch(a)
+		obj, err := patched(tracker, pa)
 		job, ok := obj.(*batchv1.Job)
 		if err != nil || !ok {
-			return handled, obj, err
+			return true, obj, err
 		}
-		mu.Lock()
 		version++
-		job = job.DeepCopy()
 		job.ResourceVersion = strconv.Itoa(version)
 		job.Generation++
-		mu.Unlock()
 		return true, job, tracker.Update(a.GetResource(), job, job.Namespace)
 	})
+}
+
+// patched returns what a patch makes of the tracker's object, without
+// writing it: the patch is applied on a scratch tracker holding a copy.
+func patched(tracker clienttesting.ObjectTracker, a clienttesting.PatchAction) (runtime.Object, error) {
+	current, err := tracker.Get(a.GetResource(), a.GetNamespace(), a.GetName())
+	if err != nil {
+		return nil, err
+	}
+	scratch := clienttesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
+	if err := scratch.Add(current); err != nil {
+		return nil, err
+	}
+	_, obj, err := clienttesting.ObjectReaction(scratch)(a)
+	return obj, err
 }
 
 // newFixtureOn builds a controller, with its own informers and store, on
