@@ -264,13 +264,26 @@ func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAu
 	return newFixtureOn(t, kube, vpafake.NewSimpleClientset(vpaObjs...), o)
 }
 
-// bumpResourceVersions makes pod patches change the pod's resourceVersion,
-// as the API server does (the fake tracker does not), in one write: written
-// twice, the patched pod would reach watchers at its old version first.
+// bumpResourceVersions gives every pod written (patched or updated) a new,
+// higher resourceVersion, as the API server does (the fake tracker does
+// not), in one write: written twice, a patched pod would reach watchers at
+// its old version first.
 func bumpResourceVersions(kube *kubefake.Clientset) {
 	var mu sync.Mutex
 	version := 1000
 	tracker := kube.Tracker()
+	kube.PrependReactor("update", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		pod, ok := a.(clienttesting.UpdateAction).GetObject().(*corev1.Pod)
+		if !ok {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		pod = pod.DeepCopy()
+		version++
+		pod.ResourceVersion = strconv.Itoa(version)
+		return true, pod, tracker.Update(a.GetResource(), pod, pod.Namespace)
+	})
 	kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		mu.Lock()
 		defer mu.Unlock()

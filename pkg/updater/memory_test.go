@@ -65,12 +65,11 @@ func (f *fixture) kubelet(change func(*corev1.Pod)) {
 	p, err := f.kube.CoreV1().Pods("default").Get(f.ctx, "p", metav1.GetOptions{})
 	require.NoError(f.t, err)
 	change(p)
-	p.ResourceVersion = p.ResourceVersion + "1"
-	_, err = f.kube.CoreV1().Pods("default").UpdateStatus(f.ctx, p, metav1.UpdateOptions{})
+	written, err := f.kube.CoreV1().Pods("default").UpdateStatus(f.ctx, p, metav1.UpdateOptions{})
 	require.NoError(f.t, err)
 	require.Eventually(f.t, func() bool {
 		c, err := f.ctrl.pods.Pods("default").Get("p")
-		return err == nil && c.ResourceVersion == p.ResourceVersion
+		return err == nil && c.ResourceVersion == written.ResourceVersion
 	}, 10*time.Second, 10*time.Millisecond)
 }
 
