@@ -679,11 +679,13 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		}
 		now := c.now()
 		c.tracker.markSent(pod.UID, vpaKey(vpa), pod.Name, d.Target, now)
-		if patched == nil {
-			c.tracker.awaitUpdate(pod.UID, cachedVersion, "", now)
-		} else if patched.ResourceVersion != pod.ResourceVersion {
-			// A patch that changed nothing brings no update event.
-			c.tracker.awaitUpdate(pod.UID, cachedVersion, patched.ResourceVersion, now)
+		// A patch that changed nothing brings no update event.
+		if patched == nil || patched.ResourceVersion != pod.ResourceVersion {
+			sentVersion := ""
+			if patched != nil {
+				sentVersion = patched.ResourceVersion
+			}
+			c.tracker.awaitUpdate(pod.UID, cachedVersion, sentVersion, now)
 		}
 		c.mu.Lock()
 		seen, ok := c.recommendationSeen[vpa.UID]

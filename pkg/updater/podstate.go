@@ -361,11 +361,12 @@ func (t *tracker) awaitUpdate(uid types.UID, cached, sent string, at time.Time) 
 }
 
 // cacheLag reports whether the cached pod, at resourceVersion version,
-// predates the resize awaitUpdate was told of (behind), and forgets the
-// resize once the cache holds a version that does not. The pod's update event normally brings the cache up to
-// date; overdue tells that it has not come for maxCacheLag or more, when the
-// pod is to be read from the API server instead, so that a lagging watch
-// neither leaves a pod undecided nor gets it patched twice.
+// predates the resize awaitUpdate was told of (behind), and forgets what it
+// was told once the cache holds a version that does not. The pod's update
+// event normally brings the cache up to date; overdue tells that it has not
+// come for maxCacheLag or more, when the pod is to be read from the API
+// server instead, so that a lagging watch neither leaves a pod undecided nor
+// gets it patched twice.
 func (t *tracker) cacheLag(uid types.UID, version string, now time.Time) (behind, overdue bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
