@@ -97,10 +97,21 @@ func (c *Calculator) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler
 }
 
 // onlyCPUAndMemory keeps the two resources that can be changed in place and
-// that a VPA recommends.
+// that a VPA recommends. in is computed afresh for each call of ForPod, so
+// it is returned as it is when it holds nothing else.
 func onlyCPUAndMemory(in corev1.ResourceList) corev1.ResourceList {
 	if len(in) == 0 {
 		return nil
+	}
+	others := false
+	for name := range in {
+		if name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+			others = true
+			break
+		}
+	}
+	if !others {
+		return in
 	}
 	out := corev1.ResourceList{}
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {

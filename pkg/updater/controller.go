@@ -102,6 +102,8 @@ type Resolver interface {
 }
 
 // Calculator computes what a pod's containers should get (pkg/recommendation).
+// One that remembers results per VPA (recommendation.Memo) has a method
+// Forget(types.UID) too, called when a VPA is deleted.
 type Calculator interface {
 	ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler) (recommendation.Desired, error)
 }
@@ -109,6 +111,7 @@ type Calculator interface {
 var (
 	_ Resolver   = (*target.Resolver)(nil)
 	_ Calculator = (*recommendation.Calculator)(nil)
+	_ Calculator = (*recommendation.Memo)(nil)
 )
 
 // Config holds the updater's settings.
@@ -1023,6 +1026,9 @@ func (c *Controller) onVPADelete(obj any) {
 		return
 	}
 	c.resolver.Forget(vpa.UID)
+	if f, ok := c.calc.(interface{ Forget(types.UID) }); ok {
+		f.Forget(vpa.UID)
+	}
 	// The VPA's records went with its annotations.
 	c.store.ForgetOwner(ownerOf(vpa))
 	c.memStore.ForgetOwner(ownerOf(vpa))

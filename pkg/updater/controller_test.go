@@ -22,7 +22,10 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	clienttesting "k8s.io/client-go/testing"
 
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
+
 	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
@@ -245,6 +248,31 @@ func TestRecommendationChangeIsActedOnFromEvents(t *testing.T) {
 	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, 10*time.Second, 20*time.Millisecond,
 		"the VPA update alone triggers the resize, long before the resync interval")
 	assert.True(t, strings.Contains(f.resizePatches()[0], `"cpu":"500m"`), f.resizePatches())
+}
+
+func TestRememberedRecommendationsFollowTheVPA(t *testing.T) {
+	memo := recommendation.NewMemo(recommendation.NewCalculator(limitrange.NewNoopLimitsCalculator()), nil)
+	vpa := inPlaceVPA("100m", "100Mi")
+	vpa.ResourceVersion = "1"
+	pods := []*corev1.Pod{webPod("p").Running().Obj(), webPod("q").Running().Obj()}
+	f := newFixture(t, pods, []*vpatypes.VerticalPodAutoscaler{vpa}, fixtureOpts{calculator: memo})
+	f.run()
+	require.Eventually(t, func() bool { return memo.Len() == 1 }, 10*time.Second, 20*time.Millisecond, "the pods' results are remembered")
+	assert.Empty(t, f.resizePatches())
+
+	vpa = inPlaceVPA("500m", "100Mi")
+	vpa.ResourceVersion = "2"
+	_, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Update(f.ctx, vpa, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 2 }, 10*time.Second, 20*time.Millisecond,
+		"a new version of the VPA is computed again")
+	for _, p := range f.resizePatches() {
+		assert.Contains(t, p, `"cpu":"500m"`)
+	}
+
+	require.NoError(t, f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Delete(f.ctx, "web", metav1.DeleteOptions{}))
+	assert.Eventually(t, func() bool { return memo.Len() == 0 }, 10*time.Second, 20*time.Millisecond,
+		"a deleted VPA's results are forgotten")
 }
 
 func TestUnparsableKeyIsDropped(t *testing.T) {

@@ -233,6 +233,8 @@ type fixtureOpts struct {
 	usage usage.Source
 	// memoryMargin is --memory-limit-decrease-margin.
 	memoryMargin float64
+	// calculator replaces the plain calculator (with no LimitRanges).
+	calculator Calculator
 }
 
 // slowResolver delays VPAForPod (a loaded API server or a large cluster,
@@ -413,6 +415,9 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	}
 	if o.resolver != nil {
 		deps.Resolver = o.resolver(t, vpaInformer.Informer().GetIndexer())
+	}
+	if o.calculator != nil {
+		deps.Calculator = o.calculator
 	}
 	if o.wrapResolver != nil {
 		deps.Resolver = o.wrapResolver(deps.Resolver)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,7 @@ import (
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -105,6 +107,17 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("creating LimitRange calculator: %w", err)
 	}
+	// What a pod should get is computed once per VPA version, LimitRange
+	// version and pod shape; every LimitRange event makes a new version.
+	var limitRangeVersion atomic.Uint64
+	bump := func() { limitRangeVersion.Add(1) }
+	if _, err := factory.Core().V1().LimitRanges().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { bump() },
+		UpdateFunc: func(any, any) { bump() },
+		DeleteFunc: func(any) { bump() },
+	}); err != nil {
+		return fmt.Errorf("watching LimitRanges: %w", err)
+	}
 	resolver, err := target.NewClusterResolver(ctx, config, kube, factory, vpaInformer.Informer())
 	if err != nil {
 		return err
@@ -163,7 +176,7 @@ func Run(ctx context.Context, o *Options) error {
 		ConfigMaps:  killSwitch.informer,
 		Jobs:        factory.Batch().V1().Jobs(),
 		Resolver:    resolver,
-		Calculator:  recommendation.NewCalculator(limitRanges),
+		Calculator:  recommendation.NewMemo(recommendation.NewCalculator(limitRanges), limitRangeVersion.Load),
 		Store:       store,
 		MemoryStore: memStore,
 		Usage:       memoryUsage,

@@ -1,0 +1,150 @@
+package recommendation
+
+import (
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+)
+
+// memoShapes is how many pod shapes are remembered per VPA: two, so that
+// while a VPA's pods are being resized, pods still at the old values and pods
+// already at the new ones both find theirs.
+const memoShapes = 2
+
+// Memo remembers what a Calculator computed, per VPA, for the last pod shapes
+// it was asked about. What a pod should get depends only on the VPA object
+// (its resourceVersion), the namespace's LimitRanges, and the names and the
+// current cpu and memory requests and limits of the pod's containers (its
+// shape);
+// the pods of a workload share one, so a pass over all pods computes once per
+// VPA instead of once per pod.
+//
+// The Desired returned is shared: callers must not modify it. Safe for
+// concurrent use.
+type Memo struct {
+	calc interface {
+		ForPod(*corev1.Pod, *vpatypes.VerticalPodAutoscaler) (Desired, error)
+	}
+	// limitRanges returns a number that changes whenever a LimitRange
+	// changes (nil: LimitRanges never change).
+	limitRanges func() uint64
+
+	mu    sync.Mutex
+	byVPA map[types.UID]*memoVPA
+}
+
+// memoVPA holds one VPA's remembered results, most recent first.
+type memoVPA struct {
+	version     string
+	limitRanges uint64
+	shapes      [memoShapes]memoShape
+}
+
+type memoShape struct {
+	key     string
+	desired Desired
+}
+
+// NewMemo returns a Memo over calc. limitRanges must return a value that
+// changes whenever a LimitRange is added, changed or deleted, read before
+// the change is visible to calc's LimitRange source or after (a count of
+// informer events does); nil when calc ignores LimitRanges.
+func NewMemo(calc interface {
+	ForPod(*corev1.Pod, *vpatypes.VerticalPodAutoscaler) (Desired, error)
+}, limitRanges func() uint64) *Memo {
+	return &Memo{calc: calc, limitRanges: limitRanges, byVPA: map[types.UID]*memoVPA{}}
+}
+
+// ForPod returns what calc.ForPod returns for pod and vpa, computed once per
+// VPA version, LimitRange version and pod shape. Errors are not remembered,
+// nor results for a VPA without a resourceVersion (not read from the API
+// server: nothing tells its versions apart).
+func (m *Memo) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler) (Desired, error) {
+	if pod == nil || vpa == nil || vpa.ResourceVersion == "" {
+		return m.calc.ForPod(pod, vpa)
+	}
+	var generation uint64
+	if m.limitRanges != nil {
+		generation = m.limitRanges()
+	}
+	var buf [256]byte
+	key := appendShape(buf[:0], pod)
+
+	m.mu.Lock()
+	entry := m.byVPA[vpa.UID]
+	if entry != nil && entry.version == vpa.ResourceVersion && entry.limitRanges == generation {
+		for _, s := range entry.shapes {
+			if s.desired != nil && s.key == string(key) {
+				m.mu.Unlock()
+				return s.desired, nil
+			}
+		}
+	}
+	m.mu.Unlock()
+
+	desired, err := m.calc.ForPod(pod, vpa)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	entry = m.byVPA[vpa.UID]
+	if entry == nil || entry.version != vpa.ResourceVersion || entry.limitRanges != generation {
+		// A worker holding an older read of the VPA replaces a newer
+		// entry; the next pod puts it back.
+		entry = &memoVPA{version: vpa.ResourceVersion, limitRanges: generation}
+		m.byVPA[vpa.UID] = entry
+	}
+	copy(entry.shapes[1:], entry.shapes[:memoShapes-1])
+	entry.shapes[0] = memoShape{key: string(key), desired: desired}
+	return desired, nil
+}
+
+// Forget drops what is remembered for the VPA with uid (it was deleted).
+func (m *Memo) Forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.byVPA, uid)
+}
+
+// Len returns the number of VPAs with results remembered.
+func (m *Memo) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byVPA)
+}
+
+// appendShape appends to out what ForPod reads of pod besides its namespace:
+// each container's name and its cpu and memory requests and limits, those
+// the kubelet reports in the container's status when it does, else those of
+// the spec (as upstream VPA reads them), in canonical form. Quantities read
+// from the API server are canonical, so equal strings are equal values of
+// the same format.
+func appendShape(out []byte, pod *corev1.Pod) []byte {
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		resources := &c.Resources
+		for j := range pod.Status.ContainerStatuses {
+			if cs := &pod.Status.ContainerStatuses[j]; cs.Name == c.Name && cs.Resources != nil {
+				resources = cs.Resources
+				break
+			}
+		}
+		out = append(out, c.Name...)
+		for _, list := range [2]corev1.ResourceList{resources.Requests, resources.Limits} {
+			for _, name := range [2]corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				out = append(out, 0)
+				if q, ok := list[name]; ok {
+					number, suffix := q.CanonicalizeBytes(out[len(out):])
+					out = append(out, number...)
+					out = append(out, suffix...)
+				}
+			}
+		}
+		out = append(out, 1)
+	}
+	return out
+}

@@ -1,0 +1,229 @@
+package recommendation
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+)
+
+// countingCalculator counts the computations the memo asks for.
+type countingCalculator struct {
+	calc  *Calculator
+	calls int
+	err   error
+}
+
+func (c *countingCalculator) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler) (Desired, error) {
+	c.calls++
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c.calc.ForPod(pod, vpa)
+}
+
+func newCounting(lr limitrange.LimitRangeCalculator) *countingCalculator {
+	return &countingCalculator{calc: NewCalculator(lr)}
+}
+
+func versioned(b *testvpa.Builder, version string) *vpatypes.VerticalPodAutoscaler {
+	vpa := b.Obj()
+	vpa.ResourceVersion = version
+	return vpa
+}
+
+func TestMemoComputesOncePerVPAVersionAndShape(t *testing.T) {
+	calc := newCounting(limitrange.NewNoopLimitsCalculator())
+	memo := NewMemo(calc, nil)
+	vpa := versioned(testvpa.New("v").InPlace().Recommend("c", "300m", "300Mi"), "10")
+	shape := func(name string) *corev1.Pod {
+		return testpod.New(name).Container("c", "100m", "100Mi").Limits("c", "200m", "200Mi").Running().Obj()
+	}
+
+	first, err := memo.ForPod(shape("a"), vpa)
+	require.NoError(t, err)
+	second, err := memo.ForPod(shape("b"), vpa)
+	require.NoError(t, err)
+	assert.Equal(t, 1, calc.calls, "a second pod of the same shape is not computed again")
+	assert.Equal(t, first, second)
+	direct, err := NewCalculator(limitrange.NewNoopLimitsCalculator()).ForPod(shape("b"), vpa)
+	require.NoError(t, err)
+	assert.Equal(t, direct, second, "what is remembered is what the calculator computes")
+
+	newer := versioned(testvpa.New("v").InPlace().Recommend("c", "400m", "400Mi"), "11")
+	got, err := memo.ForPod(shape("a"), newer)
+	require.NoError(t, err)
+	assert.Equal(t, 2, calc.calls, "a new VPA version is computed")
+	assert.True(t, q("400m").Equal(got["c"].Requests[corev1.ResourceCPU]), "got %v", got["c"].Requests)
+	assert.Equal(t, 1, memo.Len())
+}
+
+func TestMemoShapes(t *testing.T) {
+	vpa := versioned(testvpa.New("v").InPlace().Recommend("c", "300m", "300Mi"), "10")
+	for _, tc := range []struct {
+		name string
+		// other differs from the base pod in what it is named after.
+		other *corev1.Pod
+	}{
+		{"cpu request", testpod.New("p").Container("c", "150m", "100Mi").Limits("c", "200m", "200Mi").Running().Obj()},
+		{"memory request", testpod.New("p").Container("c", "100m", "150Mi").Limits("c", "200m", "200Mi").Running().Obj()},
+		{"cpu limit", testpod.New("p").Container("c", "100m", "100Mi").Limits("c", "300m", "200Mi").Running().Obj()},
+		{"memory limit", testpod.New("p").Container("c", "100m", "100Mi").Limits("c", "200m", "300Mi").Running().Obj()},
+		{"no limits", testpod.New("p").Container("c", "100m", "100Mi").Running().Obj()},
+		{"container name", testpod.New("p").Container("d", "100m", "100Mi").Limits("d", "200m", "200Mi").Running().Obj()},
+		{"a second container", testpod.New("p").Container("c", "100m", "100Mi").Limits("c", "200m", "200Mi").Container("d", "1", "1Gi").Running().Obj()},
+		{"resources the kubelet reports", func() *corev1.Pod {
+			// Spec as the base pod; the kubelet still runs the container
+			// with other limits (a resize under way).
+			p := testpod.New("p").Container("c", "100m", "100Mi").Limits("c", "200m", "200Mi").Running().Obj()
+			p.Status.ContainerStatuses[0].Resources.Limits[corev1.ResourceCPU] = q("400m")
+			return p
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calc := newCounting(limitrange.NewNoopLimitsCalculator())
+			memo := NewMemo(calc, nil)
+			base := testpod.New("p").Container("c", "100m", "100Mi").Limits("c", "200m", "200Mi").Running().Obj()
+			_, err := memo.ForPod(base, vpa)
+			require.NoError(t, err)
+			got, err := memo.ForPod(tc.other, vpa)
+			require.NoError(t, err)
+			assert.Equal(t, 2, calc.calls, "another shape is computed")
+			want, err := NewCalculator(limitrange.NewNoopLimitsCalculator()).ForPod(tc.other, vpa)
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+func TestMemoKeepsTwoShapesPerVPA(t *testing.T) {
+	calc := newCounting(limitrange.NewNoopLimitsCalculator())
+	memo := NewMemo(calc, nil)
+	vpa := versioned(testvpa.New("v").InPlace().Recommend("c", "300m", "300Mi"), "10")
+	pod := func(cpu string) *corev1.Pod { return testpod.New("p").Container("c", cpu, "100Mi").Running().Obj() }
+
+	// Pods at the old and at the new values, alternately, as while a
+	// workload is being resized.
+	for range 3 {
+		for _, cpu := range []string{"100m", "300m"} {
+			_, err := memo.ForPod(pod(cpu), vpa)
+			require.NoError(t, err)
+		}
+	}
+	assert.Equal(t, 2, calc.calls)
+
+	_, err := memo.ForPod(pod("200m"), vpa) // a third shape pushes out the oldest
+	require.NoError(t, err)
+	_, err = memo.ForPod(pod("300m"), vpa)
+	require.NoError(t, err)
+	assert.Equal(t, 3, calc.calls, "the most recent shapes are kept")
+	_, err = memo.ForPod(pod("100m"), vpa)
+	require.NoError(t, err)
+	assert.Equal(t, 4, calc.calls, "the oldest shape was dropped")
+}
+
+func TestMemoLimitRangeChangesRecompute(t *testing.T) {
+	var generation atomic.Uint64
+	lr := &fixedLimitRange{}
+	calc := newCounting(lr)
+	memo := NewMemo(calc, generation.Load)
+	vpa := versioned(testvpa.New("v").InPlace().Recommend("c", "400m", "100Mi"), "10")
+	pod := testpod.New("p").Container("c", "100m", "100Mi").Limits("c", "200m", "").Running().Obj()
+
+	got, err := memo.ForPod(pod, vpa)
+	require.NoError(t, err)
+	assert.True(t, q("800m").Equal(got["c"].Limits[corev1.ResourceCPU]), "got %v", got["c"].Limits)
+
+	lr.container = &corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{corev1.ResourceCPU: q("500m")}}
+	generation.Add(1)
+	got, err = memo.ForPod(pod, vpa)
+	require.NoError(t, err)
+	assert.Equal(t, 2, calc.calls)
+	lim := got["c"].Limits[corev1.ResourceCPU]
+	assert.LessOrEqual(t, lim.MilliValue(), int64(500), "the new LimitRange applies")
+}
+
+func TestMemoDoesNotRemember(t *testing.T) {
+	pod := testpod.New("p").Container("c", "100m", "100Mi").Running().Obj()
+
+	t.Run("errors", func(t *testing.T) {
+		calc := newCounting(limitrange.NewNoopLimitsCalculator())
+		calc.err = errors.New("boom")
+		memo := NewMemo(calc, nil)
+		vpa := versioned(testvpa.New("v").InPlace().Recommend("c", "300m", "300Mi"), "10")
+		for range 2 {
+			_, err := memo.ForPod(pod, vpa)
+			require.ErrorIs(t, err, calc.err)
+		}
+		assert.Equal(t, 2, calc.calls)
+		assert.Zero(t, memo.Len())
+	})
+
+	t.Run("a VPA without a resourceVersion", func(t *testing.T) {
+		calc := newCounting(limitrange.NewNoopLimitsCalculator())
+		memo := NewMemo(calc, nil)
+		vpa := testvpa.New("v").InPlace().Recommend("c", "300m", "300Mi").Obj()
+		for range 2 {
+			_, err := memo.ForPod(pod, vpa)
+			require.NoError(t, err)
+		}
+		assert.Equal(t, 2, calc.calls)
+	})
+
+	t.Run("nil inputs are an error, not a panic", func(t *testing.T) {
+		memo := NewMemo(NewCalculator(limitrange.NewNoopLimitsCalculator()), nil)
+		_, err := memo.ForPod(nil, nil)
+		assert.Error(t, err)
+	})
+}
+
+func TestMemoForget(t *testing.T) {
+	calc := newCounting(limitrange.NewNoopLimitsCalculator())
+	memo := NewMemo(calc, nil)
+	pod := testpod.New("p").Container("c", "100m", "100Mi").Running().Obj()
+	for i := range 3 {
+		_, err := memo.ForPod(pod, versioned(testvpa.New(fmt.Sprint("v", i)).InPlace().Recommend("c", "300m", "300Mi"), "10"))
+		require.NoError(t, err)
+	}
+	require.Equal(t, 3, memo.Len())
+	memo.Forget("uid-v1")
+	assert.Equal(t, 2, memo.Len())
+	_, err := memo.ForPod(pod, versioned(testvpa.New("v1").InPlace().Recommend("c", "300m", "300Mi"), "10"))
+	require.NoError(t, err)
+	assert.Equal(t, 4, calc.calls, "a forgotten VPA is computed again")
+}
+
+// BenchmarkForPod compares a pass over pods of one shape with and without
+// the memo.
+func BenchmarkForPod(b *testing.B) {
+	vpa := versioned(testvpa.New("v").InPlace().RecommendRange("c", "300m", "300Mi", "200m", "200Mi", "400m", "400Mi"), "10")
+	pod := testpod.New("p").Container("c", "100m", "100Mi").Limits("c", "200m", "200Mi").Running().Obj()
+	for _, tc := range []struct {
+		name string
+		calc interface {
+			ForPod(*corev1.Pod, *vpatypes.VerticalPodAutoscaler) (Desired, error)
+		}
+	}{
+		{"calculator", NewCalculator(limitrange.NewNoopLimitsCalculator())},
+		{"memo", NewMemo(NewCalculator(limitrange.NewNoopLimitsCalculator()), nil)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tc.calc.ForPod(pod, vpa); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
