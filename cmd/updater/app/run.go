@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -79,8 +80,9 @@ func Run(ctx context.Context, o *Options) error {
 		return fmt.Errorf("creating VPA client: %w", err)
 	}
 	minor := serverMinor(ctx, kube)
+	gcPercent, gcFromEnv := ApplyGCPercent(os.LookupEnv)
 	logger.Info("Starting vpa-inplace updater", "inPlaceGate", o.FeatureGate.Enabled("InPlace"), "serverMinor", minor,
-		"dryRun", o.DryRun, "killSwitch", o.ConfigMap)
+		"dryRun", o.DryRun, "killSwitch", o.ConfigMap, "gcPercent", gcPercent, "gcPercentFromEnv", gcFromEnv)
 
 	namespace := metav1.NamespaceAll
 	if o.VPAObjectNamespace != "" {
@@ -257,6 +259,9 @@ func Run(ctx context.Context, o *Options) error {
 
 // newRecorder returns an event recorder for pods and VPAs, and the function
 // that stops it.
+// eventCacheSize is the size of each of the event correlator's caches.
+const eventCacheSize = 1024
+
 func newRecorder(ctx context.Context, kube kubernetes.Interface) (record.EventRecorder, func(), error) {
 	scheme := runtime.NewScheme()
 	if err := kubescheme.AddToScheme(scheme); err != nil {
@@ -265,7 +270,12 @@ func newRecorder(ctx context.Context, kube kubernetes.Interface) (record.EventRe
 	if err := vpascheme.AddToScheme(scheme); err != nil {
 		return nil, nil, fmt.Errorf("building the event scheme: %w", err)
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	// The correlator dedups and aggregates repeated events per object in
+	// caches of 4,096 entries by default (about 2 KB each), sized for
+	// components that repeat themselves; the updater sends one event per
+	// pod and change, so a quarter of that keeps what it can use.
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx),
+		record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: eventCacheSize}))
 	broadcaster.StartStructuredLogging(4)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	return broadcaster.NewRecorder(scheme, corev1.EventSource{Component: UserAgent}), broadcaster.Shutdown, nil
