@@ -14,20 +14,22 @@ import (
 // already at the new ones both find theirs.
 const memoShapes = 2
 
-// Memo remembers what a Calculator computed, per VPA, for the last pod shapes
-// it was asked about. What a pod should get depends only on the VPA object
-// (its resourceVersion), the namespace's LimitRanges, and the names and the
-// current cpu and memory requests and limits of the pod's containers (its
-// shape);
-// the pods of a workload share one, so a pass over all pods computes once per
-// VPA instead of once per pod.
+// PodCalculator computes what a pod's containers should get: Calculator.
+type PodCalculator interface {
+	ForPod(*corev1.Pod, *vpatypes.VerticalPodAutoscaler) (Desired, error)
+}
+
+// Memo remembers what a PodCalculator computed, per VPA, for the last pod
+// shapes it was asked about. What a pod should get depends only on the VPA
+// object (its resourceVersion), the namespace's LimitRanges, and the names
+// and current cpu and memory requests and limits of the pod's containers
+// (its shape). The pods of a workload share one, so a pass over all pods
+// computes once per VPA instead of once per pod.
 //
 // The Desired returned is shared: callers must not modify it. Safe for
 // concurrent use.
 type Memo struct {
-	calc interface {
-		ForPod(*corev1.Pod, *vpatypes.VerticalPodAutoscaler) (Desired, error)
-	}
+	calc PodCalculator
 	// limitRanges returns a number that changes whenever a LimitRange
 	// changes (nil: LimitRanges never change).
 	limitRanges func() uint64
@@ -49,12 +51,9 @@ type memoShape struct {
 }
 
 // NewMemo returns a Memo over calc. limitRanges must return a value that
-// changes whenever a LimitRange is added, changed or deleted, read before
-// the change is visible to calc's LimitRange source or after (a count of
-// informer events does); nil when calc ignores LimitRanges.
-func NewMemo(calc interface {
-	ForPod(*corev1.Pod, *vpatypes.VerticalPodAutoscaler) (Desired, error)
-}, limitRanges func() uint64) *Memo {
+// changes once a LimitRange change is visible to calc (a count of the
+// LimitRange informer's events does); nil when calc ignores LimitRanges.
+func NewMemo(calc PodCalculator, limitRanges func() uint64) *Memo {
 	return &Memo{calc: calc, limitRanges: limitRanges, byVPA: map[types.UID]*memoVPA{}}
 }
 
@@ -148,3 +147,8 @@ func appendShape(out []byte, pod *corev1.Pod) []byte {
 	}
 	return out
 }
+
+var (
+	_ PodCalculator = (*Calculator)(nil)
+	_ PodCalculator = (*Memo)(nil)
+)

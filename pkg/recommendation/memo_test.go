@@ -210,9 +210,7 @@ func BenchmarkForPod(b *testing.B) {
 	pod := testpod.New("p").Container("c", "100m", "100Mi").Limits("c", "200m", "200Mi").Running().Obj()
 	for _, tc := range []struct {
 		name string
-		calc interface {
-			ForPod(*corev1.Pod, *vpatypes.VerticalPodAutoscaler) (Desired, error)
-		}
+		calc PodCalculator
 	}{
 		{"calculator", NewCalculator(limitrange.NewNoopLimitsCalculator())},
 		{"memo", NewMemo(NewCalculator(limitrange.NewNoopLimitsCalculator()), nil)},
