@@ -7,7 +7,7 @@ import "runtime/debug"
 // grows with the cluster; Go's default of 100 lets the heap reach twice that
 // between collections. At 25 it reaches 1.25 times that, and the collector
 // runs four times as often: at 10,000 pods this took 25 MiB off peak RSS
-// against GOGC 50 for about a tenth more CPU, as the updater allocates
+// against GOGC 50 for a tenth to a fifth more CPU, as the updater allocates
 // little once its caches are filled. GOGC in the environment wins.
 const DefaultGCPercent = 25
 
