@@ -21,8 +21,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 )
 
 // Action is what to do with a pod.
@@ -75,7 +76,7 @@ type Input struct {
 	// Desired is what the VPA wants for each container, after capping.
 	Desired recommendation.Desired
 	// Record is what is remembered of an earlier failed attempt, or nil.
-	Record *infeasible.Record
+	Record *records.Record
 	// Threshold is the minimum relative change worth a resize
 	// (--pod-update-threshold) when requests are inside the recommended range.
 	Threshold float64
@@ -94,7 +95,7 @@ type Input struct {
 	MemoryLimitMargin float64
 	// MemoryRecord holds memory limits that must not be lowered to, or
 	// below (memory.go), or nil.
-	MemoryRecord *infeasible.Record
+	MemoryRecord *records.Record
 }
 
 // Decision is what to do and why.
@@ -106,7 +107,7 @@ type Decision struct {
 	// requests and limits of the containers the VPA controls), memory limits
 	// that cannot be lowered safely kept (Held). Set when the recommendation
 	// could be computed.
-	Target infeasible.Resources
+	Target resources.Resources
 	// Patch is the strategic merge patch for the resize subresource (only
 	// with ActionPatch).
 	Patch []byte
@@ -116,13 +117,13 @@ type Decision struct {
 	// ClearRecord asks to forget the pod's record.
 	ClearRecord bool
 	// NewRecord asks to remember this record for the pod (replacing any).
-	NewRecord *infeasible.Record
+	NewRecord *records.Record
 	// Held lists the memory limits kept at their running value in Target
 	// instead of the lower recommended ones.
 	Held []HeldLimit
 	// NewMemoryRecord asks to remember this memory record for the pod
 	// (replacing any); ClearMemoryRecord to forget it.
-	NewMemoryRecord   *infeasible.Record
+	NewMemoryRecord   *records.Record
 	ClearMemoryRecord bool
 }
 
@@ -144,10 +145,10 @@ func Decide(in Input) Decision {
 	// would really be sent. 1.33 forbids lowering them at all (Validate).
 	checkMemory := in.ServerMinor != 33
 	memRecord := in.MemoryRecord
-	var newMemRecord *infeasible.Record
+	var newMemRecord *records.Record
 	if status.State == StateMemoryLimitRefused && checkMemory {
 		if refused := refusedLimits(pod); len(refused) > 0 {
-			merged := mergeMemoryRecord(memRecord, refused, infeasible.KindMemoryLimitRefused, status.Message)
+			merged := mergeMemoryRecord(memRecord, refused, records.KindMemoryLimitRefused, status.Message)
 			if !sameMemoryRecord(memRecord, merged) {
 				newMemRecord, memRecord = merged, merged
 			}
@@ -166,14 +167,14 @@ func Decide(in Input) Decision {
 		// The kubelet refused what is in the spec now: that is what was
 		// attempted. Remember it, then see whether the target is worth a new
 		// attempt against it.
-		if record == nil || record.Kind == infeasible.KindInvalid || !infeasible.Equal(record.Attempted, current) {
-			record = &infeasible.Record{Kind: infeasible.KindInfeasible, Attempted: current, Message: status.Message}
+		if record == nil || record.Kind == records.KindInvalid || !resources.Equal(record.Attempted, current) {
+			record = &records.Record{Kind: records.KindInfeasible, Attempted: current, Message: status.Message}
 			d.NewRecord = record
 		}
 		switch record.Compare(target) {
-		case infeasible.Same:
+		case records.Same:
 			return d.with(ActionSkip, ReasonInfeasible, "the kubelet reported the resize infeasible: "+status.Message)
-		case infeasible.NotLower:
+		case records.NotLower:
 			return d.with(ActionSkip, ReasonRecordedNotLower, "the kubelet reported the resize infeasible and the recommendation asks for no less: "+status.Message)
 		}
 		d.NewRecord, d.ClearRecord = nil, true
@@ -190,7 +191,7 @@ func Decide(in Input) Decision {
 		// is sent.
 		// Without a limit to keep (none found lowered, or it cannot be kept)
 		// the kubelet's retries are waited for, as for any Error.
-		if !checkMemory || len(held) == 0 || infeasible.Equal(current, target) {
+		if !checkMemory || len(held) == 0 || resources.Equal(current, target) {
 			return d.with(ActionWait, ReasonResizeError, "resize failed on the node, the kubelet retries: "+status.Message)
 		}
 		resendRefused = true
@@ -202,15 +203,15 @@ func Decide(in Input) Decision {
 
 	if record != nil && !retryInfeasible {
 		switch record.Compare(target) {
-		case infeasible.Same:
+		case records.Same:
 			return d.with(ActionSkip, ReasonRecordedSame, fmt.Sprintf("%s already recorded for these values: %s", record.Kind, record.Message))
-		case infeasible.NotLower:
+		case records.NotLower:
 			return d.with(ActionSkip, ReasonRecordedNotLower, fmt.Sprintf("recommendation asks for no less than the values recorded as %s: %s", record.Kind, record.Message))
 		}
 		d.ClearRecord = true
 	}
 
-	if !resendRefused && infeasible.Equal(current, recommended) {
+	if !resendRefused && resources.Equal(current, recommended) {
 		return d.with(ActionSkip, ReasonUpToDate, "pod resources match the recommendation")
 	}
 	if !retryInfeasible && !resendRefused {
@@ -221,12 +222,12 @@ func Decide(in Input) Decision {
 	if len(held) > 0 && d.NewMemoryRecord == nil {
 		d.NewMemoryRecord = usageRecord(memRecord, held)
 	}
-	if infeasible.Equal(current, target) {
+	if resources.Equal(current, target) {
 		return d.with(ActionSkip, ReasonMemoryLimitUnsafe, "nothing to resize but memory limits that cannot be lowered safely: "+heldString(held))
 	}
 	if msg := Validate(pod, target, in.ServerMinor); msg != "" {
 		d.ClearRecord = false
-		d.NewRecord = &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: target, Message: msg}
+		d.NewRecord = &records.Record{Kind: records.KindInvalid, Attempted: target, Message: msg}
 		return d.with(ActionSkip, ReasonInvalid, msg)
 	}
 	d.Disruptive = IsDisruptive(pod, target)
@@ -236,7 +237,7 @@ func Decide(in Input) Decision {
 	patch, err := BuildPatch(pod, target)
 	if err != nil {
 		// Marshalling resource lists cannot fail; treat it as invalid input.
-		d.NewRecord = &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: target, Message: err.Error()}
+		d.NewRecord = &records.Record{Kind: records.KindInvalid, Attempted: target, Message: err.Error()}
 		return d.with(ActionSkip, ReasonInvalid, err.Error())
 	}
 	d.Patch = patch
@@ -280,8 +281,8 @@ func podPhase(pod *corev1.Pod) string {
 // each container with a recommendation, cpu and memory requests (and limits
 // when the VPA controls them) are replaced; everything else is kept.
 // The result holds only cpu and memory.
-func Target(pod *corev1.Pod, desired recommendation.Desired) infeasible.Resources {
-	out := infeasible.Resources{}
+func Target(pod *corev1.Pod, desired recommendation.Desired) resources.Resources {
+	out := resources.Resources{}
 	for _, c := range pod.Spec.Containers {
 		want, ok := desired[c.Name]
 		if !ok {
@@ -307,8 +308,8 @@ func Target(pod *corev1.Pod, desired recommendation.Desired) infeasible.Resource
 
 // Current returns the pod's spec cpu and memory requests and limits for the
 // containers named in like.
-func Current(pod *corev1.Pod, like infeasible.Resources) infeasible.Resources {
-	out := infeasible.Resources{}
+func Current(pod *corev1.Pod, like resources.Resources) resources.Resources {
+	out := resources.Resources{}
 	for _, c := range pod.Spec.Containers {
 		if _, ok := like[c.Name]; ok {
 			out[c.Name] = cpuMemory(c.Resources)
@@ -377,7 +378,7 @@ func changeMatters(pod *corev1.Pod, desired recommendation.Desired, threshold fl
 
 // IsDisruptive reports whether applying target restarts a container: a
 // changed resource whose resizePolicy is RestartContainer.
-func IsDisruptive(pod *corev1.Pod, target infeasible.Resources) bool {
+func IsDisruptive(pod *corev1.Pod, target resources.Resources) bool {
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		t, ok := target[c.Name]

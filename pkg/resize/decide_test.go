@@ -8,8 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 )
 
@@ -27,12 +28,12 @@ func wantWithLimits(c, cpu, mem string) recommendation.Desired {
 	return d
 }
 
-func reqs(c, cpu, mem string) infeasible.Resources {
-	return infeasible.Resources{c: {Requests: testpod.List(cpu, mem)}}
+func reqs(c, cpu, mem string) resources.Resources {
+	return resources.Resources{c: {Requests: testpod.List(cpu, mem)}}
 }
 
-func guaranteed(c, cpu, mem string) infeasible.Resources {
-	return infeasible.Resources{c: {Requests: testpod.List(cpu, mem), Limits: testpod.List(cpu, mem)}}
+func guaranteed(c, cpu, mem string) resources.Resources {
+	return resources.Resources{c: {Requests: testpod.List(cpu, mem), Limits: testpod.List(cpu, mem)}}
 }
 
 func running() *testpod.Builder {
@@ -44,13 +45,13 @@ func TestDecide(t *testing.T) {
 		name        string
 		pod         *corev1.Pod
 		desired     recommendation.Desired
-		record      *infeasible.Record
+		record      *records.Record
 		minor       int
 		noDisrupt   bool
 		action      Action
 		reason      Reason
 		clear       bool
-		newRecord   *infeasible.Record // Kind and Attempted compared
+		newRecord   *records.Record // Kind and Attempted compared
 		patch       string
 		disruptive  bool
 		messageHint string
@@ -60,14 +61,14 @@ func TestDecide(t *testing.T) {
 			name:    "stored attempt exists and matches current recommendation: skip pod",
 			pod:     running().Running().Obj(),
 			desired: want("c", "4", "100Mi"),
-			record:  &infeasible.Record{Kind: infeasible.KindNodeCapacity, Attempted: reqs("c", "4", "100Mi")},
+			record:  &records.Record{Kind: records.KindNodeCapacity, Attempted: reqs("c", "4", "100Mi")},
 			action:  ActionSkip, reason: ReasonRecordedSame,
 		},
 		{
 			name:    "stored attempt exists and recommendation has one resource lower: clear stored attempt and update",
 			pod:     running().Running().Obj(),
 			desired: want("c", "3", "100Mi"),
-			record:  &infeasible.Record{Kind: infeasible.KindNodeCapacity, Attempted: reqs("c", "4", "100Mi")},
+			record:  &records.Record{Kind: records.KindNodeCapacity, Attempted: reqs("c", "4", "100Mi")},
 			action:  ActionPatch, reason: ReasonResize, clear: true,
 			patch: `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"3","memory":"100Mi"}}}]}}`,
 		},
@@ -75,7 +76,7 @@ func TestDecide(t *testing.T) {
 			name:    "stored attempt exists and recommendation is all greater or equal: skip pod, keep stored attempt",
 			pod:     running().Running().Obj(),
 			desired: want("c", "5", "100Mi"),
-			record:  &infeasible.Record{Kind: infeasible.KindNodeCapacity, Attempted: reqs("c", "4", "100Mi")},
+			record:  &records.Record{Kind: records.KindNodeCapacity, Attempted: reqs("c", "4", "100Mi")},
 			action:  ActionSkip, reason: ReasonRecordedNotLower,
 		},
 		{
@@ -105,7 +106,7 @@ func TestDecide(t *testing.T) {
 			desired:   want("c", "4", "100Mi"),
 			action:    ActionSkip,
 			reason:    ReasonInfeasible,
-			newRecord: &infeasible.Record{Kind: infeasible.KindInfeasible, Attempted: reqs("c", "4", "100Mi")},
+			newRecord: &records.Record{Kind: records.KindInfeasible, Attempted: reqs("c", "4", "100Mi")},
 		},
 		{
 			name:    "resize status Error: take no action, kubelet retries, never recorded",
@@ -145,20 +146,20 @@ func TestDecide(t *testing.T) {
 			desired:   want("c", "4", "100Mi"),
 			action:    ActionSkip,
 			reason:    ReasonInfeasible,
-			newRecord: &infeasible.Record{Kind: infeasible.KindInfeasible, Attempted: reqs("c", "4", "100Mi")},
+			newRecord: &records.Record{Kind: records.KindInfeasible, Attempted: reqs("c", "4", "100Mi")},
 		},
 		{
 			name:    "kubelet Infeasible already recorded and recommendation unchanged: skip without recording again",
 			pod:     testpod.New("p").Container("c", "4", "100Mi").Running().Condition(corev1.PodResizePending, corev1.PodReasonInfeasible, "x").Obj(),
 			desired: want("c", "4", "100Mi"),
-			record:  &infeasible.Record{Kind: infeasible.KindInfeasible, Attempted: reqs("c", "4", "100Mi")},
+			record:  &records.Record{Kind: records.KindInfeasible, Attempted: reqs("c", "4", "100Mi")},
 			action:  ActionSkip, reason: ReasonInfeasible,
 		},
 		{
 			name:    "kubelet Infeasible and recommendation lower than the infeasible values: clear and patch",
 			pod:     testpod.New("p").Container("c", "4", "100Mi").Running().Condition(corev1.PodResizePending, corev1.PodReasonInfeasible, "x").Obj(),
 			desired: want("c", "3900m", "100Mi"),
-			record:  &infeasible.Record{Kind: infeasible.KindInfeasible, Attempted: reqs("c", "4", "100Mi")},
+			record:  &records.Record{Kind: records.KindInfeasible, Attempted: reqs("c", "4", "100Mi")},
 			action:  ActionPatch, reason: ReasonRetryLowerThanRecord, clear: true,
 			patch: `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"3900m","memory":"100Mi"}}}]}}`,
 		},
@@ -168,27 +169,27 @@ func TestDecide(t *testing.T) {
 			desired:   want("c", "5", "100Mi"),
 			action:    ActionSkip,
 			reason:    ReasonRecordedNotLower,
-			newRecord: &infeasible.Record{Kind: infeasible.KindInfeasible, Attempted: reqs("c", "4", "100Mi")},
+			newRecord: &records.Record{Kind: records.KindInfeasible, Attempted: reqs("c", "4", "100Mi")},
 		},
 		{
 			name:    "NodeCapacity record and same capped values: skip (compare values that would be patched)",
 			pod:     running().Running().Obj(),
 			desired: want("c", "4", "100Mi"), // what capping produced, e.g. maxAllowed 4 for a raw 8
-			record:  &infeasible.Record{Kind: infeasible.KindNodeCapacity, Attempted: reqs("c", "4000m", "100Mi")},
+			record:  &records.Record{Kind: records.KindNodeCapacity, Attempted: reqs("c", "4000m", "100Mi")},
 			action:  ActionSkip, reason: ReasonRecordedSame,
 		},
 		{
 			name:    "invalid record and same values: skip",
 			pod:     running().Running().Obj(),
 			desired: want("c", "200m", "200Mi"),
-			record:  &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: reqs("c", "200m", "200Mi")},
+			record:  &records.Record{Kind: records.KindInvalid, Attempted: reqs("c", "200m", "200Mi")},
 			action:  ActionSkip, reason: ReasonRecordedSame,
 		},
 		{
 			name:    "invalid record and different values, even greater: clear and try",
 			pod:     running().Running().Obj(),
 			desired: want("c", "300m", "300Mi"),
-			record:  &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: reqs("c", "200m", "200Mi")},
+			record:  &records.Record{Kind: records.KindInvalid, Attempted: reqs("c", "200m", "200Mi")},
 			action:  ActionPatch, reason: ReasonResize, clear: true,
 			patch: `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"300m","memory":"300Mi"}}}]}}`,
 		},
@@ -230,7 +231,7 @@ func TestDecide(t *testing.T) {
 			desired:   want("c", "50m", "100Mi"), // requests only: no longer equal to limits
 			action:    ActionSkip,
 			reason:    ReasonInvalid,
-			newRecord: &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: infeasible.Resources{"c": {Requests: testpod.List("50m", "100Mi"), Limits: testpod.List("100m", "100Mi")}}},
+			newRecord: &records.Record{Kind: records.KindInvalid, Attempted: resources.Resources{"c": {Requests: testpod.List("50m", "100Mi"), Limits: testpod.List("100m", "100Mi")}}},
 		},
 		{
 			name:      "request above limit: invalid",
@@ -238,7 +239,7 @@ func TestDecide(t *testing.T) {
 			desired:   want("c", "1", "100Mi"),
 			action:    ActionSkip,
 			reason:    ReasonInvalid,
-			newRecord: &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: infeasible.Resources{"c": {Requests: testpod.List("1", "100Mi"), Limits: testpod.List("500m", "")}}},
+			newRecord: &records.Record{Kind: records.KindInvalid, Attempted: resources.Resources{"c": {Requests: testpod.List("1", "100Mi"), Limits: testpod.List("500m", "")}}},
 		},
 		{
 			name:        "memory limit decrease on 1.33 without RestartContainer: invalid before patching",
@@ -248,7 +249,7 @@ func TestDecide(t *testing.T) {
 			action:      ActionSkip,
 			reason:      ReasonInvalid,
 			messageHint: "1.33 forbids decreasing a memory limit",
-			newRecord:   &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: infeasible.Resources{"c": {Requests: testpod.List("100m", "50Mi"), Limits: testpod.List("", "200Mi")}}},
+			newRecord:   &records.Record{Kind: records.KindInvalid, Attempted: resources.Resources{"c": {Requests: testpod.List("100m", "50Mi"), Limits: testpod.List("", "200Mi")}}},
 		},
 		{
 			name:    "memory limit decrease on 1.34: allowed",
@@ -272,7 +273,7 @@ func TestDecide(t *testing.T) {
 			desired:   want("c", "200m", "200Mi"),
 			action:    ActionSkip,
 			reason:    ReasonInvalid,
-			newRecord: &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: reqs("c", "200m", "200Mi")},
+			newRecord: &records.Record{Kind: records.KindInvalid, Attempted: reqs("c", "200m", "200Mi")},
 		},
 		{
 			name: "pod-level resources on 1.34: invalid",
@@ -285,7 +286,7 @@ func TestDecide(t *testing.T) {
 			minor:     34,
 			action:    ActionSkip,
 			reason:    ReasonInvalid,
-			newRecord: &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: reqs("c", "200m", "200Mi")},
+			newRecord: &records.Record{Kind: records.KindInvalid, Attempted: reqs("c", "200m", "200Mi")},
 		},
 		{
 			name:    "resize restarting containers within the eviction tolerance: patch, disruptive",
@@ -358,7 +359,7 @@ func TestDecide(t *testing.T) {
 			} else {
 				require.NotNil(t, d.NewRecord)
 				assert.Equal(t, tc.newRecord.Kind, d.NewRecord.Kind)
-				assert.True(t, infeasible.Equal(tc.newRecord.Attempted, d.NewRecord.Attempted), "recorded %s", d.NewRecord.Attempted)
+				assert.True(t, resources.Equal(tc.newRecord.Attempted, d.NewRecord.Attempted), "recorded %s", d.NewRecord.Attempted)
 				assert.NotEmpty(t, d.NewRecord.Message)
 			}
 			if tc.messageHint != "" {

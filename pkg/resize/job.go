@@ -8,8 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 )
 
 // Suspended Jobs (KEP-5440). While a Job is suspended and has no active pod,
@@ -56,7 +57,7 @@ type JobInput struct {
 	// template (the calculator applied to PodFromJobTemplate), after capping.
 	Desired recommendation.Desired
 	// Record is what is remembered of an earlier refusal for this Job, or nil.
-	Record *infeasible.Record
+	Record *records.Record
 	// Threshold is --pod-update-threshold: inside the recommended range, a
 	// template is only rewritten for a change larger than this.
 	Threshold float64
@@ -72,11 +73,11 @@ type JobDecision struct {
 	Message string
 	// Target is what the template's containers should get (cpu and memory
 	// requests and limits of the containers the VPA controls).
-	Target infeasible.Resources
+	Target resources.Resources
 	// Patch is the strategic merge patch of the Job (ActionPatch only).
 	Patch       []byte
 	ClearRecord bool
-	NewRecord   *infeasible.Record
+	NewRecord   *records.Record
 }
 
 func (d JobDecision) with(a Action, r Reason, msg string) JobDecision {
@@ -102,7 +103,7 @@ func DecideJob(in JobInput) JobDecision {
 	}
 	pod := PodFromJobTemplate(job)
 	d.Target = Target(pod, in.Desired)
-	if infeasible.Equal(Current(pod, d.Target), d.Target) {
+	if resources.Equal(Current(pod, d.Target), d.Target) {
 		d.ClearRecord = record != nil
 		return d.with(ActionSkip, ReasonUpToDate, "the pod template has the recommendation")
 	}
@@ -113,21 +114,21 @@ func DecideJob(in JobInput) JobDecision {
 	if in.ServerMinor > 0 && in.ServerMinor < firstMutableMinor {
 		// Nothing is sent to a server that refuses it whatever the values:
 		// one record per generation of the Job, whatever the target.
-		if record != nil && record.Kind == infeasible.KindJobUnsupported && record.Generation == job.Generation {
+		if record != nil && record.Kind == records.KindJobUnsupported && record.Generation == job.Generation {
 			return d.with(ActionSkip, ReasonRecordedSame, record.Message)
 		}
 		msg := fmt.Sprintf("Kubernetes 1.%d cannot change the pod template of a Job; suspended Jobs' container resources are mutable from 1.35 (gate MutablePodResourcesForSuspendedJobs, on by default from 1.36)", in.ServerMinor)
-		d.NewRecord = &infeasible.Record{Kind: infeasible.KindJobUnsupported, Attempted: d.Target, Message: msg, Generation: job.Generation}
+		d.NewRecord = &records.Record{Kind: records.KindJobUnsupported, Attempted: d.Target, Message: msg, Generation: job.Generation}
 		return d.with(ActionSkip, ReasonJobUnsupported, msg)
 	}
 
 	retry := false
 	if record != nil {
 		switch {
-		case record.Generation != job.Generation, record.Kind == infeasible.KindJobUnsupported:
+		case record.Generation != job.Generation, record.Kind == records.KindJobUnsupported:
 			// The Job's spec changed since, or the server now supports it.
 			d.ClearRecord, retry = true, true
-		case record.Compare(d.Target) == infeasible.Same:
+		case record.Compare(d.Target) == records.Same:
 			return d.with(ActionSkip, ReasonRecordedSame, fmt.Sprintf("%s already recorded for these values: %s", record.Kind, record.Message))
 		default:
 			d.ClearRecord, retry = true, true
@@ -141,13 +142,13 @@ func DecideJob(in JobInput) JobDecision {
 	}
 	if msg := validateTemplateTarget(pod, d.Target); msg != "" {
 		d.ClearRecord = false
-		d.NewRecord = &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: d.Target, Message: msg, Generation: job.Generation}
+		d.NewRecord = &records.Record{Kind: records.KindInvalid, Attempted: d.Target, Message: msg, Generation: job.Generation}
 		return d.with(ActionSkip, ReasonInvalid, msg)
 	}
 	patch, err := BuildJobPatch(job, d.Target)
 	if err != nil {
 		d.ClearRecord = false
-		d.NewRecord = &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: d.Target, Message: err.Error(), Generation: job.Generation}
+		d.NewRecord = &records.Record{Kind: records.KindInvalid, Attempted: d.Target, Message: err.Error(), Generation: job.Generation}
 		return d.with(ActionSkip, ReasonInvalid, err.Error())
 	}
 	d.Patch = patch
@@ -226,7 +227,7 @@ func PodFromJobTemplate(job *batchv1.Job) *corev1.Pod {
 
 // validateTemplateTarget catches what the API server's pod template
 // validation would refuse in target: a request above its limit.
-func validateTemplateTarget(pod *corev1.Pod, target infeasible.Resources) string {
+func validateTemplateTarget(pod *corev1.Pod, target resources.Resources) string {
 	for _, c := range pod.Spec.Containers {
 		t, ok := target[c.Name]
 		if !ok {
@@ -261,7 +262,7 @@ type jobPatch struct {
 // resourceVersion, so that it fails with a conflict (and is decided again)
 // rather than land on a Job that was resumed in the meantime, which the API
 // server would refuse as an immutable template.
-func BuildJobPatch(job *batchv1.Job, target infeasible.Resources) ([]byte, error) {
+func BuildJobPatch(job *batchv1.Job, target resources.Resources) ([]byte, error) {
 	var p jobPatch
 	p.Metadata.ResourceVersion = job.ResourceVersion
 	p.Spec.Template.Spec.Containers = []containerPatch{}
@@ -270,7 +271,7 @@ func BuildJobPatch(job *batchv1.Job, target infeasible.Resources) ([]byte, error
 		if !ok {
 			continue
 		}
-		if infeasible.Equal(infeasible.Resources{c.Name: cpuMemory(c.Resources)}, infeasible.Resources{c.Name: t}) {
+		if resources.Equal(resources.Resources{c.Name: cpuMemory(c.Resources)}, resources.Resources{c.Name: t}) {
 			continue
 		}
 		p.Spec.Template.Spec.Containers = append(p.Spec.Template.Spec.Containers, containerPatch{

@@ -12,8 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testjob"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 )
@@ -23,19 +24,19 @@ func suspendedJob() *testjob.Builder {
 }
 
 func TestDecideJob(t *testing.T) {
-	rejected := func(cpu, mem string, generation int64) *infeasible.Record {
-		return &infeasible.Record{Kind: infeasible.KindJobRejected, Attempted: reqs("c", cpu, mem), Message: "field is immutable", Generation: generation}
+	rejected := func(cpu, mem string, generation int64) *records.Record {
+		return &records.Record{Kind: records.KindJobRejected, Attempted: reqs("c", cpu, mem), Message: "field is immutable", Generation: generation}
 	}
 	tests := []struct {
 		name      string
 		job       *batchv1.Job
 		desired   recommendation.Desired
-		record    *infeasible.Record
+		record    *records.Record
 		minor     int
 		action    Action
 		reason    Reason
 		clear     bool
-		newRecord *infeasible.Record // Kind, Attempted and Generation compared
+		newRecord *records.Record // Kind, Attempted and Generation compared
 	}{
 		{
 			name: "job not suspended: skip, its pods are resized in place", job: testjob.New("j").Container("c", "100m", "100Mi").Obj(),
@@ -105,23 +106,23 @@ func TestDecideJob(t *testing.T) {
 		{
 			name: "1.34: nothing sent, recorded as unsupported", job: suspendedJob().Generation(4).Obj(),
 			desired: want("c", "250m", "200Mi"), minor: 34, action: ActionSkip, reason: ReasonJobUnsupported,
-			newRecord: &infeasible.Record{Kind: infeasible.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 4},
+			newRecord: &records.Record{Kind: records.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 4},
 		},
 		{
 			name: "1.34, already recorded for this generation, another target: skip, no new record", job: suspendedJob().Generation(4).Obj(),
 			desired: want("c", "300m", "300Mi"), minor: 34, action: ActionSkip, reason: ReasonRecordedSame,
-			record: &infeasible.Record{Kind: infeasible.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 4},
+			record: &records.Record{Kind: records.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 4},
 		},
 		{
 			name: "1.34, recorded for an older generation: recorded again", job: suspendedJob().Generation(5).Obj(),
 			desired: want("c", "250m", "200Mi"), minor: 34, action: ActionSkip, reason: ReasonJobUnsupported,
-			record:    &infeasible.Record{Kind: infeasible.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 4},
-			newRecord: &infeasible.Record{Kind: infeasible.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 5},
+			record:    &records.Record{Kind: records.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 4},
+			newRecord: &records.Record{Kind: records.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 5},
 		},
 		{
 			name: "recorded as unsupported, server now supports it: write", job: suspendedJob().Generation(4).Obj(),
 			desired: want("c", "250m", "200Mi"), minor: 36, action: ActionPatch, reason: ReasonJobRetryAfterRefusal, clear: true,
-			record: &infeasible.Record{Kind: infeasible.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 4},
+			record: &records.Record{Kind: records.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 4},
 		},
 		{
 			name: "refused before, same values, same generation: skip, not retried", job: suspendedJob().Obj(),
@@ -145,7 +146,7 @@ func TestDecideJob(t *testing.T) {
 			minor:     37,
 			action:    ActionSkip,
 			reason:    ReasonInvalid,
-			newRecord: &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: infeasible.Resources{"c": {Requests: testpod.List("300m", "100Mi"), Limits: testpod.List("200m", "")}}, Generation: 1},
+			newRecord: &records.Record{Kind: records.KindInvalid, Attempted: resources.Resources{"c": {Requests: testpod.List("300m", "100Mi"), Limits: testpod.List("200m", "")}}, Generation: 1},
 		},
 	}
 	for _, tc := range tests {
@@ -159,7 +160,7 @@ func TestDecideJob(t *testing.T) {
 			} else {
 				require.NotNil(t, d.NewRecord)
 				assert.Equal(t, tc.newRecord.Kind, d.NewRecord.Kind)
-				assert.True(t, infeasible.Equal(tc.newRecord.Attempted, d.NewRecord.Attempted), "attempted %s, want %s", d.NewRecord.Attempted, tc.newRecord.Attempted)
+				assert.True(t, resources.Equal(tc.newRecord.Attempted, d.NewRecord.Attempted), "attempted %s, want %s", d.NewRecord.Attempted, tc.newRecord.Attempted)
 				assert.Equal(t, tc.newRecord.Generation, d.NewRecord.Generation)
 				assert.NotEmpty(t, d.NewRecord.Message)
 			}
@@ -208,7 +209,7 @@ func TestBuildJobPatch(t *testing.T) {
 	job := testjob.New("j").Container("app", "100m", "100Mi").Limits("app", "200m", "").Container("sidecar", "10m", "10Mi").Container("same", "50m", "").Suspended().Obj()
 	job.ResourceVersion = "42"
 	job.Spec.Template.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = testpod.List("1", "")[corev1.ResourceCPU]
-	target := infeasible.Resources{
+	target := resources.Resources{
 		"app":  {Requests: testpod.List("250m", "200Mi"), Limits: testpod.List("500m", "")},
 		"same": {Requests: testpod.List("50m", "")},
 	}
@@ -222,7 +223,7 @@ func TestBuildJobPatch(t *testing.T) {
 	require.NoError(t, json.Unmarshal(patch, &doc))
 	assert.NotContains(t, string(patch), "sidecar", "a container without recommendation is not named")
 
-	_, err = BuildJobPatch(job, infeasible.Resources{"same": {Requests: testpod.List("50m", "")}})
+	_, err = BuildJobPatch(job, resources.Resources{"same": {Requests: testpod.List("50m", "")}})
 	assert.Error(t, err, "no change is no patch")
 }
 

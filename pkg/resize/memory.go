@@ -10,8 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 )
 
 // Safe memory-limit decreases.
@@ -161,7 +162,7 @@ func NeedsMemoryUsage(pod *corev1.Pod, desired recommendation.Desired, serverMin
 // Where keeping a limit would change the pod's QoS class (a Guaranteed pod
 // has memory request = limit), the container's memory request is kept at
 // that limit as well.
-func holdMemoryLimits(pod *corev1.Pod, target infeasible.Resources, usage map[string]resource.Quantity, margin float64, record *infeasible.Record) (infeasible.Resources, []HeldLimit) {
+func holdMemoryLimits(pod *corev1.Pod, target resources.Resources, usage map[string]resource.Quantity, margin float64, record *records.Record) (resources.Resources, []HeldLimit) {
 	var held []HeldLimit
 	out := target
 	copied := false
@@ -235,8 +236,8 @@ func usageFloor(usage resource.Quantity, margin float64) resource.Quantity {
 
 func ptrTo[T any](v T) *T { return &v }
 
-func copyResources(in infeasible.Resources) infeasible.Resources {
-	out := make(infeasible.Resources, len(in))
+func copyResources(in resources.Resources) resources.Resources {
+	out := make(resources.Resources, len(in))
 	for name, r := range in {
 		out[name] = *r.DeepCopy()
 	}
@@ -246,8 +247,8 @@ func copyResources(in infeasible.Resources) infeasible.Resources {
 // refusedLimits returns the memory limits of the spec that the kubelet
 // refused to apply: those below the limit the container runs with. Limits
 // added where a container runs without one count too.
-func refusedLimits(pod *corev1.Pod) infeasible.Resources {
-	out := infeasible.Resources{}
+func refusedLimits(pod *corev1.Pod) resources.Resources {
+	out := resources.Resources{}
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		spec, ok := c.Resources.Limits[corev1.ResourceMemory]
@@ -267,8 +268,8 @@ func refusedLimits(pod *corev1.Pod) infeasible.Resources {
 // of limits set in it, as a record of kind with message. Containers of the
 // record not in limits keep their values; a container's value only ever
 // grows (the highest limit known to be unsafe is what matters).
-func mergeMemoryRecord(record *infeasible.Record, limits infeasible.Resources, kind infeasible.Kind, message string) *infeasible.Record {
-	merged := infeasible.Resources{}
+func mergeMemoryRecord(record *records.Record, limits resources.Resources, kind records.Kind, message string) *records.Record {
+	merged := resources.Resources{}
 	if record != nil {
 		for name, r := range record.Attempted {
 			merged[name] = *r.DeepCopy()
@@ -286,18 +287,18 @@ func mergeMemoryRecord(record *infeasible.Record, limits infeasible.Resources, k
 		}
 		merged[name] = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: q.DeepCopy()}}
 	}
-	return &infeasible.Record{Kind: kind, Attempted: merged, Message: message}
+	return &records.Record{Kind: kind, Attempted: merged, Message: message}
 }
 
 // sameMemoryRecord reports whether b says nothing that a does not.
-func sameMemoryRecord(a, b *infeasible.Record) bool {
-	return a != nil && b != nil && a.Kind == b.Kind && infeasible.Equal(a.Attempted, b.Attempted)
+func sameMemoryRecord(a, b *records.Record) bool {
+	return a != nil && b != nil && a.Kind == b.Kind && resources.Equal(a.Attempted, b.Attempted)
 }
 
 // usageRecord returns the memory record to keep after holds decided by
 // usage, or nil when record already covers them.
-func usageRecord(record *infeasible.Record, held []HeldLimit) *infeasible.Record {
-	limits := infeasible.Resources{}
+func usageRecord(record *records.Record, held []HeldLimit) *records.Record {
+	limits := resources.Resources{}
 	var why []string
 	for _, h := range held {
 		if h.Floor == nil {
@@ -312,6 +313,6 @@ func usageRecord(record *infeasible.Record, held []HeldLimit) *infeasible.Record
 	if len(limits) == 0 {
 		return nil
 	}
-	kind := infeasible.KindMemoryLimitUnsafe
+	kind := records.KindMemoryLimitUnsafe
 	return mergeMemoryRecord(record, limits, kind, "memory in use too close to the recommended limit: "+strings.Join(why, "; "))
 }

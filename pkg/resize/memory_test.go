@@ -8,8 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 )
 
@@ -47,8 +48,8 @@ func usage(mem string) map[string]resource.Quantity {
 	return map[string]resource.Quantity{"c": resource.MustParse(mem)}
 }
 
-func memRecord(kind infeasible.Kind, lim string) *infeasible.Record {
-	return &infeasible.Record{Kind: kind, Attempted: infeasible.Resources{"c": {Limits: testpod.List("", lim)}}, Message: "earlier"}
+func memRecord(kind records.Kind, lim string) *records.Record {
+	return &records.Record{Kind: kind, Attempted: resources.Resources{"c": {Limits: testpod.List("", lim)}}, Message: "earlier"}
 }
 
 func TestDecideMemoryLimitDecreases(t *testing.T) {
@@ -58,7 +59,7 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 		desired   recommendation.Desired
 		usage     map[string]resource.Quantity
 		margin    float64
-		memRecord *infeasible.Record
+		memRecord *records.Record
 		minor     int
 
 		action Action
@@ -67,7 +68,7 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 		// held names the containers whose memory limit is kept.
 		held []string
 		// newMemRecord is the memory record asked for (Kind, Attempted).
-		newMemRecord *infeasible.Record
+		newMemRecord *records.Record
 		clearMem     bool
 		newRecord    bool
 		hints        []string
@@ -87,7 +88,7 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 			usage:   usage("150Mi"), margin: 0.2,
 			action: ActionPatch, reason: ReasonMemoryLimitKept, held: []string{"c"},
 			patch:        `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"200m","memory":"50Mi"},"limits":{"memory":"200Mi"}}}]}}`,
-			newMemRecord: memRecord(infeasible.KindMemoryLimitUnsafe, "100Mi"),
+			newMemRecord: memRecord(records.KindMemoryLimitUnsafe, "100Mi"),
 			hints:        []string{"container c: memory limit kept at 200Mi instead of 100Mi (usage 150Mi plus the 20% margin is 180Mi)"},
 		},
 		{
@@ -97,7 +98,7 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 			usage:   usage("90Mi"), margin: 0.2, // 108Mi
 			action: ActionPatch, reason: ReasonMemoryLimitKept, held: []string{"c"},
 			patch:        `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"200m","memory":"50Mi"},"limits":{"memory":"200Mi"}}}]}}`,
-			newMemRecord: memRecord(infeasible.KindMemoryLimitUnsafe, "100Mi"),
+			newMemRecord: memRecord(records.KindMemoryLimitUnsafe, "100Mi"),
 		},
 		{
 			name:    "a limit equal to usage is unsafe even without margin (the kubelet refuses it too)",
@@ -106,7 +107,7 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 			usage:   usage("100Mi"),
 			action:  ActionPatch, reason: ReasonMemoryLimitKept, held: []string{"c"},
 			patch:        `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"200m","memory":"50Mi"},"limits":{"memory":"200Mi"}}}]}}`,
-			newMemRecord: memRecord(infeasible.KindMemoryLimitUnsafe, "100Mi"),
+			newMemRecord: memRecord(records.KindMemoryLimitUnsafe, "100Mi"),
 		},
 		{
 			name:    "unsafe decrease and nothing else: skip with the reason, no patch",
@@ -114,7 +115,7 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 			desired: desireGuaranteed("100m", "100Mi"),
 			usage:   usage("150Mi"), margin: 0.2,
 			action: ActionSkip, reason: ReasonMemoryLimitUnsafe, held: []string{"c"},
-			newMemRecord: memRecord(infeasible.KindMemoryLimitUnsafe, "100Mi"),
+			newMemRecord: memRecord(records.KindMemoryLimitUnsafe, "100Mi"),
 			hints:        []string{"nothing to resize but memory limits that cannot be lowered safely", "kept at 200Mi instead of 100Mi"},
 		},
 		{
@@ -124,7 +125,7 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 			usage:   usage("150Mi"), margin: 0.2,
 			action: ActionPatch, reason: ReasonMemoryLimitKept, held: []string{"c"},
 			patch:        `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"300m","memory":"200Mi"},"limits":{"cpu":"300m","memory":"200Mi"}}}]}}`,
-			newMemRecord: memRecord(infeasible.KindMemoryLimitUnsafe, "100Mi"),
+			newMemRecord: memRecord(records.KindMemoryLimitUnsafe, "100Mi"),
 		},
 		{
 			name:    "no usage: normal resize, the kubelet's check is the last line",
@@ -165,7 +166,7 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 			usage:   usage("150Mi"), margin: 0.2,
 			action: ActionPatch, reason: ReasonMemoryLimitKept, held: []string{"c"},
 			patch:        `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"200m","memory":"50Mi"},"limits":{"cpu":"2"}}}]}}`,
-			newMemRecord: memRecord(infeasible.KindMemoryLimitUnsafe, "100Mi"),
+			newMemRecord: memRecord(records.KindMemoryLimitUnsafe, "100Mi"),
 			hints:        []string{"no memory limit kept instead of 100Mi"},
 		},
 
@@ -176,14 +177,14 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 			desired: desire("200m", "50Mi", "100Mi"),
 			action:  ActionPatch, reason: ReasonMemoryLimitRefused, held: []string{"c"},
 			patch:        `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"200m","memory":"50Mi"},"limits":{"memory":"200Mi"}}}]}}`,
-			newMemRecord: memRecord(infeasible.KindMemoryLimitRefused, "100Mi"),
+			newMemRecord: memRecord(records.KindMemoryLimitRefused, "100Mi"),
 			hints:        []string{refusalMessage, "lowering it to 100Mi or less was refused before"},
 		},
 		{
 			name:      "kubelet refusal already answered, the resize sent again not yet seen by the kubelet: wait, never sent twice",
 			pod:       refused("200m", "50Mi", "200Mi"),
 			desired:   desire("200m", "50Mi", "100Mi"),
-			memRecord: memRecord(infeasible.KindMemoryLimitRefused, "100Mi"),
+			memRecord: memRecord(records.KindMemoryLimitRefused, "100Mi"),
 			action:    ActionWait, reason: ReasonResizeError, held: []string{"c"},
 		},
 		{
@@ -195,14 +196,14 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 				return p
 			}(),
 			desired:   desire("200m", "50Mi", "100Mi"),
-			memRecord: memRecord(infeasible.KindMemoryLimitRefused, "100Mi"),
+			memRecord: memRecord(records.KindMemoryLimitRefused, "100Mi"),
 			action:    ActionWait, reason: ReasonResizeError, held: []string{"c"},
 		},
 		{
 			name:      "kubelet refusal seen again after a restart (recorded, not yet answered): sent once more, not recorded twice",
 			pod:       refused("200m", "50Mi", "100Mi"),
 			desired:   desire("200m", "50Mi", "100Mi"),
-			memRecord: memRecord(infeasible.KindMemoryLimitRefused, "100Mi"),
+			memRecord: memRecord(records.KindMemoryLimitRefused, "100Mi"),
 			action:    ActionPatch, reason: ReasonMemoryLimitRefused, held: []string{"c"},
 			patch: `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"200m","memory":"50Mi"},"limits":{"memory":"200Mi"}}}]}}`,
 		},
@@ -212,13 +213,13 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 			desired: desire("300m", "50Mi", "100Mi"),
 			action:  ActionPatch, reason: ReasonMemoryLimitRefused, held: []string{"c"},
 			patch:        `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"300m","memory":"50Mi"},"limits":{"memory":"200Mi"}}}]}}`,
-			newMemRecord: memRecord(infeasible.KindMemoryLimitRefused, "100Mi"),
+			newMemRecord: memRecord(records.KindMemoryLimitRefused, "100Mi"),
 		},
 		{
 			name:      "memory record: the refused decrease is never sent again, nothing else to do",
 			pod:       testpod.New("p").Guaranteed("c", "200m", "200Mi").Running().Obj(),
 			desired:   desireGuaranteed("200m", "100Mi"),
-			memRecord: memRecord(infeasible.KindMemoryLimitRefused, "100Mi"),
+			memRecord: memRecord(records.KindMemoryLimitRefused, "100Mi"),
 			action:    ActionSkip, reason: ReasonMemoryLimitUnsafe, held: []string{"c"},
 			hints: []string{"lowering it to 100Mi or less was refused before"},
 		},
@@ -226,14 +227,14 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 			name:      "memory record: a lower recommendation is not sent either",
 			pod:       testpod.New("p").Guaranteed("c", "200m", "200Mi").Running().Obj(),
 			desired:   desireGuaranteed("200m", "80Mi"),
-			memRecord: memRecord(infeasible.KindMemoryLimitRefused, "100Mi"),
+			memRecord: memRecord(records.KindMemoryLimitRefused, "100Mi"),
 			action:    ActionSkip, reason: ReasonMemoryLimitUnsafe, held: []string{"c"},
 		},
 		{
 			name:      "memory record: a CPU change is applied, the limit kept",
 			pod:       testpod.New("p").Guaranteed("c", "200m", "200Mi").Running().Obj(),
 			desired:   desireGuaranteed("300m", "100Mi"),
-			memRecord: memRecord(infeasible.KindMemoryLimitRefused, "100Mi"),
+			memRecord: memRecord(records.KindMemoryLimitRefused, "100Mi"),
 			action:    ActionPatch, reason: ReasonMemoryLimitKept, held: []string{"c"},
 			patch: `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"300m","memory":"200Mi"},"limits":{"cpu":"300m","memory":"200Mi"}}}]}}`,
 		},
@@ -241,7 +242,7 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 			name:      "memory record: a recommendation that no longer lowers the limit as much is tried, the record forgotten",
 			pod:       testpod.New("p").Guaranteed("c", "200m", "200Mi").Running().Obj(),
 			desired:   desireGuaranteed("200m", "150Mi"),
-			memRecord: memRecord(infeasible.KindMemoryLimitRefused, "100Mi"),
+			memRecord: memRecord(records.KindMemoryLimitRefused, "100Mi"),
 			action:    ActionPatch, reason: ReasonResize, clearMem: true,
 			patch: `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"200m","memory":"150Mi"},"limits":{"cpu":"200m","memory":"150Mi"}}}]}}`,
 		},
@@ -249,7 +250,7 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 			name:      "memory record and a pod with what it should have: up to date, record kept",
 			pod:       burstable("200m", "50Mi", "200Mi").Running().Obj(),
 			desired:   desire("200m", "50Mi", "200Mi"),
-			memRecord: memRecord(infeasible.KindMemoryLimitRefused, "100Mi"),
+			memRecord: memRecord(records.KindMemoryLimitRefused, "100Mi"),
 			action:    ActionSkip, reason: ReasonUpToDate,
 		},
 		{
@@ -302,7 +303,7 @@ func TestDecideMemoryLimitDecreases(t *testing.T) {
 				assert.Nil(t, d.NewMemoryRecord, "no new memory record")
 			} else if assert.NotNil(t, d.NewMemoryRecord, "new memory record") {
 				assert.Equal(t, tc.newMemRecord.Kind, d.NewMemoryRecord.Kind)
-				assert.True(t, infeasible.Equal(tc.newMemRecord.Attempted, d.NewMemoryRecord.Attempted), "recorded %s", d.NewMemoryRecord.Attempted)
+				assert.True(t, resources.Equal(tc.newMemRecord.Attempted, d.NewMemoryRecord.Attempted), "recorded %s", d.NewMemoryRecord.Attempted)
 				assert.NotEmpty(t, d.NewMemoryRecord.Message)
 			}
 			assert.Equal(t, tc.clearMem, d.ClearMemoryRecord, "ClearMemoryRecord")
@@ -361,13 +362,13 @@ func TestNeedsMemoryUsage(t *testing.T) {
 }
 
 func TestMergeMemoryRecordKeepsTheHighestUnsafeLimit(t *testing.T) {
-	old := &infeasible.Record{Kind: infeasible.KindMemoryLimitRefused, Attempted: infeasible.Resources{
+	old := &records.Record{Kind: records.KindMemoryLimitRefused, Attempted: resources.Resources{
 		"a": {Limits: testpod.List("", "300Mi")}, "b": {Limits: testpod.List("", "100Mi")},
 	}}
-	merged := mergeMemoryRecord(old, infeasible.Resources{
+	merged := mergeMemoryRecord(old, resources.Resources{
 		"a": {Limits: testpod.List("", "200Mi")}, "b": {Limits: testpod.List("", "150Mi")}, "c": {Limits: testpod.List("", "50Mi")},
-	}, infeasible.KindMemoryLimitUnsafe, "why")
-	require.Equal(t, infeasible.KindMemoryLimitUnsafe, merged.Kind)
+	}, records.KindMemoryLimitUnsafe, "why")
+	require.Equal(t, records.KindMemoryLimitUnsafe, merged.Kind)
 	assert.Equal(t, "a: limits memory=300Mi; b: limits memory=150Mi; c: limits memory=50Mi", merged.Attempted.String())
 	assert.Equal(t, "a: limits memory=300Mi; b: limits memory=100Mi", old.Attempted.String(), "the old record is not changed")
 }

@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 )
 
 type containerPatch struct {
@@ -28,7 +28,7 @@ type podPatch struct {
 // that sets the cpu and memory requests and limits of target on the
 // containers whose values change. Containers are merged by name; resources
 // not named stay as they are.
-func BuildPatch(pod *corev1.Pod, target infeasible.Resources) ([]byte, error) {
+func BuildPatch(pod *corev1.Pod, target resources.Resources) ([]byte, error) {
 	var p podPatch
 	p.Spec.Containers = []containerPatch{}
 	for _, c := range pod.Spec.Containers {
@@ -36,7 +36,7 @@ func BuildPatch(pod *corev1.Pod, target infeasible.Resources) ([]byte, error) {
 		if !ok {
 			continue
 		}
-		if infeasible.Equal(infeasible.Resources{c.Name: cpuMemory(c.Resources)}, infeasible.Resources{c.Name: t}) {
+		if resources.Equal(resources.Resources{c.Name: cpuMemory(c.Resources)}, resources.Resources{c.Name: t}) {
 			continue
 		}
 		p.Spec.Containers = append(p.Spec.Containers, containerPatch{

@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 )
 
 // mirrorPodAnnotation marks static pods; they cannot be resized.
@@ -17,7 +17,7 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 // 1.33 to 1.37 (serverMinor 0 means unknown: version-specific rules are then
 // left to the API server) and the in-place validity checks that operators
 // such as Strimzi apply (no removal of requests or limits).
-func Validate(pod *corev1.Pod, target infeasible.Resources, serverMinor int) string {
+func Validate(pod *corev1.Pod, target resources.Resources, serverMinor int) string {
 	if _, ok := pod.Annotations[mirrorPodAnnotation]; ok {
 		return "static pods cannot be resized"
 	}
@@ -91,7 +91,7 @@ func policyFor(c *corev1.Container, name corev1.ResourceName) corev1.ResourceRes
 // its containers (nil target: as it is), from container requests and limits,
 // as the API server does for pods without pod-level resources. Init
 // containers count too.
-func qosClass(pod *corev1.Pod, target infeasible.Resources) corev1.PodQOSClass {
+func qosClass(pod *corev1.Pod, target resources.Resources) corev1.PodQOSClass {
 	if pod.Spec.Resources != nil {
 		// Pod-level resources decide the class; container changes within
 		// them cannot move it. Trust the reported class.

@@ -169,7 +169,7 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 }
 
 // counts is the first sentence: "3 pods: 1 resized or resizing, 1
-// deferred, 1 infeasible." Pods that have the recommendation and pods being
+// deferred, 1 records." Pods that have the recommendation and pods being
 // resized to it are counted together, so that a resize going through does
 // not change the message.
 func counts(pods []podStatus, byState map[PodState][]podStatus) string {

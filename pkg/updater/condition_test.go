@@ -12,14 +12,14 @@ import (
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 )
 
 func pod(name string, state PodState) podStatus {
 	return podStatus{vpa: "default/web", name: name, state: state, since: t0}
 }
 
-func withDetail(p podStatus, values, message string, kind infeasible.Kind) podStatus {
+func withDetail(p podStatus, values, message string, kind records.Kind) podStatus {
 	p.values, p.message, p.kind = values, message, kind
 	return p
 }
@@ -35,21 +35,21 @@ func job(name string, state JobState) jobStatus {
 
 func TestBlockedCondition(t *testing.T) {
 	infeasiblePod := withDetail(pod("web-2", PodInfeasible), "c: requests cpu=8 memory=100Mi",
-		"node didn't have enough allocatable resources: cpu", infeasible.KindNodeCapacity)
+		"node didn't have enough allocatable resources: cpu", records.KindNodeCapacity)
 	invalidPod := withDetail(pod("web-3", PodInvalid), "c: requests cpu=300m",
-		"the pod's QoS class would change from BestEffort to Burstable, which resizing cannot do", infeasible.KindInvalid)
+		"the pod's QoS class would change from BestEffort to Burstable, which resizing cannot do", records.KindInvalid)
 	deferredOld := withDetail(withSince(pod("web-5", PodDeferred), t0.Add(-time.Hour)), "", "Node didn't have enough resource: cpu", "")
 	deferredNew := withDetail(pod("web-4", PodDeferred), "", "Node didn't have enough resource: cpu", "")
 	errorPod := withDetail(pod("web-6", PodError), "", "failed to update the container's cgroup", "")
 	withheldPod := withDetail(pod("web-7", PodWithheld), "c: requests cpu=300m", "", "")
 	rejectedJob := job("train", JobRejected)
-	rejectedJob.values, rejectedJob.kind, rejectedJob.message = "app: requests cpu=250m", infeasible.KindJobRejected, "spec.template: Invalid value: field is immutable"
+	rejectedJob.values, rejectedJob.kind, rejectedJob.message = "app: requests cpu=250m", records.KindJobRejected, "spec.template: Invalid value: field is immutable"
 	withheldJob := job("train-2", JobWithheld)
 	withheldJob.values = "app: requests cpu=250m"
 	erroredJob := job("train-3", JobError)
 	erroredJob.message = "job template patch (Transient): etcdserver: request timed out"
 	keptPod := withDetail(pod("web-8", PodMemoryLimitKept), "c: limits memory=100Mi",
-		"cannot decrease memory limits: attempting to set pod memory limit (104857600) below current usage (157286400)", infeasible.KindMemoryLimitRefused)
+		"cannot decrease memory limits: attempting to set pod memory limit (104857600) below current usage (157286400)", records.KindMemoryLimitRefused)
 
 	tests := []struct {
 		name        string
@@ -139,7 +139,7 @@ func TestBlockedConditionIsStableAsTimePasses(t *testing.T) {
 
 func TestBlockedConditionMessageIsBounded(t *testing.T) {
 	long := strings.Repeat("é", 3000)
-	c := blockedCondition(summary{pods: []podStatus{withDetail(pod("web-1", PodInvalid), "x", long, infeasible.KindInvalid)}})
+	c := blockedCondition(summary{pods: []podStatus{withDetail(pod("web-1", PodInvalid), "x", long, records.KindInvalid)}})
 	assert.LessOrEqual(t, len(c.Message), maxConditionMessage)
 	assert.True(t, strings.HasSuffix(c.Message, "..."))
 	assert.True(t, strings.ToValidUTF8(c.Message, "?") == c.Message, "cut on a character boundary")

@@ -4,7 +4,7 @@
 //
 // A recommendation travels: VPA informer event -> the VPA's pods are queued
 // -> worker -> resize.Decide -> patch pods/resize -> the outcome is recorded
-// (pkg/infeasible) and reported: events on the pod and the VPA, metrics, and
+// (pkg/records) and reported: events on the pod and the VPA, metrics, and
 // the VPA's InPlaceResizeBlocked condition (status.go), written by a second
 // queue keyed by VPA. A third queue, keyed by Job, writes recommendations into
 // the pod templates of suspended Jobs (jobs.go).
@@ -46,9 +46,10 @@ import (
 	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
@@ -167,10 +168,10 @@ type Deps struct {
 	Jobs       batchinformers.JobInformer
 	Resolver   Resolver
 	Calculator Calculator
-	Store      infeasible.Store
-	// MemoryStore holds the memory records (memory limits not to lower);
+	Store      records.Store
+	// MemoryRecords holds the memory records (memory limits not to lower);
 	// nil: kept in memory only.
-	MemoryStore infeasible.Store
+	MemoryRecords records.Store
 	// Usage tells the memory in use by containers (the metrics API); nil:
 	// never known, the kubelet's check is the last line.
 	Usage       usage.Source
@@ -195,8 +196,8 @@ type Controller struct {
 	synced     []cache.InformerSynced
 	resolver   Resolver
 	calc       Calculator
-	store      infeasible.Store
-	memStore   infeasible.Store
+	store      records.Store
+	memStore   records.Store
 	usage      usage.Source
 	recorder   record.EventRecorder
 	gate       featuregate.FeatureGate
@@ -242,8 +243,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	if cfg.StatusMinInterval == 0 {
 		cfg.StatusMinInterval = defaultStatusMinInterval
 	}
-	if deps.MemoryStore == nil {
-		deps.MemoryStore = infeasible.NewMemoryStore()
+	if deps.MemoryRecords == nil {
+		deps.MemoryRecords = records.NewInMemoryStore()
 	}
 	c := &Controller{
 		cfg:       cfg,
@@ -256,7 +257,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		resolver:  deps.Resolver,
 		calc:      deps.Calculator,
 		store:     deps.Store,
-		memStore:  deps.MemoryStore,
+		memStore:  deps.MemoryRecords,
 		usage:     deps.Usage,
 		recorder:  deps.Recorder,
 		gate:      deps.FeatureGate,
@@ -458,7 +459,7 @@ func (c *Controller) Run(ctx context.Context) error {
 func (c *Controller) loadRecords(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: time.Minute}
-	for _, store := range []infeasible.Store{c.store, c.memStore} {
+	for _, store := range []records.Store{c.store, c.memStore} {
 		err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 			if err := store.Load(ctx); err != nil {
 				logger.Error(err, "Loading records; no resize is sent until they are loaded")
@@ -624,7 +625,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	d := resize.Decide(in)
 	c.metrics.decided(d, c.now().Sub(start))
-	outcome, _ := c.tracker.settle(pod.UID, status.State, func(like infeasible.Resources) infeasible.Resources { return resize.Current(pod, like) })
+	outcome, _ := c.tracker.settle(pod.UID, status.State, func(like resources.Resources) resources.Resources { return resize.Current(pod, like) })
 	c.metrics.settled(outcome)
 	logger.V(2).Info("Decided", "vpa", klog.KObj(vpa), "action", d.Action, "reason", d.Reason, "message", d.Message)
 	st, err := c.act(ctx, pod, cachedVersion, vpa, d, status)
@@ -708,11 +709,11 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		}
 		return &podStatus{state: PodInProgress, since: now, values: d.Target.String(), message: message}, nil
 	case resize.OutcomeNodeCapacity, resize.OutcomeInvalid:
-		kind, state := infeasible.KindNodeCapacity, PodInfeasible
+		kind, state := records.KindNodeCapacity, PodInfeasible
 		if outcome == resize.OutcomeInvalid {
-			kind, state = infeasible.KindInvalid, PodInvalid
+			kind, state = records.KindInvalid, PodInvalid
 		}
-		r := &infeasible.Record{Kind: kind, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now()}
+		r := &records.Record{Kind: kind, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now()}
 		c.store.Put(owner, pod.UID, r)
 		c.reportRecord(ctx, pod, vpa, r)
 		return &podStatus{state: state, since: r.RecordedAt, values: r.Attempted.String(), message: r.Message, kind: r.Kind}, nil
@@ -733,8 +734,8 @@ func statusMessage(err error) string {
 	return err.Error()
 }
 
-func ownerOf(vpa *vpatypes.VerticalPodAutoscaler) infeasible.Owner {
-	return infeasible.Owner{Namespace: vpa.Namespace, Name: vpa.Name, UID: vpa.UID}
+func ownerOf(vpa *vpatypes.VerticalPodAutoscaler) records.Owner {
+	return records.Owner{Namespace: vpa.Namespace, Name: vpa.Name, UID: vpa.UID}
 }
 
 func vpaKey(vpa *vpatypes.VerticalPodAutoscaler) string {
@@ -800,10 +801,10 @@ func (c *Controller) untrack(uid types.UID) {
 
 // reportRecord logs and emits the events, on the pod and on its VPA, for a
 // newly recorded outcome.
-func (c *Controller) reportRecord(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, r *infeasible.Record) {
+func (c *Controller) reportRecord(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, r *records.Record) {
 	reason := EventResizeInfeasible
 	what := "infeasible"
-	if r.Kind == infeasible.KindInvalid {
+	if r.Kind == records.KindInvalid {
 		reason, what = EventResizeInvalid, "not possible in place"
 	}
 	klog.FromContext(ctx).Info("Resize recorded as "+what, "vpa", klog.KObj(vpa), "kind", r.Kind, "attempted", r.Attempted.String(), "message", r.Message)
@@ -826,7 +827,7 @@ func (c *Controller) reportMemoryRecord(ctx context.Context, pod *corev1.Pod, vp
 	}
 	var reason, what string
 	switch r.Kind {
-	case infeasible.KindMemoryLimitRefused:
+	case records.KindMemoryLimitRefused:
 		reason = EventMemoryLimitRefused
 		what = fmt.Sprintf("the kubelet refused to lower memory limits to %s (%s); these limits and lower ones are not sent again, and the resize is sent once more with the running memory limits kept",
 			r.Attempted.String(), r.Message)

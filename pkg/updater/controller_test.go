@@ -24,14 +24,15 @@ import (
 
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
 )
 
-var webOwner = infeasible.Owner{Namespace: "default", Name: "web", UID: "uid-web"}
+var webOwner = records.Owner{Namespace: "default", Name: "web", UID: "uid-web"}
 
 func webPod(name string) *testpod.Builder {
 	return testpod.New(name).Container("c", "100m", "100Mi").OwnedBy("apps/v1", "ReplicaSet", "web-rs")
@@ -52,7 +53,7 @@ func nodeCapacityErr() error {
 func TestPatchOutcomes(t *testing.T) {
 	t.Run("patch succeeds: clear any stored infeasible attempt", func(t *testing.T) {
 		f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
-		f.store.Put(webOwner, "uid-p", &infeasible.Record{Kind: infeasible.KindNodeCapacity, Attempted: infeasible.Resources{"c": {Requests: testpod.List("8", "300Mi")}}})
+		f.store.Put(webOwner, "uid-p", &records.Record{Kind: records.KindNodeCapacity, Attempted: resources.Resources{"c": {Requests: testpod.List("8", "300Mi")}}})
 		require.NoError(t, f.sync("p"))
 		assert.Len(t, f.resizePatches(), 1)
 		_, held := f.store.Get("uid-p")
@@ -74,7 +75,7 @@ func TestPatchOutcomes(t *testing.T) {
 		require.NoError(t, f.sync("p"), "a NodeCapacity rejection is recorded, not retried")
 		r, held := f.store.Get("uid-p")
 		require.True(t, held)
-		assert.Equal(t, infeasible.KindNodeCapacity, r.Kind)
+		assert.Equal(t, records.KindNodeCapacity, r.Kind)
 		assert.Equal(t, "c: requests cpu=8 memory=100Mi", r.Attempted.String())
 		assert.Contains(t, r.Message, "allocatable")
 		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.failures.WithLabelValues("NodeCapacity")), 0)
@@ -115,7 +116,7 @@ func TestPatchOutcomes(t *testing.T) {
 		require.NoError(t, f.sync("p"))
 		r, held := f.store.Get("uid-p")
 		require.True(t, held)
-		assert.Equal(t, infeasible.KindInvalid, r.Kind)
+		assert.Equal(t, records.KindInvalid, r.Kind)
 		assert.Contains(t, r.Message, "QOS Class")
 		ev := f.events()
 		require.Len(t, ev, 1)
@@ -153,7 +154,7 @@ func TestKubeletInfeasibleIsRecordedOnce(t *testing.T) {
 	require.NoError(t, f.sync("p"))
 	r, held := f.store.Get("uid-p")
 	require.True(t, held)
-	assert.Equal(t, infeasible.KindInfeasible, r.Kind)
+	assert.Equal(t, records.KindInfeasible, r.Kind)
 	assert.Equal(t, "c: requests cpu=4 memory=100Mi", r.Attempted.String())
 	assert.Equal(t, time.Unix(1_800_000_000, 0), r.RecordedAt)
 	require.Len(t, f.events(), 1)
@@ -226,8 +227,8 @@ func TestDisruptiveResizesRespectEvictionTolerance(t *testing.T) {
 
 func TestStaleRecordsAreCleanedUp(t *testing.T) {
 	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "100Mi")}, fixtureOpts{})
-	f.store.Put(webOwner, "uid-p", &infeasible.Record{Kind: infeasible.KindInfeasible})
-	f.store.Put(webOwner, "uid-gone", &infeasible.Record{Kind: infeasible.KindNodeCapacity})
+	f.store.Put(webOwner, "uid-p", &records.Record{Kind: records.KindInfeasible})
+	f.store.Put(webOwner, "uid-gone", &records.Record{Kind: records.KindNodeCapacity})
 	assert.Equal(t, []types.UID{"uid-gone"}, f.ctrl.CleanupRecords())
 	_, held := f.store.Get("uid-p")
 	assert.True(t, held)

@@ -14,7 +14,7 @@ import (
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 )
 
 const (
@@ -29,7 +29,7 @@ func TestRecordSurvivesRestart(t *testing.T) {
 	first := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("8", "100Mi")}, fixtureOpts{durable: true})
 	first.failResize(nodeCapacityErr())
 	stopFirst := first.run()
-	require.Eventually(t, func() bool { return first.getVPA("web").Annotations[infeasible.AnnotationKey] != "" }, waitFor, every,
+	require.Eventually(t, func() bool { return first.getVPA("web").Annotations[records.AnnotationKey] != "" }, waitFor, every,
 		"the record is written onto the VPA")
 	require.Len(t, first.resizePatches(), 1)
 	stopFirst()
@@ -50,7 +50,7 @@ func TestRecordSurvivesRestart(t *testing.T) {
 
 // blockingStore holds Load until released.
 type blockingStore struct {
-	*infeasible.MemoryStore
+	*records.InMemoryStore
 	release chan struct{}
 }
 
@@ -64,7 +64,7 @@ func (s *blockingStore) Load(ctx context.Context) error {
 }
 
 func TestNoResizeBeforeRecordsAreLoaded(t *testing.T) {
-	store := &blockingStore{MemoryStore: infeasible.NewMemoryStore(), release: make(chan struct{})}
+	store := &blockingStore{InMemoryStore: records.NewInMemoryStore(), release: make(chan struct{})}
 	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{store: store})
 	f.run()
 	time.Sleep(300 * time.Millisecond)
@@ -74,13 +74,13 @@ func TestNoResizeBeforeRecordsAreLoaded(t *testing.T) {
 }
 
 func TestLoadIsRetriedUntilItSucceeds(t *testing.T) {
-	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{store: &failingLoad{MemoryStore: infeasible.NewMemoryStore(), failures: 1}})
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{store: &failingLoad{InMemoryStore: records.NewInMemoryStore(), failures: 1}})
 	f.run()
 	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, every, "after one failed load and a backoff")
 }
 
 type failingLoad struct {
-	*infeasible.MemoryStore
+	*records.InMemoryStore
 	failures int
 }
 

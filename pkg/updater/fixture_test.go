@@ -34,8 +34,8 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/cachetrim"
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
@@ -195,8 +195,8 @@ type fixture struct {
 	ctx      context.Context
 	kube     *kubefake.Clientset
 	vpa      *vpafake.Clientset
-	store    infeasible.Store
-	memStore infeasible.Store
+	store    records.Store
+	memStore records.Store
 	recorder *eventRecorder
 	clock    *fakeClock
 	ctrl     *Controller
@@ -219,7 +219,7 @@ type fixtureOpts struct {
 	// durable uses the VPA annotation store instead of memory.
 	durable bool
 	// store replaces the store (durable is then ignored).
-	store             infeasible.Store
+	store             records.Store
 	statusMinInterval time.Duration
 	// jobs are created with the pods.
 	jobs []*batchv1.Job
@@ -380,13 +380,13 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	case o.store != nil:
 		f.store = o.store
 	case o.durable:
-		f.store = infeasible.NewVPAStore(vpaClient.AutoscalingV1(), vpaLister, infeasible.VPAStoreConfig{})
+		f.store = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaLister, records.VPAStoreConfig{})
 	default:
-		f.store = infeasible.NewMemoryStore()
+		f.store = records.NewInMemoryStore()
 	}
-	f.memStore = infeasible.NewMemoryStore()
+	f.memStore = records.NewInMemoryStore()
 	if o.durable {
-		f.memStore = infeasible.NewVPAStore(vpaClient.AutoscalingV1(), vpaLister, infeasible.VPAStoreConfig{AnnotationKey: infeasible.MemoryAnnotationKey})
+		f.memStore = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaLister, records.VPAStoreConfig{AnnotationKey: records.MemoryAnnotationKey})
 	}
 	if o.serverMinor == 0 {
 		o.serverMinor = 37
@@ -403,15 +403,15 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 			l, _ := vpaLister.VerticalPodAutoscalers(ns).List(labels.Everything())
 			return l
 		}},
-		Calculator:  recommendation.NewCalculator(limitrange.NewNoopLimitsCalculator()),
-		Jobs:        kubeFactory.Batch().V1().Jobs(),
-		Store:       f.store,
-		MemoryStore: f.memStore,
-		Usage:       o.usage,
-		Recorder:    f.recorder,
-		FeatureGate: gate,
-		Now:         f.clock.Now,
-		Metrics:     metrics,
+		Calculator:    recommendation.NewCalculator(limitrange.NewNoopLimitsCalculator()),
+		Jobs:          kubeFactory.Batch().V1().Jobs(),
+		Store:         f.store,
+		MemoryRecords: f.memStore,
+		Usage:         o.usage,
+		Recorder:      f.recorder,
+		FeatureGate:   gate,
+		Now:           f.clock.Now,
+		Metrics:       metrics,
 	}
 	if o.resolver != nil {
 		deps.Resolver = o.resolver(t, vpaInformer.Informer().GetIndexer())

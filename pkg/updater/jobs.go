@@ -17,7 +17,7 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 )
@@ -289,7 +289,7 @@ func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes
 		c.jobTracker.markSent(job.UID, job.ResourceVersion, now)
 		return nil, nil
 	case resize.OutcomeRejected:
-		r := &infeasible.Record{Kind: infeasible.KindJobRejected, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now(), Generation: job.Generation}
+		r := &records.Record{Kind: records.KindJobRejected, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now(), Generation: job.Generation}
 		c.store.Put(ownerOf(vpa), job.UID, r)
 		c.reportJobRecord(ctx, job, vpa, r)
 		return rejectedStatus(r), nil
@@ -306,7 +306,7 @@ func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes
 	}
 }
 
-func rejectedStatus(r *infeasible.Record) *jobStatus {
+func rejectedStatus(r *records.Record) *jobStatus {
 	return &jobStatus{state: JobRejected, since: r.RecordedAt, values: r.Attempted.String(), message: r.Message, kind: r.Kind}
 }
 
@@ -325,7 +325,7 @@ func (c *Controller) reportJob(job *batchv1.Job, vpa *vpatypes.VerticalPodAutosc
 
 // reportJobRecord logs and emits the warnings, on the Job and on its VPA, for
 // a newly recorded refusal.
-func (c *Controller) reportJobRecord(ctx context.Context, job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, r *infeasible.Record) {
+func (c *Controller) reportJobRecord(ctx context.Context, job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, r *records.Record) {
 	klog.FromContext(ctx).Info("Job template update refused; recorded", "vpa", klog.KObj(vpa), "kind", r.Kind,
 		"attempted", r.Attempted.String(), "generation", r.Generation, "message", r.Message)
 	c.recorder.Eventf(job, corev1.EventTypeWarning, EventJobTemplateRejected,

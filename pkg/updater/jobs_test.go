@@ -21,7 +21,7 @@ import (
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testjob"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
@@ -269,7 +269,7 @@ func TestJobRejectionIsReportedOnceAndNotRetried(t *testing.T) {
 	require.Len(t, f.jobPatches(), 1)
 	r, held := f.store.Get("uid-train")
 	require.True(t, held)
-	assert.Equal(t, infeasible.KindJobRejected, r.Kind)
+	assert.Equal(t, records.KindJobRejected, r.Kind)
 	assert.Equal(t, "app: requests cpu=250m memory=200Mi", r.Attempted.String())
 	assert.Equal(t, int64(1), r.Generation)
 	assert.Contains(t, r.Message, "field is immutable")
@@ -369,7 +369,7 @@ func TestJobRejectionSurvivesRestart(t *testing.T) {
 	first := newJobFixture(t, trainJob().Suspended().Obj(), jobVPA("250m", "200Mi"), fixtureOpts{durable: true, serverMinor: 35})
 	first.failJobPatch(immutableErr())
 	stopFirst := first.run()
-	require.Eventually(t, func() bool { return first.getVPA("train").Annotations[infeasible.AnnotationKey] != "" }, waitFor, every,
+	require.Eventually(t, func() bool { return first.getVPA("train").Annotations[records.AnnotationKey] != "" }, waitFor, every,
 		"the record is written onto the VPA")
 	require.Len(t, first.jobPatches(), 1)
 	require.Len(t, first.recorder.unread("Job"), 1)
@@ -504,7 +504,7 @@ func TestJobWriteFailures(t *testing.T) {
 		require.NoError(t, f.syncJob("train"))
 		r, held := f.store.Get("uid-train")
 		require.True(t, held)
-		assert.Equal(t, infeasible.KindJobRejected, r.Kind)
+		assert.Equal(t, records.KindJobRejected, r.Kind)
 	})
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 )
 
 // JobState is where a suspended Job of an InPlace VPA stands with its
@@ -50,7 +50,7 @@ type jobStatus struct {
 	message string
 	// values are the recorded values (Rejected) or the target (Withheld).
 	values string
-	kind   infeasible.Kind
+	kind   records.Kind
 }
 
 func (a jobStatus) equal(b jobStatus) bool {

@@ -16,7 +16,7 @@ import (
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
@@ -129,7 +129,7 @@ func TestKubeletMemoryRefusalIsRecordedReportedAndNeverRepeated(t *testing.T) {
 	assert.JSONEq(t, `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"200m","memory":"50Mi"},"limits":{"memory":"200Mi"}}}]}}`, f.resizePatches()[1])
 	r, ok := f.memStore.Get("uid-p")
 	require.True(t, ok)
-	assert.Equal(t, infeasible.KindMemoryLimitRefused, r.Kind)
+	assert.Equal(t, records.KindMemoryLimitRefused, r.Kind)
 	assert.Equal(t, "c: limits memory=100Mi", r.Attempted.String())
 	assert.Equal(t, kubeletRefusal, r.Message)
 	assert.Equal(t, t0, r.RecordedAt)
@@ -144,7 +144,7 @@ func TestKubeletMemoryRefusalIsRecordedReportedAndNeverRepeated(t *testing.T) {
 	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.failures.WithLabelValues(failureKubeletMemory)), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.memoryHeld.WithLabelValues(heldByKubeletRefusal)), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.decisions.WithLabelValues("Patch", "MemoryLimitRefused")), 0)
-	require.Eventually(t, func() bool { return f.getVPA("web").Annotations[infeasible.MemoryAnnotationKey] != "" }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return f.getVPA("web").Annotations[records.MemoryAnnotationKey] != "" }, 10*time.Second, 10*time.Millisecond,
 		"the memory record is durable")
 
 	// The kubelet has not yet taken up the resize sent again; its Error,
@@ -206,7 +206,7 @@ func TestUnsafeMemoryDecreaseKeepsTheLimitAndResizesTheRest(t *testing.T) {
 	assert.Contains(t, vpaEvents[0], "VerticalPodAutoscaler/web Warning "+EventMemoryLimitKept+" Pod p: memory limits not lowered")
 	r, ok := f.memStore.Get("uid-p")
 	require.True(t, ok)
-	assert.Equal(t, infeasible.KindMemoryLimitUnsafe, r.Kind)
+	assert.Equal(t, records.KindMemoryLimitUnsafe, r.Kind)
 	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.memoryHeld.WithLabelValues(heldByMemoryUsage)), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.decisions.WithLabelValues("Patch", "MemoryLimitKept")), 0)
 	n, err := testutil.GatherAndCount(f.registry, MetricMemoryRecords)
@@ -276,8 +276,8 @@ func TestMetricsAPIDownDoesNotBlockResizes(t *testing.T) {
 
 func TestMemoryRecordsAreForgottenWithTheirPod(t *testing.T) {
 	f := newFixture(t, []*corev1.Pod{limitedPod()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "100Mi")}, fixtureOpts{})
-	f.memStore.Put(webOwner, "uid-p", &infeasible.Record{Kind: infeasible.KindMemoryLimitRefused})
-	f.memStore.Put(webOwner, "uid-gone", &infeasible.Record{Kind: infeasible.KindMemoryLimitRefused})
+	f.memStore.Put(webOwner, "uid-p", &records.Record{Kind: records.KindMemoryLimitRefused})
+	f.memStore.Put(webOwner, "uid-gone", &records.Record{Kind: records.KindMemoryLimitRefused})
 	f.ctrl.CleanupRecords()
 	assert.Equal(t, 1, f.memStore.Len())
 	require.NoError(t, f.kube.CoreV1().Pods("default").Delete(f.ctx, "p", metav1.DeleteOptions{}))

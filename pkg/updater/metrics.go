@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
@@ -193,12 +193,12 @@ func (m *Metrics) staleCacheRead() {
 	m.staleCacheReads.Inc()
 }
 
-func (m *Metrics) memoryLimitsHeld(kind infeasible.Kind) {
+func (m *Metrics) memoryLimitsHeld(kind records.Kind) {
 	if m == nil {
 		return
 	}
 	source := heldByMemoryUsage
-	if kind == infeasible.KindMemoryLimitRefused {
+	if kind == records.KindMemoryLimitRefused {
 		source = heldByKubeletRefusal
 	}
 	m.memoryHeld.WithLabelValues(source).Inc()

@@ -9,8 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 )
 
 // PodState is where a pod of an InPlace VPA stands with its recommendation,
@@ -62,7 +63,7 @@ type podStatus struct {
 	// values are the recorded values (Infeasible, Invalid) or the target
 	// (Withheld, InProgress).
 	values string
-	kind   infeasible.Kind
+	kind   records.Kind
 }
 
 func (a podStatus) equal(b podStatus) bool {
@@ -72,7 +73,7 @@ func (a podStatus) equal(b podStatus) bool {
 
 // stateOf tells the state of a pod from a decision that sends nothing.
 // record and memRecord are the pod's records after the decision.
-func stateOf(d resize.Decision, record, memRecord *infeasible.Record, st resize.Status) podStatus {
+func stateOf(d resize.Decision, record, memRecord *records.Record, st resize.Status) podStatus {
 	kept := func() podStatus {
 		if memRecord == nil {
 			return podStatus{state: PodMemoryLimitKept, values: d.Target.String(), message: d.Message}
@@ -106,7 +107,7 @@ func stateOf(d resize.Decision, record, memRecord *infeasible.Record, st resize.
 	}
 	if record != nil {
 		s := podStatus{state: PodInfeasible, values: record.Attempted.String(), message: record.Message, kind: record.Kind, since: record.RecordedAt}
-		if record.Kind == infeasible.KindInvalid {
+		if record.Kind == records.KindInvalid {
 			s.state = PodInvalid
 		}
 		return s
@@ -118,14 +119,14 @@ func stateOf(d resize.Decision, record, memRecord *infeasible.Record, st resize.
 type sentResize struct {
 	// target is shared with the pods sent an equal one (see tracker.targets):
 	// read it, never change it.
-	target infeasible.Resources
+	target resources.Resources
 	key    string
 	at     time.Time
 }
 
 // sharedTarget is a target of resizes under way and how many pods hold it.
 type sharedTarget struct {
-	target infeasible.Resources
+	target resources.Resources
 	pods   int
 }
 
@@ -316,7 +317,7 @@ func (t *tracker) pending(now time.Time) (map[PodState]int, map[PodState]time.Du
 
 // markSent remembers a resize sent to a pod. The target is only read from
 // then on, and may be shared with other pods.
-func (t *tracker) markSent(uid types.UID, vpa, name string, target infeasible.Resources, at time.Time) {
+func (t *tracker) markSent(uid types.UID, vpa, name string, target resources.Resources, at time.Time) {
 	// Equal renderings are equal targets: String writes all a Resources
 	// holds (each container's cpu and memory requests and limits), each
 	// quantity in its canonical form.
@@ -387,7 +388,7 @@ const maxCacheLag = time.Minute
 
 // settle tells what became of a resize sent to a pod, given its resize
 // status now and its current resources: "" while still under way.
-func (t *tracker) settle(uid types.UID, st resize.State, current func(infeasible.Resources) infeasible.Resources) (outcome string, sent *sentResize) {
+func (t *tracker) settle(uid types.UID, st resize.State, current func(resources.Resources) resources.Resources) (outcome string, sent *sentResize) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.pods[uid]
@@ -398,7 +399,7 @@ func (t *tracker) settle(uid types.UID, st resize.State, current func(infeasible
 	switch st {
 	case resize.StateNone:
 		t.release(e)
-		if infeasible.Equal(current(sent.target), sent.target) {
+		if resources.Equal(current(sent.target), sent.target) {
 			return outcomeCompleted, sent
 		}
 		return outcomeSuperseded, sent

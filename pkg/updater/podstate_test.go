@@ -10,8 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testheap"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 )
@@ -19,16 +20,16 @@ import (
 func TestStateOf(t *testing.T) {
 	since := t0.Add(-time.Hour)
 	deferred := resize.Status{State: resize.StateDeferred, Message: "Node didn't have enough resource: cpu", Since: since}
-	infeasibleRecord := &infeasible.Record{Kind: infeasible.KindNodeCapacity, Attempted: infeasible.Resources{"c": {Requests: testpod.List("8", "")}}, Message: "no room", RecordedAt: since}
-	invalidRecord := &infeasible.Record{Kind: infeasible.KindInvalid, Attempted: infeasible.Resources{"c": {Requests: testpod.List("1", "")}}, Message: "qos", RecordedAt: since}
-	memRecord := &infeasible.Record{Kind: infeasible.KindMemoryLimitRefused, Attempted: infeasible.Resources{"c": {Limits: testpod.List("", "100Mi")}},
+	infeasibleRecord := &records.Record{Kind: records.KindNodeCapacity, Attempted: resources.Resources{"c": {Requests: testpod.List("8", "")}}, Message: "no room", RecordedAt: since}
+	invalidRecord := &records.Record{Kind: records.KindInvalid, Attempted: resources.Resources{"c": {Requests: testpod.List("1", "")}}, Message: "qos", RecordedAt: since}
+	memRecord := &records.Record{Kind: records.KindMemoryLimitRefused, Attempted: resources.Resources{"c": {Limits: testpod.List("", "100Mi")}},
 		Message: "cannot decrease memory limits", RecordedAt: since}
-	kept := podStatus{state: PodMemoryLimitKept, since: since, values: "c: limits memory=100Mi", message: "cannot decrease memory limits", kind: infeasible.KindMemoryLimitRefused}
+	kept := podStatus{state: PodMemoryLimitKept, since: since, values: "c: limits memory=100Mi", message: "cannot decrease memory limits", kind: records.KindMemoryLimitRefused}
 	tests := []struct {
 		name      string
 		reason    resize.Reason
-		record    *infeasible.Record
-		memRecord *infeasible.Record
+		record    *records.Record
+		memRecord *records.Record
 		status    resize.Status
 		want      podStatus
 	}{
@@ -42,10 +43,10 @@ func TestStateOf(t *testing.T) {
 		{"kubelet error", resize.ReasonResizeError, nil, nil, resize.Status{Message: "boom"}, podStatus{state: PodError, message: "boom"}},
 		{"eviction tolerance", resize.ReasonDisruptionBudget, nil, nil, resize.Status{}, podStatus{state: PodWaiting}},
 		{"infeasible record", resize.ReasonRecordedSame, infeasibleRecord, nil, resize.Status{},
-			podStatus{state: PodInfeasible, since: since, values: "c: requests cpu=8", message: "no room", kind: infeasible.KindNodeCapacity}},
-		{"kubelet infeasible", resize.ReasonInfeasible, infeasibleRecord, nil, resize.Status{}, podStatus{state: PodInfeasible, since: since, values: "c: requests cpu=8", message: "no room", kind: infeasible.KindNodeCapacity}},
+			podStatus{state: PodInfeasible, since: since, values: "c: requests cpu=8", message: "no room", kind: records.KindNodeCapacity}},
+		{"kubelet infeasible", resize.ReasonInfeasible, infeasibleRecord, nil, resize.Status{}, podStatus{state: PodInfeasible, since: since, values: "c: requests cpu=8", message: "no room", kind: records.KindNodeCapacity}},
 		{"invalid record", resize.ReasonInvalid, invalidRecord, nil, resize.Status{},
-			podStatus{state: PodInvalid, since: since, values: "c: requests cpu=1", message: "qos", kind: infeasible.KindInvalid}},
+			podStatus{state: PodInvalid, since: since, values: "c: requests cpu=1", message: "qos", kind: records.KindInvalid}},
 		{"memory limit unsafe, nothing else to resize: memory limit kept", resize.ReasonMemoryLimitUnsafe, nil, memRecord, resize.Status{}, kept},
 		{"up to date but for a memory limit kept: memory limit kept", resize.ReasonUpToDate, nil, memRecord, resize.Status{}, kept},
 		{"below threshold but for a memory limit kept: memory limit kept", resize.ReasonBelowThreshold, nil, memRecord, resize.Status{}, kept},
@@ -151,7 +152,7 @@ func TestTrackerCacheLag(t *testing.T) {
 	assert.True(t, behind)
 	assert.True(t, overdue, "never stuck: after a while the pod is read from the API server")
 
-	tr.settle("a", resize.StateNone, func(infeasible.Resources) infeasible.Resources { return nil })
+	tr.settle("a", resize.StateNone, func(resources.Resources) resources.Resources { return nil })
 	behind, _ = tr.cacheLag("a", "7", t0)
 	assert.True(t, behind, "the resize settled (seen on a pod read from the API server), the cache is still behind")
 
@@ -193,10 +194,10 @@ func TestTrackerCacheLagComparesVersions(t *testing.T) {
 // each resize is seen completed.
 func TestTrackerSharesEqualTargets(t *testing.T) {
 	tr := newTracker()
-	target := func(cpu string) infeasible.Resources {
-		return infeasible.Resources{"c": {Requests: testpod.List(cpu, "100Mi"), Limits: testpod.List("", "200Mi")}}
+	target := func(cpu string) resources.Resources {
+		return resources.Resources{"c": {Requests: testpod.List(cpu, "100Mi"), Limits: testpod.List("", "200Mi")}}
 	}
-	sentTarget := func(uid types.UID) infeasible.Resources {
+	sentTarget := func(uid types.UID) resources.Resources {
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
 		require.NotNil(t, tr.pods[uid].sent)
@@ -205,7 +206,7 @@ func TestTrackerSharesEqualTargets(t *testing.T) {
 	tr.markSent("a", "default/web", "a", target("300m"), t0)
 	tr.markSent("b", "default/web", "b", target("300m"), t0)
 	tr.markSent("c", "default/web", "c", target("400m"), t0)
-	same := func(a, b infeasible.Resources) bool {
+	same := func(a, b resources.Resources) bool {
 		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 	}
 	assert.True(t, same(sentTarget("a"), sentTarget("b")), "equal targets are one map")
@@ -213,10 +214,10 @@ func TestTrackerSharesEqualTargets(t *testing.T) {
 	assert.Equal(t, target("400m"), sentTarget("c"))
 	assert.Len(t, tr.targets, 2)
 
-	outcome, _ := tr.settle("a", resize.StateNone, func(infeasible.Resources) infeasible.Resources { return target("300m") })
+	outcome, _ := tr.settle("a", resize.StateNone, func(resources.Resources) resources.Resources { return target("300m") })
 	assert.Equal(t, outcomeCompleted, outcome)
 	assert.Len(t, tr.targets, 2, "b still holds its target")
-	outcome, _ = tr.settle("b", resize.StateNone, func(infeasible.Resources) infeasible.Resources { return target("350m") })
+	outcome, _ = tr.settle("b", resize.StateNone, func(resources.Resources) resources.Resources { return target("350m") })
 	assert.Equal(t, outcomeSuperseded, outcome, "each pod is settled against the target it was sent")
 	assert.Len(t, tr.targets, 1, "a target no pod holds is dropped")
 
@@ -231,20 +232,20 @@ func TestTrackerSharesEqualTargets(t *testing.T) {
 }
 
 func TestTrackerSettle(t *testing.T) {
-	target := infeasible.Resources{"c": {Requests: testpod.List("300m", "")}}
-	current := func(r infeasible.Resources) func(infeasible.Resources) infeasible.Resources {
-		return func(infeasible.Resources) infeasible.Resources { return r }
+	target := resources.Resources{"c": {Requests: testpod.List("300m", "")}}
+	current := func(r resources.Resources) func(resources.Resources) resources.Resources {
+		return func(resources.Resources) resources.Resources { return r }
 	}
 	tests := []struct {
 		name    string
 		state   resize.State
-		current infeasible.Resources
+		current resources.Resources
 		want    string
 	}{
 		{"still in progress", resize.StateInProgress, target, ""},
 		{"deferred", resize.StateDeferred, target, ""},
 		{"applied", resize.StateNone, target, outcomeCompleted},
-		{"replaced by another change", resize.StateNone, infeasible.Resources{"c": {Requests: testpod.List("200m", "")}}, outcomeSuperseded},
+		{"replaced by another change", resize.StateNone, resources.Resources{"c": {Requests: testpod.List("200m", "")}}, outcomeSuperseded},
 		{"marked infeasible by the kubelet", resize.StateInfeasible, target, outcomeKubeletInfeasible},
 		{"refused by the kubelet for lowering a memory limit", resize.StateMemoryLimitRefused, target, outcomeKubeletMemoryLimitRefused},
 		{"another kubelet error: still under way, the kubelet retries", resize.StateError, target, ""},
@@ -280,7 +281,7 @@ func BenchmarkResizesUnderWay(b *testing.B) {
 					tr := newTracker()
 					for i := range pods {
 						cpu := fmt.Sprintf("%dm", 100+i/c.podsPerTarget)
-						target := infeasible.Resources{"c": {Requests: testpod.List(cpu, "256Mi"), Limits: testpod.List("", "512Mi")}}
+						target := resources.Resources{"c": {Requests: testpod.List(cpu, "256Mi"), Limits: testpod.List("", "512Mi")}}
 						tr.markSent(types.UID(fmt.Sprintf("pod-%05d", i)), "bench/web", fmt.Sprintf("web-%05d", i), target, t0)
 					}
 					return tr

@@ -36,8 +36,8 @@ import (
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/cachetrim"
-	"github.com/vpa-inplace/vpa-inplace/pkg/infeasible"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/server"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater"
@@ -140,11 +140,11 @@ func Run(ctx context.Context, o *Options) error {
 	// Infeasible records and memory records live on the VPAs (an annotation
 	// each), so that neither a restart nor a new leader tries them again. A
 	// dry run writes nothing.
-	var store, memStore infeasible.Store = infeasible.NewMemoryStore(), infeasible.NewMemoryStore()
+	var store, memStore records.Store = records.NewInMemoryStore(), records.NewInMemoryStore()
 	if !o.DryRun {
-		store = infeasible.NewVPAStore(vpaClient.AutoscalingV1(), vpaInformer.Lister(), infeasible.VPAStoreConfig{Namespace: namespace})
-		memStore = infeasible.NewVPAStore(vpaClient.AutoscalingV1(), vpaInformer.Lister(),
-			infeasible.VPAStoreConfig{Namespace: namespace, AnnotationKey: infeasible.MemoryAnnotationKey})
+		store = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaInformer.Lister(), records.VPAStoreConfig{Namespace: namespace})
+		memStore = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaInformer.Lister(),
+			records.VPAStoreConfig{Namespace: namespace, AnnotationKey: records.MemoryAnnotationKey})
 	}
 	// Memory usage for safe memory-limit decreases, when the metrics API is
 	// served; looked for now and again later, never waited for.
@@ -171,21 +171,21 @@ func Run(ctx context.Context, o *Options) error {
 		ConfigMap:            killSwitch.name,
 		MemoryLimitMargin:    o.MemoryLimitDecreaseMargin,
 	}, updater.Deps{
-		Client:      kube,
-		VPAClient:   vpaClient,
-		Pods:        podFactory.Core().V1().Pods(),
-		VPAs:        vpaInformer,
-		ConfigMaps:  killSwitch.informer,
-		Jobs:        factory.Batch().V1().Jobs(),
-		Resolver:    resolver,
-		Calculator:  recommendation.NewMemo(recommendation.NewCalculator(limitRanges), limitRangeVersion.Load),
-		Store:       store,
-		MemoryStore: memStore,
-		Usage:       memoryUsage,
-		Metrics:     metrics,
-		Recorder:    recorder,
-		FeatureGate: o.FeatureGate,
-		Now:         time.Now,
+		Client:        kube,
+		VPAClient:     vpaClient,
+		Pods:          podFactory.Core().V1().Pods(),
+		VPAs:          vpaInformer,
+		ConfigMaps:    killSwitch.informer,
+		Jobs:          factory.Batch().V1().Jobs(),
+		Resolver:      resolver,
+		Calculator:    recommendation.NewMemo(recommendation.NewCalculator(limitRanges), limitRangeVersion.Load),
+		Store:         store,
+		MemoryRecords: memStore,
+		Usage:         memoryUsage,
+		Metrics:       metrics,
+		Recorder:      recorder,
+		FeatureGate:   o.FeatureGate,
+		Now:           time.Now,
 	})
 	if err != nil {
 		return err

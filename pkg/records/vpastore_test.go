@@ -1,4 +1,4 @@
-package infeasible
+package records
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
 	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
 )
 
@@ -149,7 +150,7 @@ func TestVPAStoreWritesRecordsOntoTheVPA(t *testing.T) {
 	written := f.records("web")["pod-a"]
 	require.NotNil(t, written)
 	assert.Equal(t, KindNodeCapacity, written.Kind)
-	assert.True(t, Equal(r.Attempted, written.Attempted))
+	assert.True(t, resources.Equal(r.Attempted, written.Attempted))
 	require.Len(t, f.patches(), 1)
 	assert.Contains(t, f.patches()[0], `"uid":"uid-web"`, "the write only applies to this VPA, not to a new one of the same name")
 	assert.NotContains(t, f.patches()[0], `"spec"`, "metadata only")
@@ -197,7 +198,7 @@ func TestVPAStoreSurvivesRestartAndLeaderChange(t *testing.T) {
 	assert.Equal(t, 2, second.Len())
 	r, held := second.Get("pod-a")
 	require.True(t, held, "the new leader knows the record before any decision")
-	assert.Equal(t, Same, r.Compare(Resources{"app": res("8", "100Mi", "", "")}), "no repeated attempt for the same values")
+	assert.Equal(t, Same, r.Compare(resources.Resources{"app": res("8", "100Mi", "", "")}), "no repeated attempt for the same values")
 	r, held = second.Get("pod-b")
 	require.True(t, held)
 	assert.Equal(t, KindInvalid, r.Kind)
@@ -345,7 +346,7 @@ func TestTwoStoresShareAVPAThroughTheirOwnAnnotations(t *testing.T) {
 	memoryStore, stopMemory := f.start(VPAStoreConfig{AnnotationKey: MemoryAnnotationKey})
 	infeasibleStore.Put(webVPA, "pod-a", rec(KindNodeCapacity, "8", "no room", t0))
 	memoryStore.Put(webVPA, "pod-a", &Record{Kind: KindMemoryLimitRefused, Message: "cannot decrease memory limits",
-		Attempted: Resources{"app": res("", "", "", "100Mi")}, RecordedAt: t0})
+		Attempted: resources.Resources{"app": res("", "", "", "100Mi")}, RecordedAt: t0})
 
 	get := func() *vpatypes.VerticalPodAutoscaler {
 		v, err := f.client.AutoscalingV1().VerticalPodAutoscalers("default").Get(context.Background(), "web", metav1.GetOptions{})

@@ -1,6 +1,8 @@
-package infeasible
+package records
 
 import (
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -16,7 +18,7 @@ import (
 var t0 = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 
 func rec(kind Kind, cpu, msg string, at time.Time) *Record {
-	return &Record{Kind: kind, Attempted: Resources{"app": res(cpu, "100Mi", "", "")}, Message: msg, RecordedAt: at}
+	return &Record{Kind: kind, Attempted: resources.Resources{"app": res(cpu, "100Mi", "", "")}, Message: msg, RecordedAt: at}
 }
 
 func TestAnnotationRoundTrip(t *testing.T) {
@@ -31,12 +33,12 @@ func TestAnnotationRoundTrip(t *testing.T) {
 			"c": rec(KindInvalid, "300m", "the pod's QoS class would change from BestEffort to Burstable", t0.Add(2*time.Minute)),
 		}},
 		{"limits and several containers", map[types.UID]*Record{"a": {Kind: KindInfeasible, RecordedAt: t0,
-			Attempted: Resources{"app": res("1", "1Gi", "2", "2Gi"), "sidecar": res("10m", "", "", "64Mi")}}}},
+			Attempted: resources.Resources{"app": res("1", "1Gi", "2", "2Gi"), "sidecar": res("10m", "", "", "64Mi")}}}},
 		{"sub-second times are kept to the second", map[types.UID]*Record{"a": rec(KindNodeCapacity, "8", "x", t0.Add(700*time.Millisecond))}},
 		{"no time", map[types.UID]*Record{"a": rec(KindNodeCapacity, "8", "x", time.Time{})}},
 		{"job records keep their generation", map[types.UID]*Record{
-			"job": {Kind: KindJobRejected, Attempted: Resources{"app": res("250m", "200Mi", "", "")}, Message: "field is immutable", RecordedAt: t0, Generation: 3},
-			"old": {Kind: KindJobUnsupported, Attempted: Resources{"app": res("250m", "200Mi", "", "")}, Message: "Kubernetes 1.34", RecordedAt: t0, Generation: 1},
+			"job": {Kind: KindJobRejected, Attempted: resources.Resources{"app": res("250m", "200Mi", "", "")}, Message: "field is immutable", RecordedAt: t0, Generation: 3},
+			"old": {Kind: KindJobUnsupported, Attempted: resources.Resources{"app": res("250m", "200Mi", "", "")}, Message: "Kubernetes 1.34", RecordedAt: t0, Generation: 1},
 			"pod": rec(KindNodeCapacity, "8", "x", t0),
 		}},
 	}
@@ -52,7 +54,7 @@ func TestAnnotationRoundTrip(t *testing.T) {
 				r := got[uid]
 				require.NotNil(t, r, "pod %s", uid)
 				assert.Equal(t, want.Kind, r.Kind)
-				assert.True(t, Equal(want.Attempted, r.Attempted), "%s vs %s", want.Attempted, r.Attempted)
+				assert.True(t, resources.Equal(want.Attempted, r.Attempted), "%s vs %s", want.Attempted, r.Attempted)
 				assert.Equal(t, want.Message, r.Message)
 				assert.Equal(t, want.Generation, r.Generation)
 				assert.True(t, want.RecordedAt.Truncate(time.Second).Equal(r.RecordedAt), "%s vs %s", want.RecordedAt, r.RecordedAt)

@@ -1,4 +1,4 @@
-package infeasible
+package records
 
 import (
 	"context"
@@ -36,7 +36,7 @@ import (
 // write is retried with backoff (500 ms to 5 min) while the records stay in
 // memory; nothing is dropped except for a VPA that no longer exists.
 type VPAStore struct {
-	mem       *MemoryStore
+	mem       *InMemoryStore
 	client    vpaclient.VerticalPodAutoscalersGetter
 	lister    vpalisters.VerticalPodAutoscalerLister
 	namespace string
@@ -82,7 +82,7 @@ func NewVPAStore(client vpaclient.VerticalPodAutoscalersGetter, lister vpalister
 		queueName += ":" + cfg.AnnotationKey
 	}
 	return &VPAStore{
-		mem:       NewMemoryStore(),
+		mem:       NewInMemoryStore(),
 		client:    client,
 		lister:    lister,
 		namespace: cfg.Namespace,

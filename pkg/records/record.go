@@ -1,4 +1,4 @@
-// Package infeasible remembers resize attempts that cannot succeed, keyed by
+// Package records remembers resize attempts that cannot succeed, keyed by
 // pod UID, so that the same infeasible resize is not sent again and again.
 // The same store remembers, keyed by Job UID, the recommendations a suspended
 // Job's pod template could not be given (KindJobRejected, KindJobUnsupported).
@@ -12,12 +12,13 @@
 // Records survive a restart of the updater and a change of leader: VPAStore
 // writes the records of a VPA's pods into an annotation on that VPA
 // (annotation.go) and reads them all back before the first decision.
-package infeasible
+package records
 
 import (
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+
 	"context"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -62,14 +63,10 @@ const (
 	KindMemoryLimitUnsafe Kind = "MemoryLimitUnsafe"
 )
 
-// Resources are the cpu and memory requests and limits of each container,
-// keyed by container name: the values that were, or would be, patched.
-type Resources map[string]corev1.ResourceRequirements
-
 // Record is one remembered attempt.
 type Record struct {
 	Kind       Kind
-	Attempted  Resources
+	Attempted  resources.Resources
 	Message    string
 	RecordedAt time.Time
 	// Generation is the metadata.generation of the Job a Job record was
@@ -125,7 +122,7 @@ func (v Verdict) String() string {
 // worth trying when it asks for less of something. For the other kinds
 // (KindInvalid and the Job kinds) any different target is worth trying,
 // since validity does not grow with size.
-func (r *Record) Compare(target Resources) Verdict {
+func (r *Record) Compare(target resources.Resources) Verdict {
 	equal, lower := true, false
 	visit := func(container string, list string, name corev1.ResourceName, attempted, now *resource.Quantity) {
 		switch {
@@ -144,7 +141,7 @@ func (r *Record) Compare(target Resources) Verdict {
 			}
 		}
 	}
-	forEachValue(r.Attempted, target, visit)
+	resources.ForEachValue(r.Attempted, target, visit)
 	switch {
 	case equal:
 		return Same
@@ -153,86 +150,6 @@ func (r *Record) Compare(target Resources) Verdict {
 	default:
 		return NotLower
 	}
-}
-
-// forEachValue calls fn for every (container, requests|limits, resource)
-// present in a or b, in a stable order.
-func forEachValue(a, b Resources, fn func(container, list string, name corev1.ResourceName, av, bv *resource.Quantity)) {
-	containers := map[string]bool{}
-	for c := range a {
-		containers[c] = true
-	}
-	for c := range b {
-		containers[c] = true
-	}
-	names := make([]string, 0, len(containers))
-	for c := range containers {
-		names = append(names, c)
-	}
-	sort.Strings(names)
-	for _, c := range names {
-		ar, br := a[c], b[c]
-		for _, list := range []string{"requests", "limits"} {
-			al, bl := ar.Requests, br.Requests
-			if list == "limits" {
-				al, bl = ar.Limits, br.Limits
-			}
-			for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-				fn(c, list, name, get(al, name), get(bl, name))
-			}
-		}
-	}
-}
-
-func get(l corev1.ResourceList, name corev1.ResourceName) *resource.Quantity {
-	if q, ok := l[name]; ok {
-		return &q
-	}
-	return nil
-}
-
-// Equal reports whether two Resources hold the same values.
-func Equal(a, b Resources) bool {
-	eq := true
-	forEachValue(a, b, func(_, _ string, _ corev1.ResourceName, av, bv *resource.Quantity) {
-		if (av == nil) != (bv == nil) || (av != nil && av.Cmp(*bv) != 0) {
-			eq = false
-		}
-	})
-	return eq
-}
-
-// String renders Resources compactly and deterministically, for events,
-// logs and status: "c: requests cpu=200m memory=200Mi, limits cpu=400m".
-func (r Resources) String() string {
-	names := make([]string, 0, len(r))
-	for c := range r {
-		names = append(names, c)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	for i, c := range names {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(c)
-		b.WriteString(":")
-		for _, part := range []struct {
-			label string
-			list  corev1.ResourceList
-		}{{"requests", r[c].Requests}, {"limits", r[c].Limits}} {
-			if len(part.list) == 0 {
-				continue
-			}
-			b.WriteString(" " + part.label)
-			for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-				if q, ok := part.list[name]; ok {
-					b.WriteString(" " + string(name) + "=" + q.String())
-				}
-			}
-		}
-	}
-	return b.String()
 }
 
 // Owner is the VPA a pod belongs to. A durable store keeps a pod's record on
@@ -247,7 +164,7 @@ type Owner struct {
 func (o Owner) Key() string { return o.Namespace + "/" + o.Name }
 
 // Store holds records by pod UID. Implementations are safe for concurrent
-// use. MemoryStore keeps them in memory only; VPAStore also writes them onto
+// use. InMemoryStore keeps them in memory only; VPAStore also writes them onto
 // the VPAs, so that they survive a restart and a change of leader.
 type Store interface {
 	// Get returns the record of a pod, if any.
@@ -277,21 +194,21 @@ type entry struct {
 	rec   *Record
 }
 
-// MemoryStore is a Store kept in memory.
-type MemoryStore struct {
+// InMemoryStore is a Store kept in memory.
+type InMemoryStore struct {
 	mu      sync.RWMutex
 	records map[types.UID]entry
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ Store = (*InMemoryStore)(nil)
 
-// NewMemoryStore returns an empty in-memory store.
-func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{records: map[types.UID]entry{}}
+// NewInMemoryStore returns an empty in-memory store.
+func NewInMemoryStore() *InMemoryStore {
+	return &InMemoryStore{records: map[types.UID]entry{}}
 }
 
 // Get implements Store.
-func (s *MemoryStore) Get(uid types.UID) (*Record, bool) {
+func (s *InMemoryStore) Get(uid types.UID) (*Record, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	e, ok := s.records[uid]
@@ -299,13 +216,13 @@ func (s *MemoryStore) Get(uid types.UID) (*Record, bool) {
 }
 
 // Put implements Store.
-func (s *MemoryStore) Put(owner Owner, uid types.UID, r *Record) {
+func (s *InMemoryStore) Put(owner Owner, uid types.UID, r *Record) {
 	s.put(owner.Key(), uid, r)
 }
 
 // put stores a record and returns the owner key the pod's previous record
 // had, if any.
-func (s *MemoryStore) put(owner string, uid types.UID, r *Record) (previous string, had bool) {
+func (s *InMemoryStore) put(owner string, uid types.UID, r *Record) (previous string, had bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, had := s.records[uid]
@@ -314,12 +231,12 @@ func (s *MemoryStore) put(owner string, uid types.UID, r *Record) (previous stri
 }
 
 // Delete implements Store.
-func (s *MemoryStore) Delete(uid types.UID) bool {
+func (s *InMemoryStore) Delete(uid types.UID) bool {
 	_, ok := s.delete(uid)
 	return ok
 }
 
-func (s *MemoryStore) delete(uid types.UID) (owner string, ok bool) {
+func (s *InMemoryStore) delete(uid types.UID) (owner string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.records[uid]
@@ -328,13 +245,13 @@ func (s *MemoryStore) delete(uid types.UID) (owner string, ok bool) {
 }
 
 // Retain implements Store.
-func (s *MemoryStore) Retain(live func(types.UID) bool) []types.UID {
+func (s *InMemoryStore) Retain(live func(types.UID) bool) []types.UID {
 	forgotten, _ := s.retain(live)
 	return forgotten
 }
 
 // retain also returns the owner keys of the forgotten records.
-func (s *MemoryStore) retain(live func(types.UID) bool) ([]types.UID, []string) {
+func (s *InMemoryStore) retain(live func(types.UID) bool) ([]types.UID, []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var forgotten []types.UID
@@ -356,7 +273,7 @@ func (s *MemoryStore) retain(live func(types.UID) bool) ([]types.UID, []string) 
 }
 
 // ForgetOwner implements Store.
-func (s *MemoryStore) ForgetOwner(owner Owner) int {
+func (s *InMemoryStore) ForgetOwner(owner Owner) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -370,7 +287,7 @@ func (s *MemoryStore) ForgetOwner(owner Owner) int {
 }
 
 // byOwner returns the records of the pods of one VPA.
-func (s *MemoryStore) byOwner(owner string) map[types.UID]*Record {
+func (s *InMemoryStore) byOwner(owner string) map[types.UID]*Record {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := map[types.UID]*Record{}
@@ -383,21 +300,21 @@ func (s *MemoryStore) byOwner(owner string) map[types.UID]*Record {
 }
 
 // replace swaps in a whole new set of records.
-func (s *MemoryStore) replace(records map[types.UID]entry) {
+func (s *InMemoryStore) replace(records map[types.UID]entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.records = records
 }
 
 // Len implements Store.
-func (s *MemoryStore) Len() int {
+func (s *InMemoryStore) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.records)
 }
 
-// Load implements Store: a MemoryStore keeps nothing durably.
-func (s *MemoryStore) Load(context.Context) error { return nil }
+// Load implements Store: a InMemoryStore keeps nothing durably.
+func (s *InMemoryStore) Load(context.Context) error { return nil }
 
-// Run implements Store: a MemoryStore writes nothing.
-func (s *MemoryStore) Run(context.Context) {}
+// Run implements Store: a InMemoryStore writes nothing.
+func (s *InMemoryStore) Run(context.Context) {}

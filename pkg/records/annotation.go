@@ -1,6 +1,8 @@
-package infeasible
+package records
 
 import (
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -52,9 +54,9 @@ type annotationDoc struct {
 }
 
 type annotationAttempt struct {
-	Kind      Kind      `json:"kind"`
-	Resources Resources `json:"resources"`
-	Message   string    `json:"message,omitempty"`
+	Kind      Kind                `json:"kind"`
+	Resources resources.Resources `json:"resources"`
+	Message   string              `json:"message,omitempty"`
 }
 
 type annotationEntry struct {
