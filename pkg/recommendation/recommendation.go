@@ -12,6 +12,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	admissionrecommendation "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/admission-controller/resource/pod/recommendation"
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -55,6 +56,10 @@ func NewCalculator(limitRanges limitrange.LimitRangeCalculator) *Calculator {
 // ForPod returns the resources each container of pod should have according to
 // vpa. It returns an empty Desired, and no error, when the VPA has no
 // recommendation yet.
+// Forget implements the updater's Calculator: a Calculator remembers
+// nothing per VPA.
+func (c *Calculator) Forget(types.UID) {}
+
 func (c *Calculator) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler) (Desired, error) {
 	if pod == nil || vpa == nil {
 		return nil, fmt.Errorf("pod and vpa are required")

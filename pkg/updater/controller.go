@@ -31,9 +31,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	batchinformers "k8s.io/client-go/informers/batch/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	policyinformers "k8s.io/client-go/informers/policy/v1"
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -51,6 +53,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
@@ -103,10 +106,10 @@ type Resolver interface {
 }
 
 // Calculator computes what a pod's containers should get (pkg/recommendation).
-// One that remembers results per VPA (recommendation.Memo) has a method
-// Forget(types.UID) too, called when a VPA is deleted.
 type Calculator interface {
 	ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler) (recommendation.Desired, error)
+	// Forget drops what is remembered of a deleted VPA.
+	Forget(vpaUID types.UID)
 }
 
 var (
@@ -122,6 +125,10 @@ type Config struct {
 	// EvictionTolerance is --eviction-tolerance: the fraction of a
 	// workload's pods whose containers may be restarted by resizes at once.
 	EvictionTolerance float64
+	// RestartMinReady is --restart-min-ready: how long a pod restarted by a
+	// resize must stay Ready before the next pod of its workload may go,
+	// when the workload sets no minReadySeconds; 0 means 30s.
+	RestartMinReady time.Duration
 	// ResyncInterval is --updater-interval.
 	ResyncInterval time.Duration
 	// Workers is the number of concurrent workers.
@@ -172,6 +179,12 @@ type Deps struct {
 	// MemoryRecords holds the memory records (memory limits not to lower);
 	// nil: kept in memory only.
 	MemoryRecords records.Store
+	// PDBs watches PodDisruptionBudgets, consulted before a resize that
+	// restarts containers; nil: only the eviction tolerance applies.
+	PDBs policyinformers.PodDisruptionBudgetInformer
+	// MinReady reads the workloads' minReadySeconds; its Default is set
+	// from Config.RestartMinReady.
+	MinReady disruption.MinReady
 	// Usage tells the memory in use by containers (the metrics API); nil:
 	// never known, the kubelet's check is the last line.
 	Usage       usage.Source
@@ -191,6 +204,7 @@ type Controller struct {
 	podIdx     cache.Indexer
 	vpas       vpalisters.VerticalPodAutoscalerLister
 	configMaps corelisters.ConfigMapLister
+	pdbs       policylisters.PodDisruptionBudgetLister
 	jobs       batchlisters.JobLister
 	jobIdx     cache.Indexer
 	synced     []cache.InformerSynced
@@ -204,6 +218,9 @@ type Controller struct {
 	now        func() time.Time
 	metrics    *Metrics
 	ignored    sets.Set[string]
+	// budget paces resizes that restart containers (restart.go).
+	budget   *disruption.Budget
+	minReady disruption.MinReady
 	// queue holds pod keys; statusQueue VPA keys whose condition may need
 	// writing; jobQueue Job keys.
 	queue       workqueue.TypedRateLimitingInterface[string]
@@ -227,10 +244,13 @@ type Controller struct {
 	// gateOffLogged holds the VPAs already reported as skipped because the
 	// gate is off, so each is logged once.
 	gateOffLogged sets.Set[types.UID]
-	// disrupting holds pods whose containers a resize of ours restarts and
-	// whose resize has not completed yet.
-	disrupting sets.Set[types.UID]
 }
+
+// nowClock is an injected clock function as a clock.PassiveClock.
+type nowClock func() time.Time
+
+func (f nowClock) Now() time.Time                  { return f() }
+func (f nowClock) Since(t time.Time) time.Duration { return f().Sub(t) }
 
 // New builds a Controller and registers its event handlers.
 func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
@@ -243,6 +263,10 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	if cfg.StatusMinInterval == 0 {
 		cfg.StatusMinInterval = defaultStatusMinInterval
 	}
+	if cfg.RestartMinReady <= 0 {
+		cfg.RestartMinReady = restartMinReadyDefault
+	}
+	deps.MinReady.Default = cfg.RestartMinReady
 	if deps.MemoryRecords == nil {
 		deps.MemoryRecords = records.NewInMemoryStore()
 	}
@@ -264,6 +288,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		now:       deps.Now,
 		metrics:   deps.Metrics,
 		ignored:   sets.New(cfg.IgnoredNamespaces...),
+		budget:    disruption.New(cfg.EvictionTolerance, nowClock(deps.Now)),
+		minReady:  deps.MinReady,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),
@@ -283,7 +309,6 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		recommendationSeen: map[types.UID]time.Time{},
 		statusWritten:      map[string]time.Time{},
 		gateOffLogged:      sets.New[types.UID](),
-		disrupting:         sets.New[types.UID](),
 	}
 	if deps.ConfigMaps != nil {
 		c.configMaps = deps.ConfigMaps.Lister()
@@ -327,6 +352,17 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 			return nil, fmt.Errorf("adding Job handler: %w", err)
 		}
 	}
+	if deps.PDBs != nil {
+		c.pdbs = deps.PDBs.Lister()
+		c.synced = append(c.synced, deps.PDBs.Informer().HasSynced)
+		if _, err := deps.PDBs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onPDB(nil, obj) },
+			UpdateFunc: c.onPDB,
+			DeleteFunc: func(obj any) { c.onPDB(nil, obj) },
+		}); err != nil {
+			return nil, fmt.Errorf("adding PodDisruptionBudget handler: %w", err)
+		}
+	}
 	if deps.ConfigMaps != nil {
 		if _, err := deps.ConfigMaps.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.onConfigMap(ctx, nil, obj) },
@@ -344,10 +380,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 func (c *Controller) gaugeSnapshot() gaugeSnapshot {
 	pending, oldest := c.tracker.pending(c.now())
 	paused, _ := c.clusterPaused()
-	metricsAPI := false
-	if a, ok := c.usage.(interface{ Available() bool }); ok {
-		metricsAPI = a.Available()
-	}
+	metricsAPI := c.usage != nil && c.usage.Available()
 	return gaugeSnapshot{records: c.store.Len(), memoryRecords: c.memStore.Len(), pending: pending, oldest: oldest,
 		paused: paused, dryRun: c.cfg.DryRun, metricsAPI: metricsAPI, jobs: c.jobTracker.counts()}
 }
@@ -591,7 +624,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		logger.V(2).Info("Cache has not seen the resize sent; deciding on the pod read from the API server", "cachedVersion", pod.ResourceVersion, "resourceVersion", live.ResourceVersion)
 		pod = live
 	}
-	c.noteSettled(pod)
+	c.observeRestart(ctx, pod)
 
 	status := resize.ReadStatus(pod)
 	desired, err := c.calc.ForPod(pod, vpa)
@@ -611,9 +644,6 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		MemoryRecord:      memRecord,
 		MemoryLimitMargin: c.cfg.MemoryLimitMargin,
 	}
-	if hasRestartPolicy(pod) {
-		in.DisruptionAllowed = c.disruptionAllowed(pod)
-	}
 	if c.usage != nil && resize.NeedsMemoryUsage(pod, desired, c.cfg.ServerMinor) {
 		// Never blocks a resize: without usage, memory limits are lowered
 		// as recommended and the kubelet's own check is the last line.
@@ -624,13 +654,27 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		in.MemoryUsage = u
 	}
 	d := resize.Decide(in)
+	var waiting *disruption.Verdict
+	if reason, _ := c.withheld(vpa); d.Action == resize.ActionPatch && d.Disruptive && reason == "" {
+		// Check and reservation in one step, before the resize is sent.
+		if v := c.reserveRestart(pod); !v.Allowed {
+			in.DisruptionAllowed, in.DisruptionRefused = false, v.Blocker+": "+v.Message
+			d, waiting = resize.Decide(in), &v
+		}
+	}
 	c.metrics.decided(d, c.now().Sub(start))
 	outcome, _ := c.tracker.settle(pod.UID, status.State, func(like resources.Resources) resources.Resources { return resize.Current(pod, like) })
 	c.metrics.settled(outcome)
 	logger.V(2).Info("Decided", "vpa", klog.KObj(vpa), "action", d.Action, "reason", d.Reason, "message", d.Message)
 	st, err := c.act(ctx, pod, cachedVersion, vpa, d, status)
+	if st != nil && waiting != nil {
+		st.values = waiting.Blocker
+	}
 	if st != nil {
 		c.report(ctx, pod, vpa, *st, status)
+	}
+	if waiting != nil {
+		c.waitForBudget(pod, *waiting)
 	}
 	return err
 }
@@ -670,16 +714,15 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 	patched, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
 	outcome := resize.ClassifyPatchError(err)
 	c.metrics.patched(outcome)
+	if outcome != resize.OutcomeAccepted && d.Disruptive {
+		// Nothing restarts: the reservation goes back.
+		c.budget.Release(pod.UID)
+	}
 	switch outcome {
 	case resize.OutcomeAccepted:
 		c.store.Delete(pod.UID)
 		if d.ClearMemoryRecord {
 			c.memStore.Delete(pod.UID)
-		}
-		if d.Disruptive {
-			c.mu.Lock()
-			c.disrupting.Insert(pod.UID)
-			c.mu.Unlock()
 		}
 		now := c.now()
 		c.tracker.markSent(pod.UID, vpaKey(vpa), pod.Name, d.Target, now)
@@ -856,50 +899,6 @@ func (c *Controller) logGateOffOnce(logger klog.Logger, vpa *vpatypes.VerticalPo
 	logger.Info("Skipping VPA in InPlace mode: the InPlace feature gate is off (start the updater with --feature-gates=InPlace=true)", "vpa", klog.KObj(vpa))
 }
 
-// noteSettled forgets a pod's disruptive resize once it has completed.
-func (c *Controller) noteSettled(pod *corev1.Pod) {
-	if resize.ReadStatus(pod).State != resize.StateNone || !isReady(pod) {
-		return
-	}
-	c.mu.Lock()
-	c.disrupting.Delete(pod.UID)
-	c.mu.Unlock()
-}
-
-// disruptionAllowed tells whether one more pod of pod's workload may have
-// its containers restarted: at most max(1, floor(tolerance x pods)) pods of a
-// workload are disrupted at once, counting pods that are not ready and pods
-// whose restarting resize has not completed.
-func (c *Controller) disruptionAllowed(pod *corev1.Pod) bool {
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil {
-		return true
-	}
-	siblings, err := c.podIdx.ByIndex(ownerIndex, string(ref.UID))
-	if err != nil {
-		return false
-	}
-	total, disrupted := 0, 0
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, obj := range siblings {
-		p, ok := obj.(*corev1.Pod)
-		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		total++
-		if p.UID == pod.UID {
-			continue
-		}
-		if !isReady(p) || c.disrupting.Has(p.UID) {
-			disrupted++
-		}
-	}
-	allowed := int(math.Floor(c.cfg.EvictionTolerance * float64(total)))
-	allowed = max(allowed, 1)
-	return disrupted < allowed
-}
-
 // onPod queues a pod when something the decision depends on changed.
 func (c *Controller) onPod(logger klog.Logger, oldObj, obj any) {
 	pod, ok := obj.(*corev1.Pod)
@@ -976,9 +975,7 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 		logger.V(4).Info("Forgot memory record of deleted pod", "pod", klog.KObj(pod))
 	}
 	c.untrack(pod.UID)
-	c.mu.Lock()
-	c.disrupting.Delete(pod.UID)
-	c.mu.Unlock()
+	c.budget.Forget(pod.UID)
 }
 
 // onVPA queues the VPA's condition, and its pods when its recommendation,
@@ -1027,9 +1024,7 @@ func (c *Controller) onVPADelete(obj any) {
 		return
 	}
 	c.resolver.Forget(vpa.UID)
-	if f, ok := c.calc.(interface{ Forget(types.UID) }); ok {
-		f.Forget(vpa.UID)
-	}
+	c.calc.Forget(vpa.UID)
 	// The VPA's records went with its annotations.
 	c.store.ForgetOwner(ownerOf(vpa))
 	c.memStore.ForgetOwner(ownerOf(vpa))
@@ -1099,8 +1094,18 @@ func (c *Controller) enqueueVPAPods(ctx context.Context, vpa *vpatypes.VerticalP
 		return
 	}
 	for _, key := range keys {
-		c.queue.Add(key)
+		c.enqueuePod(key)
 	}
+}
+
+// enqueuePod queues a pod unless it waits out a backoff after a failure:
+// its retry is already due then, and a resync or a VPA event must not send
+// a resize the API server keeps refusing sooner than the backoff says.
+func (c *Controller) enqueuePod(key string) {
+	if c.queue.NumRequeues(key) > 0 {
+		return
+	}
+	c.queue.Add(key)
 }
 
 func (c *Controller) enqueueStatus(vpa *vpatypes.VerticalPodAutoscaler) {
@@ -1119,17 +1124,6 @@ func isReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func hasRestartPolicy(p *corev1.Pod) bool {
-	for _, c := range p.Spec.Containers {
-		for _, rp := range c.ResizePolicy {
-			if rp.RestartPolicy == corev1.RestartContainer {
-				return true
-			}
 		}
 	}
 	return false

@@ -51,6 +51,8 @@ func (u *fakeUsage) count() int {
 	return u.calls
 }
 
+func (u *fakeUsage) Available() bool { return true }
+
 var _ usage.Source = (*fakeUsage)(nil)
 
 // limitedPod runs c with requests 100m/100Mi and a 200Mi memory limit.

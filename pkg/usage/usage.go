@@ -62,6 +62,9 @@ type Source interface {
 	// MemoryUsage returns the memory in use by each container of pod,
 	// keyed by container name; containers without metrics are absent.
 	MemoryUsage(ctx context.Context, pod *corev1.Pod) (map[string]resource.Quantity, error)
+	// Available reports whether usage can be had at all (for the
+	// metrics API: whether it was served when last looked for).
+	Available() bool
 }
 
 // Discovery is the part of client-go's discovery client used to look for
