@@ -106,7 +106,7 @@ func TestCustomControllerDisruptionBudget(t *testing.T) {
 	for _, name := range unready {
 		waitResized(t, ns, name, "200m", "100Mi")
 	}
-	waitConditionMessage(t, ns, "kafka", "2 waiting for the eviction tolerance")
+	waitConditionMessage(t, ns, "kafka", "2 pods wait for the eviction tolerance")
 	// A resize bumps the generation, which never goes back: watching one
 	// pod for the settle time and reading the other's generation after it
 	// covers both.

@@ -86,6 +86,9 @@ type Input struct {
 	// DisruptionAllowed tells whether one more pod of this pod's workload may
 	// have its containers restarted now (--eviction-tolerance).
 	DisruptionAllowed bool
+	// DisruptionRefused says what holds the restart back when
+	// DisruptionAllowed is false ("" for the generic message).
+	DisruptionRefused string
 	// MemoryUsage is the memory in use by each container (the metrics API's
 	// working set), nil or partial when unknown. Only consulted when a
 	// memory limit would be lowered (NeedsMemoryUsage).
@@ -232,7 +235,11 @@ func Decide(in Input) Decision {
 	}
 	d.Disruptive = IsDisruptive(pod, target)
 	if d.Disruptive && !in.DisruptionAllowed {
-		return d.with(ActionWait, ReasonDisruptionBudget, "the resize restarts containers and the workload's eviction tolerance is used up")
+		why := in.DisruptionRefused
+		if why == "" {
+			why = "the workload's eviction tolerance is used up"
+		}
+		return d.with(ActionWait, ReasonDisruptionBudget, "the resize restarts containers and waits for "+why)
 	}
 	patch, err := BuildPatch(pod, target)
 	if err != nil {

@@ -2,6 +2,7 @@ package updater
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -153,7 +154,7 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 			reason = ReasonNoPods
 		}
 	}
-	msg := counts(s.pods, byState) + jobCounts(s.jobs, jobsByState)
+	msg := counts(s.pods, byState) + jobCounts(s.jobs, jobsByState) + waitingFor(byState[PodWaiting])
 	if len(details) > 0 {
 		msg += " " + strings.Join(details, " ")
 	}
@@ -181,7 +182,7 @@ func counts(pods []podStatus, byState map[PodState][]podStatus) string {
 		label string
 	}{
 		{PodResized, "resized or resizing"},
-		{PodWaiting, "waiting for the eviction tolerance"},
+		{PodWaiting, "waiting for a disruption budget"},
 		{PodWithheld, "not sent"},
 		{PodDeferred, "deferred"},
 		{PodInfeasible, "infeasible"},
@@ -233,6 +234,37 @@ func jobCounts(jobs []jobStatus, byState map[JobState][]jobStatus) string {
 		noun = "Job"
 	}
 	return fmt.Sprintf(" %d suspended %s: %s.", len(jobs), noun, strings.Join(parts, ", "))
+}
+
+// waitingFor is the sentence about pods whose restarting resize waits,
+// by what they wait for: " Waiting: 2 pods wait for PodDisruptionBudget
+// kafka-pdb." Their resizes are not blocked, only paced.
+func waitingFor(pods []podStatus) string {
+	if len(pods) == 0 {
+		return ""
+	}
+	byBlocker := map[string]int{}
+	for _, p := range pods {
+		blocker := p.values
+		if blocker == "" {
+			blocker = "the eviction tolerance"
+		}
+		byBlocker[blocker]++
+	}
+	blockers := make([]string, 0, len(byBlocker))
+	for b := range byBlocker {
+		blockers = append(blockers, b)
+	}
+	sort.Strings(blockers)
+	parts := make([]string, 0, len(blockers))
+	for _, b := range blockers {
+		if n := byBlocker[b]; n == 1 {
+			parts = append(parts, fmt.Sprintf("1 pod waits for %s", b))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d pods wait for %s", n, b))
+		}
+	}
+	return " Waiting: " + strings.Join(parts, ", ") + "."
 }
 
 func more[T any](ps []T) string {

@@ -67,7 +67,7 @@ func TestBlockedCondition(t *testing.T) {
 		{"in progress counts with resized", summary{pods: []podStatus{pod("web-1", PodResized), pod("web-2", PodInProgress)}},
 			corev1.ConditionFalse, ReasonNotBlocked, []string{"2 pods: 2 resized or resizing."}, nil},
 		{"waiting for the eviction tolerance", summary{pods: []podStatus{pod("web-1", PodWaiting)}},
-			corev1.ConditionFalse, ReasonNotBlocked, []string{"1 pod: 1 waiting for the eviction tolerance."}, nil},
+			corev1.ConditionFalse, ReasonNotBlocked, []string{"1 pod: 1 waiting for a disruption budget. Waiting: 1 pod waits for the eviction tolerance."}, nil},
 		{"deferred: the oldest pending pod and since when", summary{pods: []podStatus{pod("web-1", PodResized), deferredNew, deferredOld}},
 			corev1.ConditionTrue, ReasonDeferred,
 			[]string{"3 pods: 1 resized or resizing, 2 deferred.", "oldest pending web-5 since 2027-01-15T07:00:00Z", "Node didn't have enough resource: cpu", "not evicted", "(and 1 more)"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -235,6 +237,8 @@ type fixtureOpts struct {
 	memoryMargin float64
 	// calculator replaces the plain calculator (with no LimitRanges).
 	calculator Calculator
+	// pdbs are created with the pods and watched.
+	pdbs []*policyv1.PodDisruptionBudget
 }
 
 // slowResolver delays VPAForPod (a loaded API server or a large cluster,
@@ -257,6 +261,9 @@ func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAu
 	}
 	for _, j := range o.jobs {
 		kubeObjs = append(kubeObjs, j)
+	}
+	for _, p := range o.pdbs {
+		kubeObjs = append(kubeObjs, p)
 	}
 	for _, v := range vpas {
 		vpaObjs = append(vpaObjs, v)
@@ -430,6 +437,9 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		DryRun: o.dryRun, DeferredWarningAfter: o.deferredWarningAfter, StatusMinInterval: o.statusMinInterval,
 		MemoryLimitMargin: o.memoryMargin,
 	}
+	if o.pdbs != nil {
+		deps.PDBs = kubeFactory.Policy().V1().PodDisruptionBudgets()
+	}
 	if o.watchConfigMap {
 		deps.ConfigMaps = systemFactory.Core().V1().ConfigMaps()
 		cfg.ConfigMap = types.NamespacedName{Namespace: systemNamespace, Name: "vpa-inplace-updater-config"}
@@ -463,6 +473,18 @@ func (f *fixture) run() (stop func()) {
 	}
 	f.t.Cleanup(stop)
 	return stop
+}
+
+// queued drains the pod queue and returns the keys it held, sorted.
+func (f *fixture) queued() []string {
+	var out []string
+	for f.ctrl.queue.Len() > 0 {
+		key, _ := f.ctrl.queue.Get()
+		f.ctrl.queue.Done(key)
+		out = append(out, key)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // failResize makes every resize patch fail with err.

@@ -2,6 +2,7 @@ package updater
 
 import (
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -162,7 +163,9 @@ type podEntry struct {
 	warnedSince time.Time
 	// withheldFor is the target a withheld event was sent for.
 	withheldFor string
-	sent        *sentResize
+	// waitingFor is the blocker a waiting-for-budget event was sent for.
+	waitingFor string
+	sent       *sentResize
 	// stale is kept until the cache has moved past it, whatever became of
 	// the resize meanwhile.
 	stale *staleVersion
@@ -254,6 +257,9 @@ func (t *tracker) set(uid types.UID, st podStatus, now time.Time) []string {
 	}
 	if st.state != PodWithheld {
 		e.withheldFor = ""
+	}
+	if st.state != PodWaiting {
+		e.waitingFor = ""
 	}
 	if existed && before.vpa != st.vpa {
 		return []string{before.vpa, st.vpa}
@@ -455,4 +461,31 @@ func (t *tracker) since(uid types.UID) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return e.since, true
+}
+
+// notifyOnce reports whether the waiting-for-budget event for blocker is
+// still to be sent, and marks it sent.
+func (t *tracker) notifyOnce(uid types.UID, blocker string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.pods[uid]
+	if !ok || e.waitingFor == blocker {
+		return false
+	}
+	e.waitingFor = blocker
+	return true
+}
+
+// waitingIn returns the keys of the pods of namespace whose restarting
+// resize waits for a disruption budget.
+func (t *tracker) waitingIn(namespace string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for _, e := range t.pods {
+		if e.state == PodWaiting && strings.HasPrefix(e.vpa, namespace+"/") {
+			out = append(out, namespace+"/"+e.name)
+		}
+	}
+	return out
 }

@@ -22,6 +22,7 @@ type Options struct {
 	UpdaterInterval      time.Duration
 	PodUpdateThreshold   float64
 	EvictionTolerance    float64
+	RestartMinReady      time.Duration
 	VPAObjectNamespace   string
 	IgnoredVPANamespaces []string
 	Workers              int
@@ -45,6 +46,7 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		UpdaterInterval:           time.Minute,
 		PodUpdateThreshold:        0.1,
 		EvictionTolerance:         0.5,
+		RestartMinReady:           30 * time.Second,
 		Address:                   ":8943",
 		DeferredWarningAfter:      10 * time.Minute,
 		ConfigMap:                 "vpa-inplace-system/vpa-inplace-updater-config",
@@ -76,6 +78,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Minimum relative change of requests (summed over resources) worth a resize when requests are inside the recommended range.")
 	fs.Float64Var(&o.EvictionTolerance, "eviction-tolerance", o.EvictionTolerance,
 		"Fraction of a workload's pods whose containers may be restarted at once by resizes (containers whose resizePolicy is RestartContainer for a changed resource). At least one pod at a time. Resizes that restart nothing are not limited.")
+	fs.DurationVar(&o.RestartMinReady, "restart-min-ready", o.RestartMinReady,
+		"How long a pod whose containers a resize restarted must stay Ready before the next pod of its workload may be restarted, when the workload sets no spec.minReadySeconds (custom resources never do). Until then it counts against --eviction-tolerance and its PodDisruptionBudgets.")
 	fs.StringVar(&o.VPAObjectNamespace, "vpa-object-namespace", o.VPAObjectNamespace,
 		"Only handle VPA objects (and their pods) in this namespace. Empty: all namespaces.")
 	fs.StringSliceVar(&o.IgnoredVPANamespaces, "ignored-vpa-object-namespaces", o.IgnoredVPANamespaces,
@@ -115,6 +119,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.EvictionTolerance < 0 || o.EvictionTolerance > 1 {
 		errs = append(errs, fmt.Errorf("--eviction-tolerance must be between 0 and 1, got %v", o.EvictionTolerance))
+	}
+	if o.RestartMinReady <= 0 {
+		errs = append(errs, fmt.Errorf("--restart-min-ready must be positive, got %s", o.RestartMinReady))
 	}
 	if o.VPAObjectNamespace != "" && len(o.IgnoredVPANamespaces) > 0 {
 		errs = append(errs, fmt.Errorf("--vpa-object-namespace and --ignored-vpa-object-namespaces cannot be used together"))

@@ -41,6 +41,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/server"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
@@ -162,6 +163,7 @@ func Run(ctx context.Context, o *Options) error {
 	ctrl, err := updater.New(ctx, updater.Config{
 		Threshold:            o.PodUpdateThreshold,
 		EvictionTolerance:    o.EvictionTolerance,
+		RestartMinReady:      o.RestartMinReady,
 		ResyncInterval:       o.UpdaterInterval,
 		Workers:              o.EffectiveWorkers(),
 		IgnoredNamespaces:    o.IgnoredVPANamespaces,
@@ -171,12 +173,18 @@ func Run(ctx context.Context, o *Options) error {
 		ConfigMap:            killSwitch.name,
 		MemoryLimitMargin:    o.MemoryLimitDecreaseMargin,
 	}, updater.Deps{
-		Client:        kube,
-		VPAClient:     vpaClient,
-		Pods:          podFactory.Core().V1().Pods(),
-		VPAs:          vpaInformer,
-		ConfigMaps:    killSwitch.informer,
-		Jobs:          factory.Batch().V1().Jobs(),
+		Client:     kube,
+		VPAClient:  vpaClient,
+		Pods:       podFactory.Core().V1().Pods(),
+		VPAs:       vpaInformer,
+		ConfigMaps: killSwitch.informer,
+		Jobs:       factory.Batch().V1().Jobs(),
+		PDBs:       factory.Policy().V1().PodDisruptionBudgets(),
+		MinReady: disruption.MinReady{
+			ReplicaSets:  factory.Apps().V1().ReplicaSets().Lister(),
+			StatefulSets: factory.Apps().V1().StatefulSets().Lister(),
+			DaemonSets:   factory.Apps().V1().DaemonSets().Lister(),
+		},
 		Resolver:      resolver,
 		Calculator:    recommendation.NewMemo(recommendation.NewCalculator(limitRanges), limitRangeVersion.Load),
 		Store:         store,

@@ -1,0 +1,161 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+)
+
+// restartMinReady is the updater's --restart-min-ready in the suite
+// (hack/e2e.sh).
+const restartMinReady = 10 * time.Second
+
+// restartWindow is one pod's restarting resize as seen from outside: from
+// the resize (its generation moved) until it has been Ready again for
+// --restart-min-ready.
+type restartWindow struct {
+	pod        string
+	sent, back time.Time
+}
+
+// watchRestarts polls the pods of app until each has been resized and is
+// back, and returns their windows.
+func watchRestarts(t *testing.T, ns, app string, pods []corev1.Pod, within time.Duration) []restartWindow {
+	t.Helper()
+	generation := map[string]int64{}
+	sent := map[string]time.Time{}
+	back := map[string]time.Time{}
+	for _, p := range pods {
+		generation[p.Name] = p.Generation
+	}
+	deadline := time.Now().Add(within)
+	for len(back) < len(pods) {
+		require.True(t, time.Now().Before(deadline), "restarting resizes not all back within %s: sent %v, back %v", within, sent, back)
+		now := time.Now()
+		for _, p := range podsOf(t, ns, app) {
+			if _, ok := generation[p.Name]; !ok {
+				t.Fatalf("pod %s is new: a pod was replaced", p.Name)
+			}
+			if _, ok := sent[p.Name]; !ok && p.Generation > generation[p.Name] {
+				sent[p.Name] = now
+			}
+			if _, ok := sent[p.Name]; !ok || !ready(&p) || resizeConditions(&p) != "" || p.Status.ObservedGeneration < p.Generation {
+				continue
+			}
+			if _, ok := back[p.Name]; ok {
+				continue
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady {
+					back[p.Name] = c.LastTransitionTime.Add(restartMinReady)
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var out []restartWindow
+	for name, at := range sent {
+		out = append(out, restartWindow{pod: name, sent: at, back: back[name]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].sent.Before(out[j].sent) })
+	return out
+}
+
+// mostAtOnce is the largest number of windows open at one time.
+func mostAtOnce(ws []restartWindow) int {
+	most := 0
+	for _, w := range ws {
+		n := 0
+		for _, o := range ws {
+			if !o.sent.After(w.sent) && o.back.After(w.sent) {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// restartingWorkload is 4 pods whose memory resizePolicy is
+// RestartContainer: doubling memory restarts them.
+func restartingWorkload(name string) workload {
+	return workload{name: name, replicas: 4, requests: rl("100m", "100Mi"), policy: []corev1.ContainerResizePolicy{
+		{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
+		{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer},
+	}}
+}
+
+func uidsOf(pods []corev1.Pod) map[string]types.UID {
+	out := map[string]types.UID{}
+	for _, p := range pods {
+		out[p.Name] = p.UID
+	}
+	return out
+}
+
+// With --eviction-tolerance 0.5, at most 2 of the 4 pods are restarting or
+// not yet back at once; the other two wait until the first are Ready for
+// --restart-min-ready.
+func TestRestartingResizesRespectTheTolerance(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pods := deploy(t, ns, restartingWorkload("kafka"))
+	newVPA(t, ns, "kafka", vpatypes.UpdateModeInPlace, nil)
+	recommend(t, ns, "kafka", "100m", "200Mi")
+
+	windows := watchRestarts(t, ns, "kafka", pods, 3*time.Minute)
+	assert.LessOrEqual(t, mostAtOnce(windows), 2, "restarts at once: %v", windows)
+	assert.GreaterOrEqual(t, windows[len(windows)-1].sent.Sub(windows[0].sent), restartMinReady-time.Second,
+		"the last two wait for the first two to be back: %v", windows)
+	assertSamePods(t, ns, "kafka", pods)
+}
+
+// A PodDisruptionBudget with maxUnavailable 1 restarts one pod at a time,
+// whatever the tolerance allows.
+func TestRestartingResizesRespectAPodDisruptionBudget(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pods := deploy(t, ns, restartingWorkload("kafka"))
+	_, err := kube.PolicyV1().PodDisruptionBudgets(ns).Create(ctxFor(t), &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "kafka-pdb"},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: &intstr.IntOrString{Type: intstr.Int, IntVal: 1},
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "kafka"}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitFor(t, eventually, "the disruption controller to count kafka-pdb", func(ctx context.Context) (bool, error) {
+		p, err := kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "kafka-pdb", metav1.GetOptions{})
+		return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.DisruptionsAllowed == 1, nil
+	})
+	newVPA(t, ns, "kafka", vpatypes.UpdateModeInPlace, nil)
+	recommend(t, ns, "kafka", "100m", "200Mi")
+
+	windows := watchRestarts(t, ns, "kafka", pods, 4*time.Minute)
+	assert.Equal(t, 1, mostAtOnce(windows), "one restart at a time: %v", windows)
+	assert.GreaterOrEqual(t, windows[len(windows)-1].sent.Sub(windows[0].sent), 3*restartMinReady,
+		"four restarts one after another: %v", windows)
+	assert.Positive(t, eventCount(t, ns, windows[len(windows)-1].pod, "InPlaceResizeWaitingForDisruptionBudget"),
+		"the last pod was told it waits")
+	assertSamePods(t, ns, "kafka", pods)
+}
+
+// assertSamePods checks that the pods are the ones created: resized in
+// place, never evicted or recreated.
+func assertSamePods(t *testing.T, ns, app string, before []corev1.Pod) {
+	t.Helper()
+	want := uidsOf(before)
+	now := podsOf(t, ns, app)
+	assert.Equal(t, want, uidsOf(now), "same pods, same UIDs")
+}
