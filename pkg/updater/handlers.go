@@ -1,0 +1,265 @@
+package updater
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+)
+
+// Event handlers. They only look at the objects they are given and queue
+// keys: reading other objects and calling the API is left to the workers.
+
+const (
+	// ownerIndex indexes pods by the UID of their controller.
+	ownerIndex = "vpa-inplace/controller-uid"
+	// customOwnerIndex indexes pods whose controller may be a custom
+	// resource by that controller (target.Owner.Key): the pods of a VPA
+	// whose target is a custom resource without /scale.
+	customOwnerIndex = "vpa-inplace/custom-controller"
+)
+
+func indexByController(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		return []string{string(ref.UID)}, nil
+	}
+	return nil, nil
+}
+
+func indexByCustomOwner(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if owner, ok := target.CustomOwnerOf(pod); ok {
+		return []string{owner.Key()}, nil
+	}
+	return nil, nil
+}
+
+// onPod queues a pod when something the decision depends on changed.
+func (c *Controller) onPod(logger klog.Logger, oldObj, obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || c.ignored.Has(pod.Namespace) {
+		return
+	}
+	if oldObj != nil {
+		if old, ok := oldObj.(*corev1.Pod); ok && !relevantPodChange(old, pod) {
+			return
+		}
+	}
+	key, err := cache.MetaNamespaceKeyFunc(pod)
+	if err != nil {
+		logger.Error(err, "Cannot key pod")
+		return
+	}
+	c.queue.Add(key)
+}
+
+// relevantPodChange reports whether an update may change a decision: the
+// spec's resources, the resize status, readiness, phase or generation.
+func relevantPodChange(old, pod *corev1.Pod) bool {
+	if old.ResourceVersion == pod.ResourceVersion {
+		return false
+	}
+	if old.Generation != pod.Generation || old.Status.ObservedGeneration != pod.Status.ObservedGeneration ||
+		old.Status.Phase != pod.Status.Phase || isReady(old) != isReady(pod) ||
+		old.Status.Resize != pod.Status.Resize || //nolint:staticcheck // tolerated legacy field
+		(old.DeletionTimestamp == nil) != (pod.DeletionTimestamp == nil) {
+		return true
+	}
+	if !apiequality.Semantic.DeepEqual(resizeConditions(old), resizeConditions(pod)) {
+		return true
+	}
+	for i := range pod.Spec.Containers {
+		if i >= len(old.Spec.Containers) || !apiequality.Semantic.DeepEqual(old.Spec.Containers[i].Resources, pod.Spec.Containers[i].Resources) {
+			return true
+		}
+	}
+	return !apiequality.Semantic.DeepEqual(containerResources(old), containerResources(pod))
+}
+
+func resizeConditions(p *corev1.Pod) []corev1.PodCondition {
+	var out []corev1.PodCondition
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodResizePending || c.Type == corev1.PodResizeInProgress {
+			c.LastProbeTime, c.LastTransitionTime = metav1.Time{}, metav1.Time{}
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func containerResources(p *corev1.Pod) []any {
+	out := make([]any, 0, 2*len(p.Status.ContainerStatuses))
+	for _, s := range p.Status.ContainerStatuses {
+		out = append(out, s.AllocatedResources, s.Resources)
+	}
+	return out
+}
+
+func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if c.store.Delete(pod.UID) {
+		logger.V(4).Info("Forgot record of deleted pod", "pod", klog.KObj(pod))
+	}
+	if c.memStore.Delete(pod.UID) {
+		logger.V(4).Info("Forgot memory record of deleted pod", "pod", klog.KObj(pod))
+	}
+	c.untrack(pod.UID)
+	c.budget.Forget(pod.UID)
+}
+
+// onVPA queues the VPA's condition, and its pods when its recommendation,
+// spec or pause annotation changed.
+func (c *Controller) onVPA(ctx context.Context, oldObj, obj any) {
+	vpa, ok := obj.(*vpatypes.VerticalPodAutoscaler)
+	if !ok || c.ignored.Has(vpa.Namespace) {
+		return
+	}
+	old, isUpdate := oldObj.(*vpatypes.VerticalPodAutoscaler)
+	switch {
+	case isInPlace(vpa) || hasCondition(vpa):
+	case isUpdate && isInPlace(old):
+	default:
+		return
+	}
+	// Every change, including a recommender's status write that dropped or
+	// reverted the condition, is checked against what the condition should
+	// say; an unchanged condition is not written.
+	c.enqueueStatus(vpa)
+	newRecommendation := !isUpdate || !apiequality.Semantic.DeepEqual(old.Status.Recommendation, vpa.Status.Recommendation)
+	if isUpdate && !newRecommendation &&
+		apiequality.Semantic.DeepEqual(old.Spec, vpa.Spec) &&
+		old.Annotations[PausedAnnotation] == vpa.Annotations[PausedAnnotation] {
+		return
+	}
+	if newRecommendation {
+		c.mu.Lock()
+		c.recommendationSeen[vpa.UID] = c.now()
+		c.mu.Unlock()
+	}
+	c.enqueueVPAPods(ctx, vpa)
+	c.enqueueVPAJobs(vpa)
+	if isUpdate && old.Spec.TargetRef != nil && !apiequality.Semantic.DeepEqual(old.Spec.TargetRef, vpa.Spec.TargetRef) {
+		// The Jobs it no longer targets are looked at again.
+		c.enqueueVPAJobs(old)
+	}
+}
+
+func (c *Controller) onVPADelete(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	vpa, ok := obj.(*vpatypes.VerticalPodAutoscaler)
+	if !ok {
+		return
+	}
+	c.resolver.Forget(vpa.UID)
+	c.calc.Forget(vpa.UID)
+	// The VPA's records went with its annotations.
+	c.store.ForgetOwner(ownerOf(vpa))
+	c.memStore.ForgetOwner(ownerOf(vpa))
+	c.tracker.forgetVPA(vpaKey(vpa))
+	c.jobTracker.forgetVPA(vpaKey(vpa))
+	c.enqueueVPAJobs(vpa)
+	c.mu.Lock()
+	c.gateOffLogged.Delete(vpa.UID)
+	delete(c.recommendationSeen, vpa.UID)
+	delete(c.statusWritten, vpaKey(vpa))
+	c.mu.Unlock()
+}
+
+// onConfigMap reacts to the cluster-wide kill switch: when it flips, every
+// InPlace VPA's pods and condition are looked at again.
+func (c *Controller) onConfigMap(ctx context.Context, oldObj, obj any) {
+	if t, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
+		oldObj = t.Obj
+	}
+	value := func(o any) (string, bool) {
+		cm, ok := o.(*corev1.ConfigMap)
+		if !ok || cm.Namespace != c.cfg.ConfigMap.Namespace || cm.Name != c.cfg.ConfigMap.Name {
+			return "", false
+		}
+		v, ok := cm.Data[PausedKey]
+		return v, ok
+	}
+	before, hadBefore := value(oldObj)
+	after, hasAfter := value(obj)
+	if before == after && hadBefore == hasAfter {
+		return
+	}
+	paused, why := c.clusterPaused()
+	klog.FromContext(ctx).Info("Cluster-wide kill switch changed", "configMap", c.cfg.ConfigMap, "paused", paused, "why", why)
+	c.Resync(ctx)
+}
+
+func (c *Controller) enqueueVPAPods(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) {
+	// Before Run starts the workers, the informers of the targets may not
+	// have synced: resolving now would find no target. Run's first resync
+	// queues every pod.
+	if c.ignored.Has(vpa.Namespace) || !c.started.Load() {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	t, err := c.resolver.Target(ctx, vpa)
+	if err != nil {
+		logger.V(2).Info("Cannot find the VPA's pods", "vpa", klog.KObj(vpa), "err", err)
+		return
+	}
+	var keys []string
+	switch {
+	case t.Owner != nil:
+		keys, err = c.podIdx.IndexKeys(customOwnerIndex, t.Owner.Key())
+	case t.Selector == nil:
+		logger.V(2).Info("Cannot find the VPA's pods: its target has neither selector nor owner", "vpa", klog.KObj(vpa))
+		return
+	default:
+		var pods []*corev1.Pod
+		pods, err = selectPods(c.podIdx, vpa.Namespace, t.Selector)
+		for _, p := range pods {
+			keys = append(keys, vpa.Namespace+"/"+p.Name)
+		}
+	}
+	if err != nil {
+		logger.Error(err, "Listing the VPA's pods from the cache", "vpa", klog.KObj(vpa), "target", t.String())
+		return
+	}
+	for _, key := range keys {
+		c.enqueuePod(key)
+	}
+}
+
+// enqueuePod queues a pod unless it waits out a backoff after a failure:
+// its retry is already due then, and a resync or a VPA event must not send
+// a resize the API server keeps refusing sooner than the backoff says.
+func (c *Controller) enqueuePod(key string) {
+	if c.queue.NumRequeues(key) > 0 {
+		return
+	}
+	c.queue.Add(key)
+}
+
+func (c *Controller) enqueueStatus(vpa *vpatypes.VerticalPodAutoscaler) {
+	if c.ignored.Has(vpa.Namespace) {
+		return
+	}
+	c.statusQueue.AddAfter(vpaKey(vpa), statusDelay)
+}

@@ -1,0 +1,252 @@
+package updater
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/features"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+)
+
+// The pod path: sync reads the caches, lets pkg/resize decide, and act
+// carries the decision out.
+
+// sync handles one pod: read the caches, decide, act, report. A returned
+// error is retried with backoff; permanent outcomes are recorded instead.
+func (c *Controller) sync(ctx context.Context, key string) error {
+	start := c.now()
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil // not a key of ours; never retried
+	}
+	pod, err := c.pods.Pods(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading pod from cache: %w", err)
+	}
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", klog.KObj(pod))
+	ctx = klog.NewContext(ctx, logger)
+
+	vpa, err := c.resolver.VPAForPod(ctx, pod)
+	if err != nil {
+		return fmt.Errorf("finding the pod's VPA: %w", err)
+	}
+	if vpa == nil || !isInPlace(vpa) {
+		c.untrack(pod.UID)
+		return nil
+	}
+	if !c.gate.Enabled(features.InPlace) {
+		c.logGateOffOnce(logger, vpa)
+		c.untrack(pod.UID)
+		return nil
+	}
+	cachedVersion := pod.ResourceVersion
+	if behind, overdue := c.tracker.cacheLag(pod.UID, cachedVersion, start); behind {
+		// Queued again (a resync, another event) before the cache saw the
+		// resize sent: never send it twice.
+		if !overdue {
+			logger.V(4).Info("Cache has not seen the resize sent yet; waiting for the pod's update")
+			return nil
+		}
+		// The watch has lagged for long: decide on the pod as the API
+		// server has it (one read) rather than on the cache.
+		live, err := c.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil // its delete event untracks it
+		}
+		if err != nil {
+			return fmt.Errorf("reading pod from the API server (the cache has not seen the resize sent): %w", err)
+		}
+		c.metrics.staleCacheRead()
+		logger.V(2).Info("Cache has not seen the resize sent; deciding on the pod read from the API server", "cachedVersion", pod.ResourceVersion, "resourceVersion", live.ResourceVersion)
+		pod = live
+	}
+	c.observeRestart(ctx, pod)
+
+	status := resize.ReadStatus(pod)
+	desired, err := c.calc.ForPod(pod, vpa)
+	if err != nil {
+		c.report(ctx, pod, vpa, podStatus{state: PodError, message: "cannot compute what the pod should get: " + err.Error()}, status)
+		return fmt.Errorf("computing recommendation: %w", err)
+	}
+	record, _ := c.store.Get(pod.UID)
+	memRecord, _ := c.memStore.Get(pod.UID)
+	in := resize.Input{
+		Pod:               pod,
+		Desired:           desired,
+		Record:            record,
+		Threshold:         c.cfg.Threshold,
+		ServerMinor:       c.cfg.ServerMinor,
+		DisruptionAllowed: true,
+		MemoryRecord:      memRecord,
+		MemoryLimitMargin: c.cfg.MemoryLimitMargin,
+	}
+	if c.usage != nil && resize.NeedsMemoryUsage(pod, desired, c.cfg.ServerMinor) {
+		// Never blocks a resize: without usage, memory limits are lowered
+		// as recommended and the kubelet's own check is the last line.
+		u, err := c.usage.MemoryUsage(ctx, pod)
+		if err != nil {
+			logger.V(2).Info("Memory in use unknown; a memory limit is lowered without it", "err", err)
+		}
+		in.MemoryUsage = u
+	}
+	d := resize.Decide(in)
+	var waiting *disruption.Verdict
+	if reason, _ := c.withheld(vpa); d.Action == resize.ActionPatch && d.Disruptive && reason == "" {
+		// Check and reservation in one step, before the resize is sent.
+		if v := c.reserveRestart(pod); !v.Allowed {
+			in.DisruptionAllowed, in.DisruptionRefused = false, v.Blocker+": "+v.Message
+			d, waiting = resize.Decide(in), &v
+		}
+	}
+	c.metrics.decided(d, c.now().Sub(start))
+	outcome, _ := c.tracker.settle(pod.UID, status.State, func(like resources.Resources) resources.Resources { return resize.Current(pod, like) })
+	c.metrics.settled(outcome)
+	logger.V(2).Info("Decided", "vpa", klog.KObj(vpa), "action", d.Action, "reason", d.Reason, "message", d.Message)
+	st, err := c.act(ctx, pod, cachedVersion, vpa, d, status)
+	if st != nil && waiting != nil {
+		st.values = waiting.Blocker
+	}
+	if st != nil {
+		c.report(ctx, pod, vpa, *st, status)
+	}
+	if waiting != nil {
+		c.waitForBudget(pod, *waiting)
+	}
+	return err
+}
+
+// act carries out a decision and returns the pod's resulting state (nil
+// when the pod is gone). cachedVersion is the pod's version in the cache
+// (pod may have been read from the API server instead).
+func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion string, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision, rs resize.Status) (*podStatus, error) {
+	logger := klog.FromContext(ctx)
+	owner := ownerOf(vpa)
+	if d.ClearRecord {
+		c.store.Delete(pod.UID)
+	}
+	if d.NewRecord != nil {
+		d.NewRecord.RecordedAt = c.now()
+		c.store.Put(owner, pod.UID, d.NewRecord)
+		c.reportRecord(ctx, pod, vpa, d.NewRecord)
+	}
+	if d.NewMemoryRecord != nil {
+		d.NewMemoryRecord.RecordedAt = c.now()
+		c.memStore.Put(owner, pod.UID, d.NewMemoryRecord)
+		c.reportMemoryRecord(ctx, pod, vpa, d)
+	}
+	if d.Action != resize.ActionPatch {
+		record, _ := c.store.Get(pod.UID)
+		memRecord, _ := c.memStore.Get(pod.UID)
+		st := stateOf(d, record, memRecord, rs)
+		return &st, nil
+	}
+
+	if reason, why := c.withheld(vpa); reason != "" {
+		c.metrics.withheldResize(reason)
+		logger.V(2).Info("Resize not sent", "target", d.Target.String(), "why", why)
+		return &podStatus{state: PodWithheld, values: d.Target.String(), message: why}, nil
+	}
+
+	patched, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
+	outcome := resize.ClassifyPatchError(err)
+	c.metrics.patched(outcome)
+	if outcome != resize.OutcomeAccepted && d.Disruptive {
+		// Nothing restarts: the reservation goes back.
+		c.budget.Release(pod.UID)
+	}
+	switch outcome {
+	case resize.OutcomeAccepted:
+		c.store.Delete(pod.UID)
+		if d.ClearMemoryRecord {
+			c.memStore.Delete(pod.UID)
+		}
+		now := c.now()
+		c.tracker.markSent(pod.UID, vpaKey(vpa), pod.Name, d.Target, now)
+		// A patch that changed nothing brings no update event.
+		if patched == nil || patched.ResourceVersion != pod.ResourceVersion {
+			sentVersion := ""
+			if patched != nil {
+				sentVersion = patched.ResourceVersion
+			}
+			c.tracker.awaitUpdate(pod.UID, cachedVersion, sentVersion, now)
+		}
+		c.mu.Lock()
+		seen, ok := c.recommendationSeen[vpa.UID]
+		c.mu.Unlock()
+		if ok {
+			c.metrics.recommendationApplied(now.Sub(seen))
+		}
+		message := "resize sent"
+		if len(d.Held) > 0 {
+			message += "; " + resize.DescribeHeld(d.Held)
+		}
+		logger.Info("Resize sent", "target", d.Target.String(), "disruptive", d.Disruptive, "reason", d.Reason, "kept", resize.DescribeHeld(d.Held))
+		if len(d.Held) > 0 {
+			c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeSent, "Resizing in place to %s; %s", d.Target.String(), resize.DescribeHeld(d.Held))
+		} else {
+			c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeSent, "Resizing in place to %s", d.Target.String())
+		}
+		return &podStatus{state: PodInProgress, since: now, values: d.Target.String(), message: message}, nil
+	case resize.OutcomeNodeCapacity, resize.OutcomeInvalid:
+		kind, state := records.KindNodeCapacity, PodInfeasible
+		if outcome == resize.OutcomeInvalid {
+			kind, state = records.KindInvalid, PodInvalid
+		}
+		r := &records.Record{Kind: kind, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now()}
+		c.store.Put(owner, pod.UID, r)
+		c.reportRecord(ctx, pod, vpa, r)
+		return &podStatus{state: state, since: r.RecordedAt, values: r.Attempted.String(), message: r.Message, kind: r.Kind}, nil
+	case resize.OutcomeGone:
+		c.untrack(pod.UID)
+		return nil, nil
+	default:
+		err = fmt.Errorf("resize patch (%s): %w", outcome, err)
+		return &podStatus{state: PodError, message: err.Error()}, err
+	}
+}
+
+func statusMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Message != "" {
+		return status.Status().Message
+	}
+	return err.Error()
+}
+
+func ownerOf(vpa *vpatypes.VerticalPodAutoscaler) records.Owner {
+	return records.Owner{Namespace: vpa.Namespace, Name: vpa.Name, UID: vpa.UID}
+}
+
+func vpaKey(vpa *vpatypes.VerticalPodAutoscaler) string {
+	return vpa.Namespace + "/" + vpa.Name
+}
+
+func isInPlace(vpa *vpatypes.VerticalPodAutoscaler) bool {
+	return vpa.Spec.UpdatePolicy != nil && vpa.Spec.UpdatePolicy.UpdateMode != nil &&
+		*vpa.Spec.UpdatePolicy.UpdateMode == vpatypes.UpdateModeInPlace
+}
+
+func isReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,163 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+)
+
+// Reporting a pod's outcome: its state for the VPA condition and the
+// gauges, and the events on the pod and its VPA.
+
+// Event reasons. Infeasible, Invalid, DeferredTooLong, MemoryLimitKept and
+// MemoryLimitRefused go on the pod and on its VPA; the others on the pod
+// only.
+const (
+	// EventResizeSent: a resize was sent to the pod's resize subresource.
+	EventResizeSent = "InPlaceResizeSent"
+	// EventResizeInfeasible: the resize cannot fit the node (kubelet
+	// Infeasible, or 403 NodeCapacity); it is not retried until the
+	// recommendation asks for less.
+	EventResizeInfeasible = "InPlaceResizeInfeasible"
+	// EventResizeInvalid: the change cannot be done in place; it is not
+	// retried until the recommendation changes.
+	EventResizeInvalid = "InPlaceResizeInvalid"
+	// EventResizeDeferredTooLong: the kubelet has held the resize Deferred
+	// for longer than --deferred-warning-after. The pod keeps waiting.
+	EventResizeDeferredTooLong = "InPlaceResizeDeferredTooLong"
+	// EventResizeWithheld: a resize is due but not sent (--dry-run, or
+	// paused); once per pod and target.
+	EventResizeWithheld = "InPlaceResizeWithheld"
+	// EventMemoryLimitKept: memory limits are not lowered because the memory
+	// in use, plus --memory-limit-decrease-margin, reaches the recommended
+	// ones; the rest of the resize is sent. Once per memory record.
+	EventMemoryLimitKept = "InPlaceResizeMemoryLimitKept"
+	// EventMemoryLimitRefused: the kubelet refused to lower memory limits
+	// below the memory in use; recorded, never sent again, and the resize is
+	// sent once more with those limits kept. Once per memory record.
+	EventMemoryLimitRefused = "InPlaceResizeMemoryLimitRefused"
+)
+
+// report remembers a pod's state, queues its VPA's condition when it
+// changed, and warns once about a resize Deferred for too long.
+func (c *Controller) report(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, st podStatus, rs resize.Status) {
+	st.vpa, st.name = vpaKey(vpa), pod.Name
+	now := c.now()
+	for _, key := range c.tracker.set(pod.UID, st, now) {
+		c.statusQueue.AddAfter(key, statusDelay)
+	}
+	switch st.state {
+	case PodWithheld:
+		if c.tracker.withheldOnce(pod.UID, st.values) {
+			c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeWithheld, "Would resize in place to %s; not sent: %s", st.values, st.message)
+		}
+	case PodDeferred:
+		c.warnDeferred(ctx, pod, vpa, rs)
+	}
+}
+
+// warnDeferred sends, once per Deferred episode, a warning on the pod and
+// its VPA when the kubelet has held the resize for --deferred-warning-after,
+// and otherwise looks at the pod again when that time comes. The episode
+// starts at the PodResizePending condition's lastTransitionTime (or, without
+// one, when the updater first saw the pod deferred).
+func (c *Controller) warnDeferred(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, rs resize.Status) {
+	after := c.cfg.DeferredWarningAfter
+	if after <= 0 {
+		return
+	}
+	since, ok := c.tracker.since(pod.UID)
+	if !ok {
+		return
+	}
+	age := c.now().Sub(since)
+	if age < after {
+		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, after-age)
+		return
+	}
+	if !c.tracker.warnOnce(pod.UID, since) {
+		return
+	}
+	waited := age.Round(time.Second)
+	klog.FromContext(ctx).Info("Resize deferred for too long; still waiting, the pod is not evicted", "vpa", klog.KObj(vpa), "since", since, "waited", waited)
+	c.recorder.Eventf(pod, corev1.EventTypeWarning, EventResizeDeferredTooLong,
+		"Resize deferred by the kubelet for %s (since %s): %s; still waiting, the pod is not evicted",
+		waited, since.UTC().Format(time.RFC3339), rs.Message)
+	c.recorder.Eventf(vpa, corev1.EventTypeWarning, EventResizeDeferredTooLong,
+		"Pod %s: resize deferred by the kubelet for %s (since %s): %s; still waiting, the pod is not evicted",
+		pod.Name, waited, since.UTC().Format(time.RFC3339), rs.Message)
+}
+
+// untrack forgets a pod's state and queues its VPA's condition.
+func (c *Controller) untrack(uid types.UID) {
+	if key, ok := c.tracker.forget(uid); ok {
+		c.statusQueue.AddAfter(key, statusDelay)
+	}
+}
+
+// reportRecord logs and emits the events, on the pod and on its VPA, for a
+// newly recorded outcome.
+func (c *Controller) reportRecord(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, r *records.Record) {
+	reason := EventResizeInfeasible
+	what := "infeasible"
+	if r.Kind == records.KindInvalid {
+		reason, what = EventResizeInvalid, "not possible in place"
+	}
+	klog.FromContext(ctx).Info("Resize recorded as "+what, "vpa", klog.KObj(vpa), "kind", r.Kind, "attempted", r.Attempted.String(), "message", r.Message)
+	c.recorder.Eventf(pod, corev1.EventTypeWarning, reason,
+		"Resize to %s is %s (%s: %s); not retried until the recommendation changes", r.Attempted.String(), what, r.Kind, r.Message)
+	c.recorder.Eventf(vpa, corev1.EventTypeWarning, reason,
+		"Pod %s: resize to %s is %s (%s: %s); not retried until the recommendation changes", pod.Name, r.Attempted.String(), what, r.Kind, r.Message)
+}
+
+// reportMemoryRecord logs, counts and emits the events, on the pod and on
+// its VPA, for a new memory record.
+func (c *Controller) reportMemoryRecord(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision) {
+	r := d.NewMemoryRecord
+	c.metrics.memoryLimitsHeld(r.Kind)
+	klog.FromContext(ctx).Info("Memory limits not lowered", "vpa", klog.KObj(vpa), "kind", r.Kind, "notBelow", r.Attempted.String(),
+		"message", r.Message, "kept", resize.DescribeHeld(d.Held))
+	rest := "nothing else to resize"
+	if d.Action == resize.ActionPatch {
+		rest = "the rest of the resize is sent"
+	}
+	var reason, what string
+	switch r.Kind {
+	case records.KindMemoryLimitRefused:
+		reason = EventMemoryLimitRefused
+		what = fmt.Sprintf("the kubelet refused to lower memory limits to %s (%s); these limits and lower ones are not sent again, and the resize is sent once more with the running memory limits kept",
+			r.Attempted.String(), r.Message)
+	default:
+		reason = EventMemoryLimitKept
+		what = fmt.Sprintf("memory limits not lowered below the memory in use plus the margin: %s; %s", resize.DescribeHeld(d.Held), rest)
+	}
+	c.recorder.Eventf(pod, corev1.EventTypeWarning, reason, "%s", capitalize(what))
+	c.recorder.Eventf(vpa, corev1.EventTypeWarning, reason, "Pod %s: %s", pod.Name, what)
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func (c *Controller) logGateOffOnce(logger klog.Logger, vpa *vpatypes.VerticalPodAutoscaler) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gateOffLogged.Has(vpa.UID) {
+		return
+	}
+	c.gateOffLogged.Insert(vpa.UID)
+	logger.Info("Skipping VPA in InPlace mode: the InPlace feature gate is off (start the updater with --feature-gates=InPlace=true)", "vpa", klog.KObj(vpa))
+}

@@ -1,0 +1,186 @@
+package updater
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+)
+
+// Run and its loops: the workers, the resync, the first load of the records.
+
+// HasSynced reports whether the informer caches have synced.
+func (c *Controller) HasSynced() bool {
+	for _, synced := range c.synced {
+		if !synced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Run starts the workers once the caches have synced and the records of
+// earlier attempts are loaded, and blocks until ctx is cancelled; then it
+// drains and returns.
+func (c *Controller) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	defer c.queue.ShutDown()
+	defer c.statusQueue.ShutDown()
+	defer c.jobQueue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return errors.New("caches did not sync before shutdown")
+	}
+	// No decision before the records are known: a resize recorded as
+	// infeasible before a restart or a change of leader is not sent again.
+	if err := c.loadRecords(ctx); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	logger.Info("Caches synced and records loaded; starting workers", "workers", c.cfg.Workers,
+		"resyncInterval", c.cfg.ResyncInterval, "dryRun", c.cfg.DryRun)
+	// From here, VPA events resolve their pods; the first resync below
+	// queues every pod anyway.
+	c.started.Store(true)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { c.store.Run(ctx) })
+	wg.Go(func() { c.memStore.Run(ctx) })
+	// The first resync queues every pod; later ones, every interval, catch
+	// what events missed and clean up records of pods that are gone.
+	c.Resync(ctx)
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			for c.processNext(ctx) {
+			}
+		})
+	}
+	wg.Go(func() {
+		// A condition counts the pods already decided: written before the
+		// first pass over the pods, it would say "No pods." and be
+		// rewritten moments later.
+		c.waitFirstPass(ctx)
+		for c.processNextStatus(ctx) {
+		}
+	})
+	wg.Go(func() {
+		for c.processNextJob(ctx) {
+		}
+	})
+	wg.Go(func() {
+		t := time.NewTicker(c.cfg.ResyncInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				c.Resync(ctx)
+			}
+		}
+	})
+	<-ctx.Done()
+	c.queue.ShutDown()
+	c.statusQueue.ShutDown()
+	c.jobQueue.ShutDown()
+	wg.Wait()
+	logger.Info("Updater stopped")
+	return nil
+}
+
+// loadRecords loads the stores, retrying with backoff until they succeed or
+// ctx is cancelled.
+func (c *Controller) loadRecords(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: time.Minute}
+	for _, store := range []records.Store{c.store, c.memStore} {
+		err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+			if err := store.Load(ctx); err != nil {
+				logger.Error(err, "Loading records; no resize is sent until they are loaded")
+				return false, nil
+			}
+			return true, nil
+		})
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("loading records: %w", err)
+		}
+	}
+	return nil
+}
+
+// Resync queues the pods, the Jobs and the condition of every InPlace VPA,
+// and forgets records of pods and Jobs that no longer exist.
+func (c *Controller) Resync(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	vpas, err := c.vpas.List(labels.Everything())
+	if err != nil {
+		logger.Error(err, "Listing VPAs for resync")
+		return
+	}
+	for _, vpa := range vpas {
+		if isInPlace(vpa) {
+			c.enqueueVPAPods(ctx, vpa)
+			c.enqueueVPAJobs(vpa)
+		}
+		if isInPlace(vpa) || hasCondition(vpa) {
+			c.enqueueStatus(vpa)
+		}
+	}
+	forgotten := c.CleanupRecords()
+	if len(forgotten) > 0 {
+		logger.V(2).Info("Forgot records of pods and Jobs that no longer exist", "count", len(forgotten))
+	}
+}
+
+// CleanupRecords forgets the records (and memory records) of pods and Jobs
+// that are no longer in the cache and returns the UIDs forgotten.
+func (c *Controller) CleanupRecords() []types.UID {
+	pods, err := c.pods.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	live := sets.New[types.UID](c.liveJobs()...)
+	for _, p := range pods {
+		live.Insert(p.UID)
+	}
+	c.memStore.Retain(live.Has)
+	return c.store.Retain(live.Has)
+}
+
+// waitFirstPass returns once the pod queue is empty and no worker is busy
+// (the pods queued by the first resync are decided), or ctx is done.
+func (c *Controller) waitFirstPass(ctx context.Context) {
+	_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		return c.queue.Len() == 0 && c.busy.Load() == 0, nil
+	})
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	c.busy.Add(1)
+	defer c.busy.Add(-1)
+	defer c.queue.Done(key)
+	err := c.sync(ctx, key)
+	if err == nil {
+		c.queue.Forget(key)
+		return true
+	}
+	klog.FromContext(ctx).V(2).Info("Will retry pod", "pod", key, "err", err, "retries", c.queue.NumRequeues(key))
+	c.queue.AddRateLimited(key)
+	return true
+}
