@@ -172,9 +172,11 @@ type Controller struct {
 	// budget paces resizes that restart containers (restart.go).
 	budget   *disruption.Budget
 	minReady disruption.MinReady
-	// queue holds pod keys; statusQueue VPA keys whose condition may need
-	// writing; jobQueue Job keys.
+	// queue holds pod keys; vpaQueue VPA keys whose pods and Jobs are to be
+	// queued (and killSwitchKey); statusQueue VPA keys whose condition may
+	// need writing; jobQueue Job keys.
 	queue       workqueue.TypedRateLimitingInterface[string]
+	vpaQueue    workqueue.TypedRateLimitingInterface[string]
 	statusQueue workqueue.TypedRateLimitingInterface[string]
 	jobQueue    workqueue.TypedRateLimitingInterface[string]
 	tracker     *tracker
@@ -248,6 +250,10 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 			),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater"},
 		),
+		vpaQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-vpas"},
+		),
 		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-status"},
@@ -283,8 +289,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		return nil, fmt.Errorf("adding pod handler: %w", err)
 	}
 	if _, err := deps.VPAs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onVPA(ctx, nil, obj) },
-		UpdateFunc: func(old, obj any) { c.onVPA(ctx, old, obj) },
+		AddFunc:    func(obj any) { c.onVPA(nil, obj) },
+		UpdateFunc: c.onVPA,
 		DeleteFunc: func(obj any) { c.onVPADelete(obj) },
 	}); err != nil {
 		return nil, fmt.Errorf("adding VPA handler: %w", err)
@@ -317,9 +323,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	}
 	if deps.ConfigMaps != nil {
 		if _, err := deps.ConfigMaps.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.onConfigMap(ctx, nil, obj) },
-			UpdateFunc: func(old, obj any) { c.onConfigMap(ctx, old, obj) },
-			DeleteFunc: func(obj any) { c.onConfigMap(ctx, obj, nil) },
+			AddFunc:    func(obj any) { c.onConfigMap(nil, obj) },
+			UpdateFunc: c.onConfigMap,
+			DeleteFunc: func(obj any) { c.onConfigMap(obj, nil) },
 		}); err != nil {
 			return nil, fmt.Errorf("adding ConfigMap handler: %w", err)
 		}

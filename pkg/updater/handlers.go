@@ -2,6 +2,7 @@ package updater
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -123,13 +124,15 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	if c.memStore.Delete(pod.UID) {
 		logger.V(4).Info("Forgot memory record of deleted pod", "pod", klog.KObj(pod))
 	}
-	c.untrack(pod.UID)
+	if key, ok := c.tracker.deleted(pod.UID, c.now()); ok {
+		c.statusQueue.AddAfter(key, statusDelay)
+	}
 	c.budget.Forget(pod.UID)
 }
 
 // onVPA queues the VPA's condition, and its pods when its recommendation,
 // spec or pause annotation changed.
-func (c *Controller) onVPA(ctx context.Context, oldObj, obj any) {
+func (c *Controller) onVPA(oldObj, obj any) {
 	vpa, ok := obj.(*vpatypes.VerticalPodAutoscaler)
 	if !ok || c.ignored.Has(vpa.Namespace) {
 		return
@@ -156,8 +159,9 @@ func (c *Controller) onVPA(ctx context.Context, oldObj, obj any) {
 		c.recommendationSeen[vpa.UID] = c.now()
 		c.mu.Unlock()
 	}
-	c.enqueueVPAPods(ctx, vpa)
-	c.enqueueVPAJobs(vpa)
+	// A worker finds its pods and Jobs (syncVPA): that may read the
+	// target's /scale.
+	c.vpaQueue.Add(vpaKey(vpa))
 	if isUpdate && old.Spec.TargetRef != nil && !apiequality.Semantic.DeepEqual(old.Spec.TargetRef, vpa.Spec.TargetRef) {
 		// The Jobs it no longer targets are looked at again.
 		c.enqueueVPAJobs(old)
@@ -189,7 +193,7 @@ func (c *Controller) onVPADelete(obj any) {
 
 // onConfigMap reacts to the cluster-wide kill switch: when it flips, every
 // InPlace VPA's pods and condition are looked at again.
-func (c *Controller) onConfigMap(ctx context.Context, oldObj, obj any) {
+func (c *Controller) onConfigMap(oldObj, obj any) {
 	if t, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
 		oldObj = t.Obj
 	}
@@ -206,23 +210,20 @@ func (c *Controller) onConfigMap(ctx context.Context, oldObj, obj any) {
 	if before == after && hadBefore == hasAfter {
 		return
 	}
-	paused, why := c.clusterPaused()
-	klog.FromContext(ctx).Info("Cluster-wide kill switch changed", "configMap", c.cfg.ConfigMap, "paused", paused, "why", why)
-	c.Resync(ctx)
+	c.vpaQueue.Add(killSwitchKey)
 }
 
-func (c *Controller) enqueueVPAPods(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) {
+func (c *Controller) enqueueVPAPods(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) error {
 	// Before Run starts the workers, the informers of the targets may not
 	// have synced: resolving now would find no target. Run's first resync
 	// queues every pod.
 	if c.ignored.Has(vpa.Namespace) || !c.started.Load() {
-		return
+		return nil
 	}
 	logger := klog.FromContext(ctx)
 	t, err := c.resolver.Target(ctx, vpa)
 	if err != nil {
-		logger.V(2).Info("Cannot find the VPA's pods", "vpa", klog.KObj(vpa), "err", err)
-		return
+		return fmt.Errorf("finding the pods of VPA %s: %w", klog.KObj(vpa), err)
 	}
 	var keys []string
 	switch {
@@ -230,7 +231,7 @@ func (c *Controller) enqueueVPAPods(ctx context.Context, vpa *vpatypes.VerticalP
 		keys, err = c.podIdx.IndexKeys(customOwnerIndex, t.Owner.Key())
 	case t.Selector == nil:
 		logger.V(2).Info("Cannot find the VPA's pods: its target has neither selector nor owner", "vpa", klog.KObj(vpa))
-		return
+		return nil
 	default:
 		var pods []*corev1.Pod
 		pods, err = selectPods(c.podIdx, vpa.Namespace, t.Selector)
@@ -239,12 +240,12 @@ func (c *Controller) enqueueVPAPods(ctx context.Context, vpa *vpatypes.VerticalP
 		}
 	}
 	if err != nil {
-		logger.Error(err, "Listing the VPA's pods from the cache", "vpa", klog.KObj(vpa), "target", t.String())
-		return
+		return fmt.Errorf("listing the pods of VPA %s (target %s) from the cache: %w", klog.KObj(vpa), t.String(), err)
 	}
 	for _, key := range keys {
 		c.enqueuePod(key)
 	}
+	return nil
 }
 
 // enqueuePod queues a pod unless it waits out a backoff after a failure:

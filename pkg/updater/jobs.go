@@ -157,22 +157,6 @@ func (c *Controller) enqueueVPAJobs(vpa *vpatypes.VerticalPodAutoscaler) {
 	}
 }
 
-func (c *Controller) processNextJob(ctx context.Context) bool {
-	key, shutdown := c.jobQueue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.jobQueue.Done(key)
-	err := c.syncJob(ctx, key)
-	if err == nil {
-		c.jobQueue.Forget(key)
-		return true
-	}
-	klog.FromContext(ctx).V(2).Info("Will retry Job", "job", key, "err", err, "retries", c.jobQueue.NumRequeues(key))
-	c.jobQueue.AddRateLimited(key)
-	return true
-}
-
 // syncJob handles one Job: read the caches, decide, act, report. A returned
 // error is retried with backoff; refusals are recorded instead.
 func (c *Controller) syncJob(ctx context.Context, key string) error {

@@ -129,6 +129,22 @@ func (t *jobTracker) forget(uid types.UID) (string, bool) {
 	return e.vpa, true
 }
 
+// retain forgets the Jobs live says are gone and returns the VPAs whose
+// Jobs changed.
+func (t *jobTracker) retain(live func(types.UID) bool) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var changed []string
+	for uid, e := range t.jobs {
+		if !live(uid) {
+			delete(t.jobs, uid)
+			t.byVPA.remove(e.vpa, uid)
+			changed = append(changed, e.vpa)
+		}
+	}
+	return changed
+}
+
 // forgetVPA drops every Job counted under a VPA.
 func (t *jobTracker) forgetVPA(vpa string) {
 	t.mu.Lock()

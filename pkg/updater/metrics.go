@@ -38,6 +38,7 @@ const (
 	MetricMetricsAPI        = "vpa_inplace_updater_metrics_api_available"
 	MetricMetricsAPIRequest = "vpa_inplace_updater_metrics_api_requests_total"
 	MetricStaleCacheReads   = "vpa_inplace_updater_stale_cache_reads_total"
+	MetricPanics            = "vpa_inplace_updater_worker_panics_total"
 )
 
 // jobOutcomeWithheld is the outcome label of a Job template write that was
@@ -75,6 +76,7 @@ type Metrics struct {
 	memoryHeld       *prometheus.CounterVec
 	metricsAPI       *prometheus.CounterVec
 	staleCacheReads  prometheus.Counter
+	panics           *prometheus.CounterVec
 	gauges           *gaugeCollector
 }
 
@@ -142,10 +144,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: MetricStaleCacheReads,
 			Help: "Pods read from the API server because the pod watch had not delivered a resize the updater sent, for a minute or more.",
 		}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricPanics,
+			Help: "Panics recovered while handling one item, by queue: pod, vpa, condition, job. The item is retried with backoff; the other items go on.",
+		}, []string{"queue"}),
 		gauges: newGaugeCollector(),
 	}
 	for _, c := range []prometheus.Collector{m.decisions, m.decisionDuration, m.sent, m.completed, m.failures, m.withheld, m.recommendation, m.apiErrors,
-		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.gauges} {
+		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.panics, m.gauges} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -191,6 +197,13 @@ func (m *Metrics) staleCacheRead() {
 		return
 	}
 	m.staleCacheReads.Inc()
+}
+
+func (m *Metrics) panicked(queue string) {
+	if m == nil {
+		return
+	}
+	m.panics.WithLabelValues(queue).Inc()
 }
 
 func (m *Metrics) memoryLimitsHeld(kind records.Kind) {

@@ -259,17 +259,17 @@ func TestRecommendationChangeTime(t *testing.T) {
 		return f.ctrl.recommendationSeen["uid-web"]
 	}
 	first := inPlaceVPA("100m", "100Mi")
-	f.ctrl.onVPA(f.ctx, nil, first)
+	f.ctrl.onVPA(nil, first)
 	assert.Equal(t, t0, seen(), "first seen")
 
 	f.clock.Step(time.Minute)
 	withCondition := first.DeepCopy()
 	withCondition.Status.Conditions = []vpatypes.VerticalPodAutoscalerCondition{{Type: ConditionInPlaceResizeBlocked, Status: corev1.ConditionFalse}}
 	withCondition.Annotations = map[string]string{"vpa-inplace.dev/infeasible-attempts": "{}"}
-	f.ctrl.onVPA(f.ctx, first, withCondition)
+	f.ctrl.onVPA(first, withCondition)
 	assert.Equal(t, t0, seen(), "same recommendation: unchanged")
 
 	f.clock.Step(time.Minute)
-	f.ctrl.onVPA(f.ctx, withCondition, inPlaceVPA("200m", "100Mi"))
+	f.ctrl.onVPA(withCondition, inPlaceVPA("200m", "100Mi"))
 	assert.Equal(t, t0.Add(2*time.Minute), seen(), "new recommendation")
 }

@@ -209,10 +209,17 @@ type tracker struct {
 	// per pod until each resize is seen completed (three maps each,
 	// otherwise). A target is dropped when no pod holds it any more.
 	targets map[string]*sharedTarget
+	// gone holds the pods deleted lately, and when: a worker that decided
+	// on a pod while it was being deleted must not track it again.
+	gone map[types.UID]time.Time
 }
 
+// goneFor is how long a deleted pod is remembered as deleted: far longer
+// than a worker takes on a pod (UIDs are never reused).
+const goneFor = 10 * time.Minute
+
 func newTracker() *tracker {
-	return &tracker{pods: map[types.UID]*podEntry{}, byVPA: vpaGroups{}, targets: map[string]*sharedTarget{}}
+	return &tracker{pods: map[types.UID]*podEntry{}, byVPA: vpaGroups{}, targets: map[string]*sharedTarget{}, gone: map[types.UID]time.Time{}}
 }
 
 // entry returns the pod's entry, creating it under vpa. Callers hold t.mu.
@@ -235,6 +242,9 @@ func (t *tracker) entry(uid types.UID, vpa, name string) *podEntry {
 func (t *tracker) set(uid types.UID, st podStatus, now time.Time) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if _, deleted := t.gone[uid]; deleted {
+		return nil
+	}
 	old, existed := t.pods[uid]
 	var before podStatus
 	if existed {
@@ -279,6 +289,38 @@ func (t *tracker) forget(uid types.UID) (string, bool) {
 	delete(t.pods, uid)
 	t.byVPA.remove(e.vpa, uid)
 	return e.vpa, true
+}
+
+// deleted forgets a deleted pod for good and returns the VPA it was counted
+// under.
+func (t *tracker) deleted(uid types.UID, now time.Time) (string, bool) {
+	t.mu.Lock()
+	t.gone[uid] = now
+	t.mu.Unlock()
+	return t.forget(uid)
+}
+
+// retain forgets the pods live says are gone, and the deletions older than
+// goneFor; it returns the VPAs whose pods changed.
+func (t *tracker) retain(live func(types.UID) bool, now time.Time) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for uid, at := range t.gone {
+		if now.Sub(at) > goneFor {
+			delete(t.gone, uid)
+		}
+	}
+	changed := sets.New[string]()
+	for uid, e := range t.pods {
+		if live(uid) {
+			continue
+		}
+		t.release(e)
+		delete(t.pods, uid)
+		t.byVPA.remove(e.vpa, uid)
+		changed.Insert(e.vpa)
+	}
+	return sets.List(changed)
 }
 
 // forgetVPA drops every pod counted under a VPA.
@@ -330,6 +372,9 @@ func (t *tracker) markSent(uid types.UID, vpa, name string, target resources.Res
 	key := target.String()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if _, deleted := t.gone[uid]; deleted {
+		return
+	}
 	e := t.entry(uid, vpa, name)
 	t.release(e)
 	shared := t.targets[key]

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
@@ -35,9 +38,7 @@ func (c *Controller) HasSynced() bool {
 // drains and returns.
 func (c *Controller) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	defer c.queue.ShutDown()
-	defer c.statusQueue.ShutDown()
-	defer c.jobQueue.ShutDown()
+	defer c.shutDownQueues()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return errors.New("caches did not sync before shutdown")
 	}
@@ -63,20 +64,24 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.Resync(ctx)
 	for range c.cfg.Workers {
 		wg.Go(func() {
-			for c.processNext(ctx) {
+			for c.processNext(ctx, c.queue, "pod", c.syncCounted) {
 			}
 		})
 	}
+	wg.Go(func() {
+		for c.processNext(ctx, c.vpaQueue, "vpa", c.syncVPA) {
+		}
+	})
 	wg.Go(func() {
 		// A condition counts the pods already decided: written before the
 		// first pass over the pods, it would say "No pods." and be
 		// rewritten moments later.
 		c.waitFirstPass(ctx)
-		for c.processNextStatus(ctx) {
+		for c.processNext(ctx, c.statusQueue, "condition", c.syncStatus) {
 		}
 	})
 	wg.Go(func() {
-		for c.processNextJob(ctx) {
+		for c.processNext(ctx, c.jobQueue, "job", c.syncJob) {
 		}
 	})
 	wg.Go(func() {
@@ -92,9 +97,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	})
 	<-ctx.Done()
-	c.queue.ShutDown()
-	c.statusQueue.ShutDown()
-	c.jobQueue.ShutDown()
+	c.shutDownQueues()
 	wg.Wait()
 	logger.Info("Updater stopped")
 	return nil
@@ -131,7 +134,11 @@ func (c *Controller) Resync(ctx context.Context) {
 	}
 	for _, vpa := range vpas {
 		if isInPlace(vpa) {
-			c.enqueueVPAPods(ctx, vpa)
+			if err := c.enqueueVPAPods(ctx, vpa); err != nil {
+				// Retried by the VPA queue, with backoff.
+				logger.V(2).Info("Cannot queue the VPA's pods; retrying", "err", err)
+				c.vpaQueue.AddRateLimited(vpaKey(vpa))
+			}
 			c.enqueueVPAJobs(vpa)
 		}
 		if isInPlace(vpa) || hasCondition(vpa) {
@@ -144,8 +151,9 @@ func (c *Controller) Resync(ctx context.Context) {
 	}
 }
 
-// CleanupRecords forgets the records (and memory records) of pods and Jobs
-// that are no longer in the cache and returns the UIDs forgotten.
+// CleanupRecords forgets the records (and memory records), the states and
+// the restart reservations of pods and Jobs that are no longer in the cache,
+// and returns the UIDs whose records it forgot.
 func (c *Controller) CleanupRecords() []types.UID {
 	pods, err := c.pods.List(labels.Everything())
 	if err != nil {
@@ -155,6 +163,12 @@ func (c *Controller) CleanupRecords() []types.UID {
 	for _, p := range pods {
 		live.Insert(p.UID)
 	}
+	// What is reported and reserved goes with its object too, whatever
+	// path missed it.
+	for _, key := range append(c.tracker.retain(live.Has, c.now()), c.jobTracker.retain(live.Has)...) {
+		c.statusQueue.AddAfter(key, statusDelay)
+	}
+	c.budget.Retain(live.Has)
 	c.memStore.Retain(live.Has)
 	return c.store.Retain(live.Has)
 }
@@ -167,20 +181,78 @@ func (c *Controller) waitFirstPass(ctx context.Context) {
 	})
 }
 
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
+func (c *Controller) shutDownQueues() {
+	c.queue.ShutDown()
+	c.vpaQueue.ShutDown()
+	c.statusQueue.ShutDown()
+	c.jobQueue.ShutDown()
+}
+
+// processNext takes one key off q and syncs it: a returned error, or a
+// panic, retries the key with q's backoff. A panic in one item is recovered,
+// counted and logged with its stack; the worker goes on with the others.
+func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], what string, sync func(context.Context, string) error) bool {
+	key, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
-	c.busy.Add(1)
-	defer c.busy.Add(-1)
-	defer c.queue.Done(key)
-	err := c.sync(ctx, key)
+	defer q.Done(key)
+	err := c.safeSync(ctx, what, key, sync)
 	if err == nil {
-		c.queue.Forget(key)
+		q.Forget(key)
 		return true
 	}
-	klog.FromContext(ctx).V(2).Info("Will retry pod", "pod", key, "err", err, "retries", c.queue.NumRequeues(key))
-	c.queue.AddRateLimited(key)
+	klog.FromContext(ctx).V(2).Info("Will retry", "queue", what, "key", key, "err", err, "retries", q.NumRequeues(key))
+	q.AddRateLimited(key)
 	return true
+}
+
+func (c *Controller) safeSync(ctx context.Context, what, key string, sync func(context.Context, string) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.metrics.panicked(what)
+			klog.FromContext(ctx).Error(nil, "Recovered from a panic; the item is retried with backoff", "queue", what, "key", key,
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return sync(ctx, key)
+}
+
+// syncCounted is sync, counted as busy for waitFirstPass.
+func (c *Controller) syncCounted(ctx context.Context, key string) error {
+	c.busy.Add(1)
+	defer c.busy.Add(-1)
+	return c.sync(ctx, key)
+}
+
+// killSwitchKey, on the VPA queue, stands for "the cluster-wide kill switch
+// changed": no VPA key is empty.
+const killSwitchKey = ""
+
+// syncVPA queues the pods and Jobs of one InPlace VPA; for killSwitchKey,
+// those of every VPA (Resync).
+func (c *Controller) syncVPA(ctx context.Context, key string) error {
+	if key == killSwitchKey {
+		paused, why := c.clusterPaused()
+		klog.FromContext(ctx).Info("Cluster-wide kill switch changed", "configMap", c.cfg.ConfigMap, "paused", paused, "why", why)
+		c.Resync(ctx)
+		return nil
+	}
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	vpa, err := c.vpas.VerticalPodAutoscalers(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading VPA from cache: %w", err)
+	}
+	if !isInPlace(vpa) {
+		return nil
+	}
+	c.enqueueVPAJobs(vpa)
+	return c.enqueueVPAPods(ctx, vpa)
 }

@@ -26,22 +26,6 @@ import (
 // every VPA update queues the VPA here, so the condition is put back (no
 // more than once per StatusMinInterval).
 
-func (c *Controller) processNextStatus(ctx context.Context) bool {
-	key, shutdown := c.statusQueue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.statusQueue.Done(key)
-	err := c.syncStatus(ctx, key)
-	if err == nil {
-		c.statusQueue.Forget(key)
-		return true
-	}
-	klog.FromContext(ctx).V(2).Info("Will retry the VPA condition", "vpa", key, "err", err, "retries", c.statusQueue.NumRequeues(key))
-	c.statusQueue.AddRateLimited(key)
-	return true
-}
-
 // syncStatus brings one VPA's InPlaceResizeBlocked condition up to date: it
 // is written only when its status, reason or message differ from the VPA's,
 // and no sooner than StatusMinInterval after the previous write.

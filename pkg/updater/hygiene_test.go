@@ -1,0 +1,136 @@
+package updater
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+)
+
+// countingResolver counts the target resolutions (which may read /scale).
+type countingResolver struct {
+	labelResolver
+	targets *atomic.Int32
+}
+
+func (r countingResolver) Target(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) (target.Target, error) {
+	r.targets.Add(1)
+	return r.labelResolver.Target(ctx, vpa)
+}
+
+// A VPA event only queues the VPA: its pods are found by a worker.
+func TestVPAHandlerOnlyQueues(t *testing.T) {
+	var targets atomic.Int32
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, nil, fixtureOpts{
+		wrapResolver: func(r Resolver) Resolver {
+			return countingResolver{labelResolver: r.(labelResolver), targets: &targets}
+		},
+	})
+	f.ctrl.started.Store(true)
+	f.queued() // the pod's own add event
+	vpa := inPlaceVPA("300m", "100Mi")
+	vpa.Namespace = "default"
+	f.ctrl.onVPA(nil, vpa)
+	assert.Zero(t, targets.Load(), "the handler resolves no target")
+	assert.Equal(t, 1, f.ctrl.vpaQueue.Len())
+	assert.Zero(t, f.ctrl.queue.Len())
+
+	_, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Create(f.ctx, vpa, metav1.CreateOptions{})
+	require.NoError(t, err)
+	f.waitCached("web", func(*vpatypes.VerticalPodAutoscaler) bool { return true })
+	require.NoError(t, f.ctrl.syncVPA(f.ctx, "default/web"))
+	assert.Equal(t, int32(1), targets.Load())
+	assert.Contains(t, f.queued(), "default/p", "the worker queued the VPA's pod")
+}
+
+// The kill switch's handler queues one key; the worker resyncs.
+func TestKillSwitchHandlerOnlyQueues(t *testing.T) {
+	f := newFixture(t, nil, nil, fixtureOpts{watchConfigMap: true})
+	before := f.ctrl.vpaQueue.Len()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: "vpa-inplace-updater-config"}, Data: map[string]string{PausedKey: "true"}}
+	f.ctrl.onConfigMap(nil, cm)
+	assert.Equal(t, before+1, f.ctrl.vpaQueue.Len())
+}
+
+// panickyResolver panics on one pod, as a bug triggered by one odd object
+// would.
+type panickyResolver struct{ labelResolver }
+
+func (r panickyResolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error) {
+	if pod.Name == "bad" {
+		var m map[string]int
+		m["x"]++ // a nil map write
+	}
+	return r.labelResolver.VPAForPod(ctx, pod)
+}
+
+// A panic on one pod is recovered and counted; that pod is retried with
+// backoff and the worker goes on with the next.
+func TestWorkerRecoversFromAPanicInOneItem(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("bad").Running().Obj(), webPod("good").Running().Obj()},
+		[]*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, fixtureOpts{
+			wrapResolver: func(r Resolver) Resolver { return panickyResolver{r.(labelResolver)} },
+		})
+	f.queued()
+	f.ctrl.queue.Add("default/bad")
+	f.ctrl.queue.Add("default/good")
+	require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, "pod", f.ctrl.sync))
+	require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, "pod", f.ctrl.sync))
+	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.panics.WithLabelValues("pod")), 0)
+	assert.Equal(t, 1, f.ctrl.queue.NumRequeues("default/bad"), "retried with backoff")
+	assert.Len(t, f.resizePatches(), 1, "the good pod was resized")
+}
+
+// A pod deleted while a worker decides on it is not tracked again: its
+// state would show in the VPA condition and the pending gauges forever.
+func TestPodDeletedDuringSyncLeavesNoGhost(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, fixtureOpts{})
+	pod := webPod("p").Running().Obj()
+	vpa := inPlaceVPA("300m", "100Mi")
+	vpa.Namespace = "default"
+	// The delete event arrives while the worker is between its decision and
+	// its report.
+	f.ctrl.onPodDelete(klog.Background(), cache.DeletedFinalStateUnknown{Key: "default/p", Obj: pod})
+	f.ctrl.report(f.ctx, pod, vpa, podStatus{state: PodInProgress}, resize.Status{})
+	assert.Empty(t, f.ctrl.tracker.podsOf("default/web"))
+	pending, _ := f.ctrl.tracker.pending(f.clock.Now())
+	assert.Zero(t, pending[PodInProgress])
+
+	t.Run("and a resync forgets states of pods no longer in the cache", func(t *testing.T) {
+		f := newFixture(t, nil, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, fixtureOpts{})
+		f.ctrl.tracker.set("uid-gone", podStatus{vpa: "default/web", name: "gone", state: PodDeferred}, f.clock.Now())
+		f.ctrl.CleanupRecords()
+		assert.Empty(t, f.ctrl.tracker.podsOf("default/web"))
+	})
+}
+
+// A pod refused with a transient error waits out its backoff: neither a
+// resync nor a VPA event queues it sooner.
+func TestResyncHonoursThePodBackoff(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, fixtureOpts{})
+	f.ctrl.started.Store(true)
+	f.failResize(apierrors.NewTooManyRequests("exceeded quota", 1))
+	f.queued()
+	f.ctrl.queue.Add("default/p")
+	require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, "pod", f.ctrl.sync))
+	require.Equal(t, 1, f.ctrl.queue.NumRequeues("default/p"))
+	f.ctrl.Resync(f.ctx)
+	require.NoError(t, f.ctrl.syncVPA(f.ctx, "default/web"))
+	assert.Zero(t, f.ctrl.queue.Len(), "the pod is not queued before its backoff ends")
+	assert.Eventually(t, func() bool { return f.ctrl.queue.Len() == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the backoff brings it back")
+}
