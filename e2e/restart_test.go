@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +35,7 @@ type restartWindow struct {
 
 // watchRestarts polls the pods of app until each has been resized and is
 // back, and returns their windows.
-func watchRestarts(t *testing.T, ns, app string, pods []corev1.Pod, within time.Duration) []restartWindow {
+func watchRestarts(t *testing.T, ns, app string, pods []corev1.Pod, minReady, within time.Duration) []restartWindow {
 	t.Helper()
 	generation := map[string]int64{}
 	sent := map[string]time.Time{}
@@ -60,7 +62,7 @@ func watchRestarts(t *testing.T, ns, app string, pods []corev1.Pod, within time.
 			}
 			for _, c := range p.Status.Conditions {
 				if c.Type == corev1.PodReady {
-					back[p.Name] = c.LastTransitionTime.Add(restartMinReady)
+					back[p.Name] = c.LastTransitionTime.Add(minReady)
 				}
 			}
 		}
@@ -115,7 +117,7 @@ func TestRestartingResizesRespectTheTolerance(t *testing.T) {
 	newVPA(t, ns, "kafka", vpatypes.UpdateModeInPlace, nil)
 	recommend(t, ns, "kafka", "100m", "200Mi")
 
-	windows := watchRestarts(t, ns, "kafka", pods, 3*time.Minute)
+	windows := watchRestarts(t, ns, "kafka", pods, restartMinReady, 3*time.Minute)
 	assert.LessOrEqual(t, mostAtOnce(windows), 2, "restarts at once: %v", windows)
 	assert.GreaterOrEqual(t, windows[len(windows)-1].sent.Sub(windows[0].sent), restartMinReady-time.Second,
 		"the last two wait for the first two to be back: %v", windows)
@@ -142,7 +144,7 @@ func TestRestartingResizesRespectAPodDisruptionBudget(t *testing.T) {
 	newVPA(t, ns, "kafka", vpatypes.UpdateModeInPlace, nil)
 	recommend(t, ns, "kafka", "100m", "200Mi")
 
-	windows := watchRestarts(t, ns, "kafka", pods, 4*time.Minute)
+	windows := watchRestarts(t, ns, "kafka", pods, restartMinReady, 4*time.Minute)
 	assert.Equal(t, 1, mostAtOnce(windows), "one restart at a time: %v", windows)
 	assert.GreaterOrEqual(t, windows[len(windows)-1].sent.Sub(windows[0].sent), 3*restartMinReady,
 		"four restarts one after another: %v", windows)
@@ -158,4 +160,53 @@ func assertSamePods(t *testing.T, ns, app string, before []corev1.Pod) {
 	want := uidsOf(before)
 	now := podsOf(t, ns, app)
 	assert.Equal(t, want, uidsOf(now), "same pods, same UIDs")
+}
+
+// A StatefulSet's minReadySeconds (15 s) replaces --restart-min-ready: each
+// broker restarts only once the previous one has been Ready for 15 s.
+func TestRestartingResizesWaitForStatefulSetMinReadySeconds(t *testing.T) {
+	const minReady = 15 * time.Second
+	ns := newNamespace(t, nil)
+	w := restartingWorkload("broker")
+	w.replicas = 2
+	d := w.deployment(ns)
+	d.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": env("E2E_NODE", "hollow-1")}
+	_, err := kube.AppsV1().StatefulSets(ns).Create(ctxFor(t), &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "broker"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: d.Spec.Replicas, Selector: d.Spec.Selector, Template: d.Spec.Template,
+			PodManagementPolicy: appsv1.ParallelPodManagement, MinReadySeconds: int32(minReady / time.Second),
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var pods []corev1.Pod
+	waitFor(t, eventually, "2 running brokers", func(ctx context.Context) (bool, error) {
+		pods = podsOf(t, ns, "broker")
+		if len(pods) != 2 {
+			return false, nil
+		}
+		for _, p := range pods {
+			if !ready(&p) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	mode := vpatypes.UpdateModeInPlace
+	_, err = vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Create(ctxFor(t), &vpatypes.VerticalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "broker"},
+		Spec: vpatypes.VerticalPodAutoscalerSpec{
+			TargetRef:    &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "broker"},
+			UpdatePolicy: &vpatypes.PodUpdatePolicy{UpdateMode: &mode},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	recommend(t, ns, "broker", "100m", "200Mi")
+
+	windows := watchRestarts(t, ns, "broker", pods, minReady, 3*time.Minute)
+	require.Len(t, windows, 2)
+	assert.Equal(t, 1, mostAtOnce(windows), "one broker at a time: %v", windows)
+	assert.False(t, windows[1].sent.Before(windows[0].back.Add(-time.Second)),
+		"the second broker waits until the first has been Ready for 15 s: %v", windows)
+	assertSamePods(t, ns, "broker", pods)
 }

@@ -276,10 +276,19 @@ func TestRememberedRecommendationsFollowTheVPA(t *testing.T) {
 		"a deleted VPA's results are forgotten")
 }
 
+// A key that is not a pod's, or whose pod is gone, is dropped: neither
+// retried nor acted on.
 func TestUnparsableKeyIsDropped(t *testing.T) {
 	f := newFixture(t, nil, nil, fixtureOpts{})
-	assert.NoError(t, f.ctrl.sync(f.ctx, "a/b/c"))
-	assert.NoError(t, f.ctrl.sync(f.ctx, "default/missing"))
+	f.queued()
+	before := len(f.writes())
+	for _, key := range []string{"a/b/c", "default/missing"} {
+		f.ctrl.queue.Add(key)
+		require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, "pod", f.ctrl.sync))
+		assert.Zero(t, f.ctrl.queue.NumRequeues(key), "%s is not retried", key)
+	}
+	assert.Zero(t, f.ctrl.queue.Len(), "nothing queued again")
+	assert.Len(t, f.writes(), before, "nothing written")
 }
 
 // A pod queued again before the cache has seen the resize just sent (the

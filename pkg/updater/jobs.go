@@ -259,7 +259,7 @@ func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes
 		return &jobStatus{state: JobWithheld, values: d.Target.String(), message: why}, nil
 	}
 
-	_, err := c.client.BatchV1().Jobs(job.Namespace).Patch(ctx, job.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{})
+	patched, err := c.client.BatchV1().Jobs(job.Namespace).Patch(ctx, job.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{})
 	outcome := resize.ClassifyJobPatchError(err)
 	c.metrics.jobWritten(string(outcome))
 	switch outcome {
@@ -270,7 +270,11 @@ func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes
 			"Pod template resources set to %s while suspended (VPA %s); pods created on resume get them", d.Target.String(), vpa.Name)
 		// Reported here, before markSent, which needs the Job's entry.
 		c.reportJob(job, vpa, jobStatus{state: JobTemplateUpToDate})
-		c.jobTracker.markSent(job.UID, job.ResourceVersion, now)
+		sentVersion := ""
+		if patched != nil {
+			sentVersion = patched.ResourceVersion
+		}
+		c.jobTracker.markSent(job.UID, job.ResourceVersion, sentVersion, now)
 		return nil, nil
 	case resize.OutcomeRejected:
 		r := &records.Record{Kind: records.KindJobRejected, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now(), Generation: job.Generation}

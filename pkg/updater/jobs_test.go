@@ -137,8 +137,10 @@ func TestSuspendedJobGetsTheRecommendation(t *testing.T) {
 	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.jobDecisions.WithLabelValues("Patch", "JobTemplateUpdate")), 0)
 
 	t.Run("until the cache has seen the write, the Job is not decided again", func(t *testing.T) {
+		written := f.getJob("train").ResourceVersion
 		assert.True(t, f.ctrl.jobTracker.cacheBehind("uid-train", "1", f.clock.Now()), "the version the write was decided on")
-		assert.False(t, f.ctrl.jobTracker.cacheBehind("uid-train", "2", f.clock.Now()), "a newer version")
+		assert.False(t, f.ctrl.jobTracker.cacheBehind("uid-train", written, f.clock.Now()), "the version the write made")
+		f.ctrl.jobTracker.markSent("uid-train", "1", written, f.clock.Now())
 		assert.False(t, f.ctrl.jobTracker.cacheBehind("uid-train", "1", f.clock.Now().Add(maxCacheLag)), "the cache is trusted again after a while")
 	})
 	t.Run("right-sized now: no further write, condition up to date", func(t *testing.T) {

@@ -62,11 +62,9 @@ type jobEntry struct {
 	jobStatus
 	// withheldFor is the target a withheld event was sent for.
 	withheldFor string
-	// sentFrom is the resourceVersion of the Job a write was decided on,
-	// sentAt when it was accepted: while the cache still holds that version,
-	// it has not seen the write.
-	sentFrom string
-	sentAt   time.Time
+	// stale tells which cached versions of the Job predate a write the
+	// updater made: the same rule as for pods.
+	stale *staleVersion
 }
 
 // jobTracker remembers the state of every suspended Job of an InPlace VPA,
@@ -190,13 +188,14 @@ func (t *jobTracker) withheldOnce(uid types.UID, target string) bool {
 	return true
 }
 
-// markSent remembers a write accepted for a Job decided at resourceVersion
-// fromVersion. Call it after set, which creates the entry.
-func (t *jobTracker) markSent(uid types.UID, fromVersion string, at time.Time) {
+// markSent remembers a write accepted at "at" for a Job decided at
+// resourceVersion cached, which made resourceVersion sent ("" when the API
+// server did not say). Call it after set, which creates the entry.
+func (t *jobTracker) markSent(uid types.UID, cached, sent string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e, ok := t.jobs[uid]; ok {
-		e.sentFrom, e.sentAt = fromVersion, at
+		e.stale = &staleVersion{cached: cached, sent: sent, since: at}
 	}
 }
 
@@ -208,5 +207,12 @@ func (t *jobTracker) cacheBehind(uid types.UID, version string, now time.Time) b
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.jobs[uid]
-	return ok && e.sentFrom != "" && e.sentFrom == version && now.Sub(e.sentAt) < maxCacheLag
+	if !ok || e.stale == nil {
+		return false
+	}
+	if !e.stale.predates(version) || now.Sub(e.stale.since) >= maxCacheLag {
+		e.stale = nil
+		return false
+	}
+	return true
 }
