@@ -273,7 +273,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		// Fail closed: no resize before the kill switch has been read.
 		c.synced = append(c.synced, deps.ConfigMaps.Informer().HasSynced)
 	}
-	podIndexers := cache.Indexers{ownerIndex: indexByController, customOwnerIndex: indexByCustomOwner, labelIndex: indexByLabel}
+	podIndexers := cache.Indexers{ownerIndex: indexByController, customOwnerIndex: indexByCustomOwner, labelIndex: indexByLabel, uidIndex: indexByUID}
 	if _, ok := deps.Pods.Informer().GetIndexer().GetIndexers()[cache.NamespaceIndex]; !ok {
 		podIndexers[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
 	}
@@ -299,7 +299,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		c.jobs = deps.Jobs.Lister()
 		c.jobIdx = deps.Jobs.Informer().GetIndexer()
 		c.synced = append(c.synced, deps.Jobs.Informer().HasSynced)
-		if err := deps.Jobs.Informer().AddIndexers(cache.Indexers{jobCronJobIndex: indexJobByCronJob}); err != nil {
+		if err := deps.Jobs.Informer().AddIndexers(cache.Indexers{jobCronJobIndex: indexJobByCronJob, uidIndex: indexByUID}); err != nil {
 			return nil, fmt.Errorf("adding Job index: %w", err)
 		}
 		if _, err := deps.Jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{

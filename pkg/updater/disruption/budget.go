@@ -71,6 +71,8 @@ type reservation struct {
 	// status cannot have counted this disruption.
 	pdbVersions map[types.UID]string
 	minReady    time.Duration
+	// taken is when the reservation was taken.
+	taken time.Time
 	// ready is whether the pod was Ready when last observed; readySince
 	// when it became Ready again after its restart (zero: not yet back).
 	ready      bool
@@ -119,7 +121,7 @@ func (b *Budget) Reserve(req Request) Verdict {
 	}
 	b.reserved[uid] = &reservation{
 		workload: req.Workload, ns: req.Pod.Namespace, labels: labels.Set(req.Pod.Labels),
-		pdbVersions: versions, minReady: req.MinReady, ready: podReady(req.Pod),
+		pdbVersions: versions, minReady: req.MinReady, ready: podReady(req.Pod), taken: b.clock.Now(),
 	}
 	return Verdict{Allowed: true}
 }
@@ -206,6 +208,12 @@ func (b *Budget) Observe(pod *corev1.Pod) (ended bool, after time.Duration) {
 	}
 	if r.readySince.IsZero() {
 		r.readySince = readySince(pod, now)
+		if r.readySince.Before(r.taken) {
+			// Ready since before the resize: the restart was too quick for
+			// the Ready condition to show it (a kubelet reports the
+			// restart, not always the blink). Counted from now.
+			r.readySince = now
+		}
 	}
 	if wait := r.readySince.Add(r.minReady).Sub(now); wait > 0 {
 		return false, wait

@@ -169,6 +169,24 @@ func TestReservationHeldUntilReadyForMinReady(t *testing.T) {
 	assert.False(t, b.Held(p.UID))
 }
 
+// A restart too quick for the Ready condition to turn False leaves its
+// lastTransitionTime before the resize: minReady counts from when the pod is
+// seen back.
+func TestReservationOfAPodThatNeverShowedNotReady(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	b := New(0.5, clk)
+	p := pod("p", true)
+	p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(-time.Hour))
+	require.True(t, b.Reserve(Request{Pod: p, MinReady: 10 * time.Second}).Allowed)
+	clk.Step(time.Second)
+	ended, after := b.Observe(p)
+	assert.False(t, ended)
+	assert.Equal(t, 10*time.Second, after)
+	clk.Step(10 * time.Second)
+	ended, _ = b.Observe(p)
+	assert.True(t, ended)
+}
+
 func TestReleaseGivesTheReservationBack(t *testing.T) {
 	b := New(0, clocktesting.NewFakeClock(t0))
 	siblings := pods(true, true)
