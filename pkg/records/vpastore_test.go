@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -530,4 +531,49 @@ func TestVPAStoreNewLeaderWithALaggingCacheRemovesADeletedRecord(t *testing.T) {
 	require.True(t, held)
 	second.Delete("pod-a")
 	require.Eventually(t, func() bool { return f.annotation("web") == "" }, wait, tick)
+}
+
+// Workers put and delete records of several VPAs' pods while the store
+// writes: once they stop, each VPA carries exactly the records held. A
+// write that read the records, then lost a change made before its patch
+// returned, would leave a VPA behind.
+func TestVPAStoreConcurrentWorkersEndWithTheRecordsHeld(t *testing.T) {
+	names := []string{"web", "db", "cache"}
+	var vpas []*vpatypes.VerticalPodAutoscaler
+	for _, n := range names {
+		vpas = append(vpas, vpa(n))
+	}
+	f := newStoreFixture(t, vpas...)
+	s, _ := f.start(VPAStoreConfig{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				name := names[(w+i)%len(names)]
+				owner := Owner{Namespace: "default", Name: name, UID: types.UID("uid-" + name)}
+				uid := types.UID(fmt.Sprintf("pod-%d-%d", w, i%5))
+				if i%3 == 2 {
+					s.Delete(uid)
+					continue
+				}
+				s.Put(owner, uid, rec(KindNodeCapacity, fmt.Sprintf("%dm", 1000+i), "no room", t0.Add(time.Duration(i)*time.Second)))
+			}
+		})
+	}
+	wg.Wait()
+	for _, n := range names {
+		want := s.mem.byOwner(Owner{Namespace: "default", Name: n}.Key())
+		require.Eventually(t, func() bool {
+			got := f.records(n)
+			if len(got) != len(want) {
+				return false
+			}
+			for uid, r := range want {
+				if g, ok := got[uid]; !ok || g.Compare(r.Attempted) != Same {
+					return false
+				}
+			}
+			return true
+		}, wait, tick, "VPA %s carries the records held", n)
+	}
 }
