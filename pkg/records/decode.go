@@ -233,6 +233,10 @@ func parseAttempt(a rawAttempt) (*Record, DropReason) {
 	return &Record{Kind: a.Kind, Attempted: attempted, Message: msg}, ""
 }
 
+// parseQuantity parses a quantity that quantity.Check has passed. A
+// variable, so that the fuzz test can check what each decode parses.
+var parseQuantity = resource.ParseQuantity
+
 // parseList parses a requests or limits list of cpu and memory only.
 func parseList(raw map[string]string) (corev1.ResourceList, int, bool) {
 	if len(raw) == 0 {
@@ -249,7 +253,7 @@ func parseList(raw map[string]string) (corev1.ResourceList, int, bool) {
 		if quantity.Check(s) != nil {
 			return nil, 0, false
 		}
-		q, err := resource.ParseQuantity(s)
+		q, err := parseQuantity(s)
 		if err != nil {
 			return nil, 0, false
 		}

@@ -49,7 +49,9 @@ func (p pagedVPAs) List(ctx context.Context, opts metav1.ListOptions) (*vpatypes
 
 type pagedGetter struct{ p pagedVPAs }
 
-func (g pagedGetter) VerticalPodAutoscalers(string) vpaclient.VerticalPodAutoscalerInterface { return g.p }
+func (g pagedGetter) VerticalPodAutoscalers(string) vpaclient.VerticalPodAutoscalerInterface {
+	return g.p
+}
 
 func emptyLister() vpalisters.VerticalPodAutoscalerLister {
 	return vpalisters.NewVerticalPodAutoscalerLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
