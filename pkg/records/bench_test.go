@@ -67,20 +67,25 @@ func realisticVPAs(b *testing.B, vpas, pods int) *vpatypes.VerticalPodAutoscaler
 }
 
 // BenchmarkLoad prints the time of one Load and the heap the loaded records
-// hold (heap-MiB), for 1,000 VPAs of 10 pods each and for one VPA of 10,000
+// hold (heap-MiB), for 1,000 VPAs of 10 pods each, for one VPA of 10,000
 // pods, whose annotation holds what fits in DefaultMaxAnnotationBytes
-// (records-kept).
+// (records-kept), and for 1,000 VPAs whose full annotations name no pod of
+// theirs.
 func BenchmarkLoad(b *testing.B) {
 	for _, bc := range []struct {
 		name       string
 		vpas, pods int
+		owned      bool
 	}{
-		{"vpas=1000,pods=10", 1000, 10},
-		{"vpas=1,pods=10000", 1, 10000},
+		{"vpas=1000,pods=10", 1000, 10, true},
+		{"vpas=1,pods=10000", 1, 10000, true},
+		// Finding 2 of issue #26: every VPA's annotation full of UIDs that
+		// are no pod of it.
+		{"vpas=1000,full-annotations-of-made-up-uids", 1000, 2000, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			list := realisticVPAs(b, bc.vpas, bc.pods)
-			owns := func(Owner, types.UID) bool { return true }
+			owns := func(Owner, types.UID) bool { return bc.owned }
 			lister := vpalisters.NewVerticalPodAutoscalerLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 			ctx := klog.NewContext(context.Background(), klog.Background().V(1))
 			var heap float64
