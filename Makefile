@@ -22,7 +22,7 @@ build: ## Build both binaries into _output/bin.
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: ## Run unit tests (with the race detector) and a short fuzz run of the webhook decoder.
+test: ## Run unit tests (with the race detector) and short fuzz runs of the webhook and records decoders.
 	hack/test.sh
 
 .PHONY: verify
@@ -34,7 +34,7 @@ verify: ## Check formatting, go vet and go.mod tidiness.
 FUZZTIME ?= 5m
 
 .PHONY: fuzz
-fuzz: ## Fuzz the admission webhook's request decoding and handling for FUZZTIME (default 5m).
+fuzz: ## Fuzz the webhook's request handling and the records decoder, FUZZTIME each (default 5m).
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 ##@ Deploy

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Longer fuzz run of the admission webhook's request decoding and handling.
-# A failing input is written to pkg/admission/testdata/fuzz/ and replayed by
+# Longer fuzz runs of the admission webhook's request decoding and handling,
+# and of the records decoder (annotations on VPAs, untrusted input). A
+# failing input is written to the package's testdata/fuzz/ and replayed by
 # every later `go test` of the package.
-#   FUZZTIME  how long the fuzz target runs (default 5m)
+#   FUZZTIME  how long each fuzz target runs (default 5m)
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 
 go test -run '^$' -fuzz '^FuzzHandleAdmissionReview$' -fuzztime "${FUZZTIME:-5m}" ./pkg/admission/
+go test -run '^$' -fuzz '^FuzzDecodeAnnotation$' -fuzztime "${FUZZTIME:-5m}" ./pkg/records/

@@ -1,8 +1,6 @@
 package records
 
 import (
-	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
-
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -11,6 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 )
 
 // AnnotationKey is the VPA annotation holding the infeasible and invalid
@@ -143,26 +143,6 @@ func buildAnnotation(records map[types.UID]*Record, uids []types.UID) (string, e
 // attemptKey identifies what a record says, apart from its pod and time.
 func attemptKey(r *Record) string {
 	return string(r.Kind) + "\x00" + r.Attempted.String() + "\x00" + truncate(r.Message, maxMessageBytes)
-}
-
-// DecodeAnnotation reads the records of an annotation value.
-func DecodeAnnotation(value string) (map[types.UID]*Record, error) {
-	var doc annotationDoc
-	if err := json.Unmarshal([]byte(value), &doc); err != nil {
-		return nil, fmt.Errorf("decoding records: %w", err)
-	}
-	if doc.Version != annotationVersion {
-		return nil, fmt.Errorf("decoding records: unknown version %d", doc.Version)
-	}
-	out := make(map[types.UID]*Record, len(doc.Pods))
-	for uid, e := range doc.Pods {
-		if e.Attempt < 0 || e.Attempt >= len(doc.Attempts) {
-			return nil, fmt.Errorf("decoding records: pod %s refers to attempt %d of %d", uid, e.Attempt, len(doc.Attempts))
-		}
-		a := doc.Attempts[e.Attempt]
-		out[uid] = &Record{Kind: a.Kind, Attempted: a.Resources, Message: a.Message, RecordedAt: e.RecordedAt.Time, Generation: e.Generation}
-	}
-	return out, nil
 }
 
 // truncate cuts s to at most n bytes, on a character boundary.

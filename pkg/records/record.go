@@ -15,8 +15,6 @@
 package records
 
 import (
-	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
-
 	"context"
 	"sort"
 	"sync"
@@ -25,6 +23,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 )
 
 // Kind says why an attempt was recorded.
@@ -184,6 +184,10 @@ type Store interface {
 	// Load reads the records kept durably, replacing what is held. It is
 	// called once, before any decision is taken.
 	Load(ctx context.Context) error
+	// Loaded is nil once the last Load has succeeded; before a Load has
+	// ended, and while one runs, an error saying so; after a failed Load,
+	// its error. Readiness reflects it.
+	Loaded() error
 	// Run writes changed records durably until ctx is cancelled. It returns
 	// at once when the store keeps nothing durably.
 	Run(ctx context.Context)
@@ -315,6 +319,9 @@ func (s *InMemoryStore) Len() int {
 
 // Load implements Store: a InMemoryStore keeps nothing durably.
 func (s *InMemoryStore) Load(context.Context) error { return nil }
+
+// Loaded implements Store: a InMemoryStore has nothing to load.
+func (s *InMemoryStore) Loaded() error { return nil }
 
 // Run implements Store: a InMemoryStore writes nothing.
 func (s *InMemoryStore) Run(context.Context) {}

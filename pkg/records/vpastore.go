@@ -3,7 +3,9 @@ package records
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,23 +38,26 @@ import (
 // write is retried with backoff (500 ms to 5 min) while the records stay in
 // memory; nothing is dropped except for a VPA that no longer exists.
 type VPAStore struct {
-	mem       *InMemoryStore
-	client    vpaclient.VerticalPodAutoscalersGetter
-	lister    vpalisters.VerticalPodAutoscalerLister
-	namespace string
-	key       string
-	maxBytes  int
-	queue     workqueue.TypedRateLimitingInterface[string]
+	mem    *InMemoryStore
+	client vpaclient.VerticalPodAutoscalersGetter
+	lister vpalisters.VerticalPodAutoscalerLister
+	cfg    VPAStoreConfig
+	key    string
+	queue  workqueue.TypedRateLimitingInterface[string]
 
 	mu sync.Mutex
 	// owners holds the UID of each VPA records were put for: writes carry it,
 	// so that a record never lands on a new VPA of the same name.
 	owners map[string]types.UID
-	// written holds the value this store last wrote to each VPA. It is
-	// what the VPA carries even while the cache still shows an older
-	// value: a record put and deleted before the cache saw it written must
-	// still be removed from the annotation.
+	// written holds the value this store last wrote to each VPA, or read
+	// from it by Load. It is what the VPA carries even while the cache
+	// still shows an older value: a record put and deleted before the
+	// cache saw it written must still be removed from the annotation, and
+	// so must a record a new leader loaded and deleted before its cache
+	// saw the previous leader's last write.
 	written map[string]string
+	// loadErr is what Loaded returns.
+	loadErr error
 }
 
 var _ Store = (*VPAStore)(nil)
@@ -66,7 +71,27 @@ type VPAStoreConfig struct {
 	MaxBytes int
 	// AnnotationKey is the annotation written; empty means AnnotationKey.
 	AnnotationKey string
+	// Owns tells whether uid is a live pod or Job whose VPA is owner (same
+	// namespace, name and UID). Load keeps a record only when it does, so
+	// that a VPA cannot hold records for another VPA's pods (another
+	// tenant's). It is called after the caches have synced, before any
+	// worker starts, from one goroutine, once per record read; it must not
+	// call the API server. Nil keeps every well-formed record (tests, dry
+	// run).
+	Owns func(owner Owner, uid types.UID) bool
+	// Metrics counts dropped records and failed writes; nil counts nothing.
+	Metrics *Metrics
+	// LoadTimeout bounds Load; 0 means DefaultLoadTimeout.
+	LoadTimeout time.Duration
+	// Now is the clock records' times are checked against: a record more
+	// than FutureSkew ahead of it is dropped. Nil checks no time (tests
+	// whose clock is not the wall clock); the updater passes its clock.
+	Now func() time.Time
 }
+
+// DefaultLoadTimeout bounds Load: listing every VPA, in pages, and decoding
+// their annotations (each in bounded time).
+const DefaultLoadTimeout = time.Minute
 
 // NewVPAStore returns an empty store writing through client and reading the
 // VPAs' current annotations from lister.
@@ -77,23 +102,26 @@ func NewVPAStore(client vpaclient.VerticalPodAutoscalersGetter, lister vpalister
 	if cfg.AnnotationKey == "" {
 		cfg.AnnotationKey = AnnotationKey
 	}
+	if cfg.LoadTimeout <= 0 {
+		cfg.LoadTimeout = DefaultLoadTimeout
+	}
 	queueName := "vpa-inplace-records"
 	if cfg.AnnotationKey != AnnotationKey {
 		queueName += ":" + cfg.AnnotationKey
 	}
 	return &VPAStore{
-		mem:       NewInMemoryStore(),
-		client:    client,
-		lister:    lister,
-		namespace: cfg.Namespace,
-		key:       cfg.AnnotationKey,
-		maxBytes:  cfg.MaxBytes,
+		mem:    NewInMemoryStore(),
+		client: client,
+		lister: lister,
+		cfg:    cfg,
+		key:    cfg.AnnotationKey,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: queueName},
 		),
 		owners:  map[string]types.UID{},
 		written: map[string]string{},
+		loadErr: ErrNotLoaded,
 	}
 }
 
@@ -148,44 +176,129 @@ func (s *VPAStore) ForgetOwner(owner Owner) int {
 
 // Load implements Store: it lists the VPAs from the API server (a
 // consistent read, not a cache that may lag behind the previous leader's
-// last writes) and holds the records of every annotation. An annotation that
-// cannot be read is skipped and rewritten at the next change of its VPA.
+// last writes) and holds the records of every annotation. The annotations
+// are untrusted input (anyone who may edit a VPA may edit them):
+// DecodeAnnotation bounds the work each costs and drops malformed records,
+// and a record is only kept when cfg.Owns says its UID is a live pod or Job
+// of the VPA carrying it. An annotation that cannot be read, or of which
+// records were dropped, is rewritten with the records kept.
+//
+// Load lists in pages and gives up after cfg.LoadTimeout: a slow API server
+// or one large VPA never holds the updater longer. Loaded tells how far it
+// got.
 func (s *VPAStore) Load(ctx context.Context) error {
+	s.setLoaded(ErrNotLoaded)
+	err := s.load(ctx)
+	s.setLoaded(err)
+	return err
+}
+
+// ErrNotLoaded is what Loaded returns before a Load has ended, and while
+// one runs.
+var ErrNotLoaded = errors.New("records not loaded yet")
+
+// Loaded implements Store: nil once the last Load has succeeded,
+// ErrNotLoaded before and while a Load runs, the error of the last Load if
+// it failed (then the records held are those of the last Load that
+// succeeded, if any).
+func (s *VPAStore) Loaded() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.loadErr
+}
+
+func (s *VPAStore) setLoaded(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loadErr = err
+}
+
+func (s *VPAStore) load(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	list, err := s.client.VerticalPodAutoscalers(s.namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("listing VPAs to load the records of %s: %w", s.key, err)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.LoadTimeout)
+	defer cancel()
+	var now time.Time
+	if s.cfg.Now != nil {
+		now = s.cfg.Now()
 	}
 	loaded := map[types.UID]entry{}
 	owners := map[string]types.UID{}
-	for i := range list.Items {
-		vpa := &list.Items[i]
-		value, ok := vpa.Annotations[s.key]
-		if !ok {
-			continue
-		}
-		records, err := DecodeAnnotation(value)
+	written := map[string]string{}
+	rewrite := map[string]bool{}
+	vpas, dropped := 0, 0
+	opts := metav1.ListOptions{Limit: loadPageSize}
+	for {
+		list, err := s.client.VerticalPodAutoscalers(s.cfg.Namespace).List(ctx, opts)
 		if err != nil {
-			logger.Error(err, "Ignoring unreadable records", "vpa", klog.KObj(vpa), "annotation", s.key)
-			continue
+			return fmt.Errorf("listing VPAs to load the records of %s: %w", s.key, err)
 		}
-		key := Owner{Namespace: vpa.Namespace, Name: vpa.Name}.Key()
-		owners[key] = vpa.UID
-		for uid, r := range records {
-			// A pod that moved between VPAs: its newest record wins.
-			if prev, ok := loaded[uid]; ok && !r.RecordedAt.After(prev.rec.RecordedAt) {
+		for i := range list.Items {
+			vpa := &list.Items[i]
+			vpas++
+			key := Owner{Namespace: vpa.Namespace, Name: vpa.Name}.Key()
+			value, ok := vpa.Annotations[s.key]
+			if !ok {
+				written[key] = ""
 				continue
 			}
-			loaded[uid] = entry{owner: key, rec: r}
+			// What the VPA carries, as of this consistent read: a write
+			// compares with it, not with a cache that may lag.
+			written[key] = value
+			owners[key] = vpa.UID
+			d := s.decode(vpa.Namespace, vpa.Name, vpa.UID, value, now)
+			if n := d.DroppedTotal(); n > 0 {
+				dropped += n
+				rewrite[key] = true
+				for reason, c := range d.Dropped {
+					s.cfg.Metrics.recordsDropped(s.key, reason, c)
+				}
+				logger.Info("Dropped records of a VPA annotation", "vpa", klog.KObj(vpa), "annotation", s.key,
+					"dropped", d.Dropped, "kept", len(d.Records))
+			}
+			for uid, r := range d.Records {
+				// A pod that moved between VPAs: its newest record wins,
+				// and the other VPA's annotation is rewritten without it.
+				if prev, ok := loaded[uid]; ok {
+					if !r.RecordedAt.After(prev.rec.RecordedAt) {
+						rewrite[key] = true
+						continue
+					}
+					rewrite[prev.owner] = true
+				}
+				loaded[uid] = entry{owner: key, rec: r}
+			}
 		}
+		if list.Continue == "" {
+			break
+		}
+		opts.Continue = list.Continue
 	}
 	s.mem.replace(loaded)
 	s.mu.Lock()
 	s.owners = owners
-	s.written = map[string]string{}
+	s.written = written
 	s.mu.Unlock()
-	logger.Info("Loaded records", "annotation", s.key, "records", len(loaded), "vpas", len(owners))
+	for key := range rewrite {
+		s.queue.Add(key)
+	}
+	logger.Info("Loaded records", "annotation", s.key, "records", len(loaded), "vpas", vpas, "dropped", dropped, "rewritten", len(rewrite))
 	return nil
+}
+
+// loadPageSize is the number of VPAs Load asks for at once: the largest
+// page holds loadPageSize annotations of at most 256 KiB.
+const loadPageSize = 100
+
+// decode reads one VPA's annotation, keeping the records of the UIDs the
+// VPA owns.
+func (s *VPAStore) decode(namespace, name string, vpaUID types.UID, value string, now time.Time) Decoded {
+	owner := Owner{Namespace: namespace, Name: name, UID: vpaUID}
+	opts := DecodeOptions{MaxBytes: s.cfg.MaxBytes, Now: now}
+	if s.cfg.Owns != nil {
+		opts.Keep = func(uid types.UID) bool { return s.cfg.Owns(owner, uid) }
+	}
+	d, _ := DecodeAnnotation(value, opts)
+	return d
 }
 
 // Run implements Store: it writes the annotations of VPAs whose records
@@ -228,7 +341,7 @@ func (s *VPAStore) write(ctx context.Context, key string) error {
 		return nil
 	}
 	records := s.mem.byOwner(key)
-	value, left, err := EncodeAnnotation(records, s.maxBytes)
+	value, left, err := EncodeAnnotation(records, s.cfg.MaxBytes)
 	if err != nil {
 		return err
 	}
@@ -275,20 +388,70 @@ func (s *VPAStore) write(ctx context.Context, key string) error {
 		logger.V(4).Info("Wrote records", "vpa", key, "annotation", s.key, "records", len(records)-len(left), "bytes", len(value))
 		if len(left) > 0 {
 			logger.Info("Records left out of the VPA annotation to keep it small; they are held in memory only",
-				"vpa", key, "annotation", s.key, "leftOut", len(left), "maxBytes", s.maxBytes)
+				"vpa", key, "annotation", s.key, "leftOut", len(left), "maxBytes", s.cfg.MaxBytes)
 		}
 		return nil
-	case apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsConflict(err):
+	case gone(err):
 		// Gone, or replaced by a new VPA of the same name (the UID in the
-		// patch no longer matches: 422, or 409 as a failed precondition):
-		// the records have nowhere to go.
+		// patch no longer matches): the records have nowhere to go.
 		s.mu.Lock()
 		delete(s.written, key)
 		s.mu.Unlock()
 		logger.V(2).Info("VPA gone; its records are held in memory only", "vpa", key, "annotation", s.key, "err", err)
 		return nil
 	default:
+		s.cfg.Metrics.writeFailed(s.key, writeFailure(err))
 		return fmt.Errorf("patching VPA %s: %w", key, err)
+	}
+}
+
+// gone tells whether a failed patch says that the VPA the records belong to
+// no longer exists: 404, or a UID that no longer matches (a new VPA of the
+// same name), which the API server answers with 409 "Precondition failed:
+// UID in precondition" or 422 on metadata.uid. Any other 409 or 422 (all
+// annotations together over 256 KiB, a webhook refusing the VPA) is a
+// failure, retried.
+func gone(err error) bool {
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	st := status.Status()
+	switch {
+	case apierrors.IsConflict(err):
+		return strings.Contains(st.Message, "UID in precondition")
+	case apierrors.IsInvalid(err) && st.Details != nil:
+		for _, c := range st.Details.Causes {
+			if c.Field == "metadata.uid" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeFailure is the reason label of a failed write.
+func writeFailure(err error) string {
+	switch {
+	case apierrors.IsInvalid(err):
+		var status apierrors.APIStatus
+		if errors.As(err, &status) && status.Status().Details != nil {
+			for _, c := range status.Status().Details.Causes {
+				if strings.HasPrefix(c.Field, "metadata.annotations") {
+					return WriteTooLarge
+				}
+			}
+		}
+		return WriteInvalid
+	case apierrors.IsConflict(err):
+		return WriteConflict
+	case apierrors.IsForbidden(err):
+		return WriteForbidden
+	default:
+		return WriteOther
 	}
 }
 

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -94,7 +98,7 @@ func (f *storeFixture) records(name string) map[types.UID]*Record {
 	if value == "" {
 		return nil
 	}
-	r, err := DecodeAnnotation(value)
+	r, err := decode(value)
 	require.NoError(f.t, err)
 	return r
 }
@@ -212,26 +216,36 @@ func TestVPAStoreSurvivesRestartAndLeaderChange(t *testing.T) {
 
 func TestVPAStoreWriteErrors(t *testing.T) {
 	gr := schema.GroupResource{Group: "autoscaling.k8s.io", Resource: "verticalpodautoscalers"}
+	gk := schema.GroupKind{Group: gr.Group, Kind: "VerticalPodAutoscaler"}
 	tests := []struct {
-		name      string
-		err       error
-		times     int
-		written   bool
-		wantCalls int
+		name        string
+		err         error
+		times       int
+		written     bool
+		wantCalls   int
+		wantFailure string // reason counted per failed write
 	}{
-		{"server error: retried until written", apierrors.NewInternalError(errors.New("etcd leader changed")), 2, true, 3},
-		{"throttled: retried until written", apierrors.NewTooManyRequests("slow down", 0), 1, true, 2},
-		{"connection error: retried until written", fmt.Errorf("dial: %w", context.DeadlineExceeded), 1, true, 2},
-		{"VPA gone: not retried", apierrors.NewNotFound(gr, "web"), 100, false, 1},
-		{"another VPA of the same name (uid refused): not retried", apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "VerticalPodAutoscaler"}, "web",
-			field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), "uid-web", "field is immutable")}), 100, false, 1},
-		{"uid precondition failed: not retried", apierrors.NewConflict(gr, "web", errors.New("Precondition failed: UID in precondition")), 100, false, 1},
+		{"server error: retried until written", apierrors.NewInternalError(errors.New("etcd leader changed")), 2, true, 3, WriteOther},
+		{"throttled: retried until written", apierrors.NewTooManyRequests("slow down", 0), 1, true, 2, WriteOther},
+		{"connection error: retried until written", fmt.Errorf("dial: %w", context.DeadlineExceeded), 1, true, 2, WriteOther},
+		{"annotations too large: retried until written", apierrors.NewInvalid(gk, "web",
+			field.ErrorList{field.TooLong(field.NewPath("metadata", "annotations"), "", 262144)}), 2, true, 3, WriteTooLarge},
+		{"refused by a webhook: retried until written", apierrors.NewInvalid(gk, "web",
+			field.ErrorList{field.Invalid(field.NewPath("spec", "resourcePolicy"), "0.1Gi", "not allowed")}), 1, true, 2, WriteInvalid},
+		{"conflict: retried until written", apierrors.NewConflict(gr, "web", errors.New("the object has been modified")), 1, true, 2, WriteConflict},
+		{"forbidden: retried until written", apierrors.NewForbidden(gr, "web", errors.New("denied by policy")), 1, true, 2, WriteForbidden},
+		{"VPA gone: not retried", apierrors.NewNotFound(gr, "web"), 100, false, 1, ""},
+		{"another VPA of the same name (uid refused): not retried", apierrors.NewInvalid(gk, "web",
+			field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), "uid-web", "field is immutable")}), 100, false, 1, ""},
+		{"uid precondition failed: not retried", apierrors.NewConflict(gr, "web", errors.New("Precondition failed: UID in precondition: uid-web, UID in object meta: uid-new")), 100, false, 1, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newStoreFixture(t, vpa("web"))
 			f.failPatches(tc.times, tc.err)
-			s, _ := f.start(VPAStoreConfig{})
+			m, err := NewMetrics(prometheus.NewRegistry())
+			require.NoError(t, err)
+			s, _ := f.start(VPAStoreConfig{Metrics: m})
 			s.Put(webVPA, "pod-a", rec(KindNodeCapacity, "8", "no room", t0))
 			if tc.written {
 				require.Eventually(t, func() bool { return len(f.records("web")) == 1 }, wait, tick)
@@ -242,6 +256,12 @@ func TestVPAStoreWriteErrors(t *testing.T) {
 			assert.Len(t, f.patches(), tc.wantCalls)
 			_, held := s.Get("pod-a")
 			assert.True(t, held, "the record is held in memory whatever the write did")
+			if tc.wantFailure != "" {
+				assert.InDelta(t, tc.times, testutil.ToFloat64(m.failures.WithLabelValues(AnnotationKey, tc.wantFailure)), 0)
+			}
+			if !tc.written {
+				assert.Zero(t, testutil.CollectAndCount(m.failures), "gone is no failure")
+			}
 		})
 	}
 }
@@ -357,11 +377,11 @@ func TestTwoStoresShareAVPAThroughTheirOwnAnnotations(t *testing.T) {
 		a := get().Annotations
 		return a[AnnotationKey] != "" && a[MemoryAnnotationKey] != ""
 	}, wait, tick)
-	memory, err := DecodeAnnotation(get().Annotations[MemoryAnnotationKey])
+	memory, err := decode(get().Annotations[MemoryAnnotationKey])
 	require.NoError(t, err)
 	require.Contains(t, memory, types.UID("pod-a"))
 	assert.Equal(t, KindMemoryLimitRefused, memory["pod-a"].Kind)
-	infeasibleOnes, err := DecodeAnnotation(get().Annotations[AnnotationKey])
+	infeasibleOnes, err := decode(get().Annotations[AnnotationKey])
 	require.NoError(t, err)
 	assert.Equal(t, KindNodeCapacity, infeasibleOnes["pod-a"].Kind, "neither overwrites the other")
 
@@ -380,4 +400,180 @@ func TestTwoStoresShareAVPAThroughTheirOwnAnnotations(t *testing.T) {
 	assert.True(t, reloaded.Delete("pod-a"))
 	require.Eventually(t, func() bool { _, has := get().Annotations[MemoryAnnotationKey]; return !has }, wait, tick)
 	assert.NotEmpty(t, get().Annotations[AnnotationKey])
+}
+
+// owns is a fake VPAStoreConfig.Owns: UIDs by VPA key.
+func owns(byVPA map[string][]types.UID) func(Owner, types.UID) bool {
+	return func(o Owner, uid types.UID) bool {
+		for _, u := range byVPA[o.Key()] {
+			if u == uid {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func annotatedIn(namespace, name, value string) *vpatypes.VerticalPodAutoscaler {
+	v := vpa(name)
+	v.Namespace = namespace
+	v.UID = types.UID("uid-" + namespace + "-" + name)
+	v.Annotations = map[string]string{AnnotationKey: value}
+	return v
+}
+
+// The review's cross-tenant case: a VPA in tenant-a, in mode Off, carries a
+// record for the UID of default/p, recorded in 2099 with empty resources.
+func TestVPAStoreLoadKeepsOnlyRecordsOfTheVPAsOwnPods(t *testing.T) {
+	const victim = "5f0d8a62-7d7e-4b39-a0c4-1d1f3c6b9e01"
+	hostile := `{"version":1,"attempts":[{"kind":"Infeasible","resources":{}}],"pods":{"` + victim + `":{"attempt":0,"recordedAt":"2099-01-01T00:00:00Z"}}}`
+	forged := annotatedIn("tenant-a", "forged", doc(goodAttempt, `"`+victim+`":{"attempt":0,"recordedAt":"2026-05-01T10:00:00Z"}`))
+	own := annotated("web", map[types.UID]*Record{victim: rec(KindNodeCapacity, "8", "no room", t0)})
+	tests := []struct {
+		name     string
+		vpas     []*vpatypes.VerticalPodAutoscaler
+		wantHeld bool
+		want     map[DropReason]int
+	}{
+		{"hostile record on another tenant's VPA", []*vpatypes.VerticalPodAutoscaler{annotatedIn("tenant-a", "evil", hostile)}, false,
+			map[DropReason]int{DropFuture: 1}},
+		{"well-formed record on a VPA that does not own the pod", []*vpatypes.VerticalPodAutoscaler{forged}, false,
+			map[DropReason]int{DropNotOwned: 1}},
+		{"the record on the pod's own VPA is kept, the forged one dropped", []*vpatypes.VerticalPodAutoscaler{own, forged.DeepCopy()}, true,
+			map[DropReason]int{DropNotOwned: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newStoreFixture(t, tc.vpas...)
+			registry := prometheus.NewRegistry()
+			m, err := NewMetrics(registry)
+			require.NoError(t, err)
+			s, _ := f.start(VPAStoreConfig{Owns: owns(map[string][]types.UID{"default/web": {victim}}), Metrics: m, Now: func() time.Time { return t0 }})
+			r, held := s.Get(victim)
+			require.Equal(t, tc.wantHeld, held)
+			if held {
+				assert.Equal(t, "no room", r.Message, "the pod's own record, not the forged one")
+			}
+			for reason, n := range tc.want {
+				assert.InDelta(t, n, testutil.ToFloat64(m.dropped.WithLabelValues(AnnotationKey, string(reason))), 0)
+			}
+			// The other tenant's annotation is rewritten without the record.
+			for _, v := range tc.vpas {
+				if v.Namespace == "tenant-a" {
+					require.Eventually(t, func() bool {
+						got, err := f.client.AutoscalingV1().VerticalPodAutoscalers(v.Namespace).Get(context.Background(), v.Name, metav1.GetOptions{})
+						require.NoError(t, err)
+						_, has := got.Annotations[AnnotationKey]
+						return !has
+					}, wait, tick)
+				}
+			}
+		})
+	}
+}
+
+func TestVPAStoreLoadReadsEveryOtherVPAPastHostileOnes(t *testing.T) {
+	var vpas []*vpatypes.VerticalPodAutoscaler
+	huge := make([]string, 10)
+	for i := range huge {
+		huge[i] = fmt.Sprintf(`{"kind":"Infeasible","resources":{"c%d":{"requests":{"cpu":"1e-99999999"}}}}`, i)
+	}
+	vpas = append(vpas,
+		annotatedIn("tenant-a", "exponents", doc(strings.Join(huge, ","), `"a":{"attempt":0},"b":{"attempt":9}`)),
+		annotatedIn("tenant-a", "oversized", doc(goodAttempt, `"c":{"attempt":0,"pad":"`+strings.Repeat("x", DefaultMaxAnnotationBytes)+`"}`)),
+		annotatedIn("tenant-a", "garbage", "\x00{{{"),
+	)
+	for i := range 20 {
+		vpas = append(vpas, annotated(fmt.Sprintf("ok-%d", i), map[types.UID]*Record{types.UID(fmt.Sprintf("pod-%d", i)): rec(KindNodeCapacity, "8", "no room", t0)}))
+	}
+	f := newStoreFixture(t, vpas...)
+	s := NewVPAStore(f.client.AutoscalingV1(), f.lister, VPAStoreConfig{})
+	require.ErrorIs(t, s.Loaded(), ErrNotLoaded, "not ready before Load")
+	require.NoError(t, s.Load(f.ctx))
+	require.NoError(t, s.Loaded())
+	assert.Equal(t, 20, s.Len())
+}
+
+func TestVPAStoreLoadedReflectsAFailedLoad(t *testing.T) {
+	f := newStoreFixture(t, vpa("web"))
+	fail := true
+	f.client.PrependReactor("list", "verticalpodautoscalers", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if fail {
+			return true, nil, apierrors.NewServiceUnavailable("apiserver starting")
+		}
+		return false, nil, nil
+	})
+	s := NewVPAStore(f.client.AutoscalingV1(), f.lister, VPAStoreConfig{})
+	require.Error(t, s.Load(f.ctx))
+	assert.ErrorContains(t, s.Loaded(), "apiserver starting")
+	fail = false
+	require.NoError(t, s.Load(f.ctx))
+	assert.NoError(t, s.Loaded())
+}
+
+// A new leader whose cache has not seen the previous leader's last write
+// (the worst case: it never does). Its Load read that write from the API
+// server; deleting the record must remove it from the VPA.
+func TestVPAStoreNewLeaderWithALaggingCacheRemovesADeletedRecord(t *testing.T) {
+	f := newStoreFixture(t, vpa("web"))
+	first, stopFirst := f.start(VPAStoreConfig{})
+	first.Put(webVPA, "pod-a", rec(KindNodeCapacity, "8", "no room", t0))
+	require.Eventually(t, func() bool { return len(f.records("web")) == 1 }, wait, tick)
+	stopFirst()
+
+	// The new leader's cache still shows the VPA as it was before the write.
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, indexer.Add(vpa("web")))
+	second := NewVPAStore(f.client.AutoscalingV1(), vpalisters.NewVerticalPodAutoscalerLister(indexer), VPAStoreConfig{})
+	require.NoError(t, second.Load(f.ctx))
+	go second.Run(f.ctx)
+	_, held := second.Get("pod-a")
+	require.True(t, held)
+	second.Delete("pod-a")
+	require.Eventually(t, func() bool { return f.annotation("web") == "" }, wait, tick)
+}
+
+// Workers put and delete records of several VPAs' pods while the store
+// writes: once they stop, each VPA carries exactly the records held. A
+// write that read the records, then lost a change made before its patch
+// returned, would leave a VPA behind.
+func TestVPAStoreConcurrentWorkersEndWithTheRecordsHeld(t *testing.T) {
+	names := []string{"web", "db", "cache"}
+	var vpas []*vpatypes.VerticalPodAutoscaler
+	for _, n := range names {
+		vpas = append(vpas, vpa(n))
+	}
+	f := newStoreFixture(t, vpas...)
+	s, _ := f.start(VPAStoreConfig{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				name := names[(w+i)%len(names)]
+				owner := Owner{Namespace: "default", Name: name, UID: types.UID("uid-" + name)}
+				uid := types.UID(fmt.Sprintf("pod-%d-%d", w, i%5))
+				if i%3 == 2 {
+					s.Delete(uid)
+					continue
+				}
+				s.Put(owner, uid, rec(KindNodeCapacity, fmt.Sprintf("%dm", 1000+i), "no room", t0.Add(time.Duration(i)*time.Second)))
+			}
+		})
+	}
+	wg.Wait()
+	for _, n := range names {
+		want := s.mem.byOwner(Owner{Namespace: "default", Name: n}.Key())
+		require.Eventually(t, func() bool {
+			got := f.records(n)
+			if len(got) != len(want) {
+				return false
+			}
+			for uid, r := range want {
+				if g, ok := got[uid]; !ok || g.Compare(r.Attempted) != Same {
+					return false
+				}
+			}
+			return true
+		}, wait, tick, "VPA %s carries the records held", n)
+	}
 }

@@ -143,9 +143,14 @@ func Run(ctx context.Context, o *Options) error {
 	// dry run writes nothing.
 	var store, memStore records.Store = records.NewInMemoryStore(), records.NewInMemoryStore()
 	if !o.DryRun {
-		store = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaInformer.Lister(), records.VPAStoreConfig{Namespace: namespace})
+		recordsMetrics, err := records.NewMetrics(registry)
+		if err != nil {
+			return fmt.Errorf("registering metrics: %w", err)
+		}
+		store = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaInformer.Lister(),
+			records.VPAStoreConfig{Namespace: namespace, Metrics: recordsMetrics, Now: time.Now})
 		memStore = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaInformer.Lister(),
-			records.VPAStoreConfig{Namespace: namespace, AnnotationKey: records.MemoryAnnotationKey})
+			records.VPAStoreConfig{Namespace: namespace, AnnotationKey: records.MemoryAnnotationKey, Metrics: recordsMetrics, Now: time.Now})
 	}
 	// Memory usage for safe memory-limit decreases, when the metrics API is
 	// served; looked for now and again later, never waited for.

@@ -1,0 +1,305 @@
+package records
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/quantity"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+)
+
+// An annotation is written by the updater, but anyone who may edit a VPA
+// may edit it too: what it holds is untrusted input. The decoder bounds what
+// it reads before reading it, keeps only records that are well formed and
+// drops the others one by one, each counted under a DropReason.
+const (
+	// MaxAttempts bounds the attempts of one annotation. Attempts are shared
+	// by the pods of a workload; a few per VPA is the rule.
+	MaxAttempts = 256
+	// MaxEntries bounds the records (pods and Jobs) of one annotation.
+	MaxEntries = 4096
+	// MaxContainers bounds the containers of one attempt.
+	MaxContainers = 32
+	// MaxUIDLength is the length of the UIDs the API server generates (RFC
+	// 4122 UUIDs in text). Longer keys are no UID.
+	MaxUIDLength = 36
+	// FutureSkew is how far in the future a record's time may be (clocks
+	// of two replicas differ). A record from further ahead would win over
+	// every newer one: it is dropped.
+	FutureSkew = 5 * time.Minute
+)
+
+// DropReason says why a record, or a whole annotation, was not kept.
+type DropReason string
+
+const (
+	// DropTooLarge: the annotation is longer than the store reads.
+	DropTooLarge DropReason = "TooLarge"
+	// DropUnreadable: the annotation is not the JSON of a known version.
+	DropUnreadable DropReason = "Unreadable"
+	// DropTooMany: beyond MaxAttempts attempts or MaxEntries records.
+	DropTooMany DropReason = "TooMany"
+	// DropBadUID: the key is not shaped like a UID.
+	DropBadUID DropReason = "BadUID"
+	// DropBadAttempt: the record refers to an attempt that does not exist.
+	DropBadAttempt DropReason = "BadAttempt"
+	// DropUnknownKind: the attempt's kind is none of the Kind constants.
+	DropUnknownKind DropReason = "UnknownKind"
+	// DropBadResources: the attempt names no value, too many containers, a
+	// resource other than cpu and memory, or a quantity that is refused by
+	// quantity.Check or does not parse.
+	DropBadResources DropReason = "BadResources"
+	// DropBadTime: the record's time is not an RFC 3339 time.
+	DropBadTime DropReason = "BadTime"
+	// DropFuture: the record's time is more than FutureSkew ahead.
+	DropFuture DropReason = "Future"
+	// DropNotOwned: the UID is no live pod or Job of the VPA carrying the
+	// record (VPAStoreConfig.Owns).
+	DropNotOwned DropReason = "NotOwned"
+)
+
+// Decoded is what DecodeAnnotation kept of an annotation, and how many
+// records it dropped, by reason. A whole annotation that cannot be read
+// counts as one drop.
+type Decoded struct {
+	Records map[types.UID]*Record
+	Dropped map[DropReason]int
+}
+
+// DroppedTotal is the number of drops of all reasons.
+func (d Decoded) DroppedTotal() int {
+	n := 0
+	for _, c := range d.Dropped {
+		n += c
+	}
+	return n
+}
+
+func (d *Decoded) drop(reason DropReason, n int) {
+	if n <= 0 {
+		return
+	}
+	if d.Dropped == nil {
+		d.Dropped = map[DropReason]int{}
+	}
+	d.Dropped[reason] += n
+}
+
+// DecodeOptions bound and filter what DecodeAnnotation keeps.
+type DecodeOptions struct {
+	// MaxBytes is the longest value read; 0 means
+	// DefaultMaxAnnotationBytes. A longer one is dropped whole, unread.
+	MaxBytes int
+	// Now is the time records may not be more than FutureSkew ahead of.
+	// Zero: no check.
+	Now time.Time
+	// Keep tells whether a well-formed record of uid is kept; nil keeps
+	// every one. It is asked before the record's quantities are parsed.
+	Keep func(uid types.UID) bool
+}
+
+// rawDoc is annotationDoc with the resources kept as strings, so that every
+// quantity is bounded before it is parsed.
+type rawDoc struct {
+	Version  int                 `json:"version"`
+	Attempts []rawAttempt        `json:"attempts"`
+	Pods     map[string]rawEntry `json:"pods"`
+}
+
+type rawAttempt struct {
+	Kind      Kind                       `json:"kind"`
+	Resources map[string]rawRequirements `json:"resources"`
+	Message   string                     `json:"message"`
+}
+
+type rawRequirements struct {
+	Requests map[string]string `json:"requests"`
+	Limits   map[string]string `json:"limits"`
+}
+
+type rawEntry struct {
+	Attempt    int    `json:"attempt"`
+	RecordedAt string `json:"recordedAt"`
+	Generation int64  `json:"generation"`
+}
+
+// DecodeAnnotation reads the records of an annotation value. It returns an
+// error only when the whole value is refused (too large, not JSON, unknown
+// version); malformed records are dropped one by one and counted. Its work
+// is bounded by the value's length: no quantity is parsed before
+// quantity.Check, nor for a record that opts.Keep refuses.
+func DecodeAnnotation(value string, opts DecodeOptions) (Decoded, error) {
+	out := Decoded{Records: map[types.UID]*Record{}}
+	maxBytes := opts.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxAnnotationBytes
+	}
+	if len(value) > maxBytes {
+		out.drop(DropTooLarge, 1)
+		return out, fmt.Errorf("decoding records: %d bytes, more than %d", len(value), maxBytes)
+	}
+	var doc rawDoc
+	if err := json.Unmarshal([]byte(value), &doc); err != nil {
+		out.drop(DropUnreadable, 1)
+		return out, fmt.Errorf("decoding records: %w", err)
+	}
+	if doc.Version != annotationVersion {
+		out.drop(DropUnreadable, 1)
+		return out, fmt.Errorf("decoding records: unknown version %d", doc.Version)
+	}
+	if len(doc.Attempts) > MaxAttempts {
+		// Records of the attempts beyond the bound are dropped below, as
+		// referring to no attempt.
+		doc.Attempts = doc.Attempts[:MaxAttempts]
+	}
+	// Attempts are parsed when a kept record first refers to them.
+	parsed := make([]*Record, len(doc.Attempts))
+	refused := make([]DropReason, len(doc.Attempts))
+	kept := 0
+	for key, e := range doc.Pods {
+		uid := types.UID(key)
+		switch {
+		case kept >= MaxEntries:
+			out.drop(DropTooMany, 1)
+			continue
+		case !uidShaped(key):
+			out.drop(DropBadUID, 1)
+			continue
+		case e.Attempt < 0 || e.Attempt >= len(doc.Attempts):
+			out.drop(DropBadAttempt, 1)
+			continue
+		}
+		at, err := parseTime(e.RecordedAt)
+		switch {
+		case err != nil:
+			out.drop(DropBadTime, 1)
+			continue
+		case !opts.Now.IsZero() && at.After(opts.Now.Add(FutureSkew)):
+			out.drop(DropFuture, 1)
+			continue
+		case opts.Keep != nil && !opts.Keep(uid):
+			out.drop(DropNotOwned, 1)
+			continue
+		}
+		if parsed[e.Attempt] == nil && refused[e.Attempt] == "" {
+			parsed[e.Attempt], refused[e.Attempt] = parseAttempt(doc.Attempts[e.Attempt])
+		}
+		a := parsed[e.Attempt]
+		if a == nil {
+			out.drop(refused[e.Attempt], 1)
+			continue
+		}
+		kept++
+		out.Records[uid] = &Record{Kind: a.Kind, Attempted: a.Attempted, Message: a.Message, RecordedAt: at, Generation: max(e.Generation, 0)}
+	}
+	return out, nil
+}
+
+// parseAttempt checks an attempt and parses its quantities; the reason is
+// set when it is refused. Records sharing an attempt share its resources:
+// they are never modified.
+func parseAttempt(a rawAttempt) (*Record, DropReason) {
+	if !knownKind(a.Kind) {
+		return nil, DropUnknownKind
+	}
+	if len(a.Resources) == 0 || len(a.Resources) > MaxContainers {
+		return nil, DropBadResources
+	}
+	attempted := make(resources.Resources, len(a.Resources))
+	values := 0
+	for container, raw := range a.Resources {
+		requests, n, ok := parseList(raw.Requests)
+		if !ok {
+			return nil, DropBadResources
+		}
+		values += n
+		limits, n, ok := parseList(raw.Limits)
+		if !ok {
+			return nil, DropBadResources
+		}
+		values += n
+		attempted[container] = corev1.ResourceRequirements{Requests: requests, Limits: limits}
+	}
+	if values == 0 {
+		return nil, DropBadResources
+	}
+	msg := strings.ToValidUTF8(truncate(a.Message, maxMessageBytes), "?")
+	return &Record{Kind: a.Kind, Attempted: attempted, Message: msg}, ""
+}
+
+// parseQuantity parses a quantity that quantity.Check has passed. A
+// variable, so that the fuzz test can check what each decode parses.
+var parseQuantity = resource.ParseQuantity
+
+// parseList parses a requests or limits list of cpu and memory only.
+func parseList(raw map[string]string) (corev1.ResourceList, int, bool) {
+	if len(raw) == 0 {
+		return nil, 0, true
+	}
+	if len(raw) > 2 {
+		return nil, 0, false
+	}
+	list := make(corev1.ResourceList, len(raw))
+	for name, s := range raw {
+		if name != string(corev1.ResourceCPU) && name != string(corev1.ResourceMemory) {
+			return nil, 0, false
+		}
+		if quantity.Check(s) != nil {
+			return nil, 0, false
+		}
+		q, err := parseQuantity(s)
+		if err != nil {
+			return nil, 0, false
+		}
+		list[corev1.ResourceName(name)] = q
+	}
+	return list, len(list), true
+}
+
+// parseTime reads a record's time; "" (or null) is no time.
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if len(s) > len(time.RFC3339Nano) {
+		return time.Time{}, fmt.Errorf("time %q too long", s)
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return t.UTC(), nil
+}
+
+func knownKind(k Kind) bool {
+	switch k {
+	case KindInfeasible, KindNodeCapacity, KindInvalid, KindJobRejected, KindJobUnsupported,
+		KindMemoryLimitRefused, KindMemoryLimitUnsafe:
+		return true
+	}
+	return false
+}
+
+// uidShaped tells whether s may be a UID: the API server generates RFC 4122
+// UUIDs, 36 characters of hexadecimal digits and hyphens. Shorter keys of
+// letters, digits and hyphens are accepted too (test clusters and fakes name
+// their objects' UIDs so); anything else is not a UID. Whether the UID is
+// one of the VPA's live pods or Jobs is VPAStoreConfig.Owns' question.
+func uidShaped(s string) bool {
+	if len(s) == 0 || len(s) > MaxUIDLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
