@@ -187,6 +187,8 @@ type Controller struct {
 	started atomic.Bool
 	// busy counts workers handling a pod.
 	busy atomic.Int32
+	// loading is set while Run loads the records.
+	loading atomic.Bool
 
 	mu sync.Mutex
 	// recommendationSeen holds, per VPA UID, when the updater saw its

@@ -15,6 +15,7 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
 )
 
 const (
@@ -105,4 +106,20 @@ func TestDeletedVPAForgetsItsRecordsAndPods(t *testing.T) {
 	f.ctrl.mu.Lock()
 	defer f.ctrl.mu.Unlock()
 	assert.NotContains(t, f.ctrl.recommendationSeen, types.UID("uid-web"))
+}
+
+// A VPA of another tenant, in mode Off, whose annotation holds a record for
+// the UID of this tenant's pod (a record that would compare NotLower with
+// anything, recorded an hour before) holds nothing back once the updater starts:
+// the record is not the VPA's own pod's, and is dropped at Load.
+func TestAnotherTenantsAnnotationHoldsNoPodBack(t *testing.T) {
+	attacker := testvpa.New("web").Obj()
+	attacker.Namespace, attacker.UID = "tenant-a", "uid-attacker"
+	attacker.Annotations = map[string]string{records.AnnotationKey: `{"version":1,"attempts":[{"kind":"Infeasible","resources":{"c":{"requests":{"cpu":"1m"}}}}],` +
+		`"pods":{"uid-p":{"attempt":0,"recordedAt":"2027-01-15T07:00:00Z"}}}`}
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi"), attacker}, fixtureOpts{durable: true})
+	f.run()
+	require.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, every, "the pod is resized")
+	_, held := f.store.Get("uid-p")
+	assert.False(t, held, "no record of another VPA's making")
 }

@@ -103,9 +103,26 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
+// RecordsLoaded is nil unless Run is loading the records (as a new leader)
+// and they are not loaded yet: then it tells why, for /readyz. A standby,
+// which loads nothing, is not held back by it.
+func (c *Controller) RecordsLoaded() error {
+	if !c.loading.Load() {
+		return nil
+	}
+	for _, s := range []records.Store{c.store, c.memStore} {
+		if err := s.Loaded(); err != nil {
+			return fmt.Errorf("records not loaded: %w", err)
+		}
+	}
+	return nil
+}
+
 // loadRecords loads the stores, retrying with backoff until they succeed or
 // ctx is cancelled.
 func (c *Controller) loadRecords(ctx context.Context) error {
+	c.loading.Store(true)
+	defer c.loading.Store(false)
 	logger := klog.FromContext(ctx)
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: time.Minute}
 	for _, store := range []records.Store{c.store, c.memStore} {

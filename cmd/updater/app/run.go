@@ -142,15 +142,20 @@ func Run(ctx context.Context, o *Options) error {
 	// each), so that neither a restart nor a new leader tries them again. A
 	// dry run writes nothing.
 	var store, memStore records.Store = records.NewInMemoryStore(), records.NewInMemoryStore()
+	// A record read from a VPA's annotation is kept only for that VPA's own
+	// pods and Jobs (anyone who may edit a VPA writes its annotations).
+	// Load runs after the controller's caches have synced.
+	var ctrl *updater.Controller
+	owns := func(owner records.Owner, uid types.UID) bool { return ctrl.OwnsRecord(ctx, owner, uid) }
 	if !o.DryRun {
 		recordsMetrics, err := records.NewMetrics(registry)
 		if err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
 		store = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaInformer.Lister(),
-			records.VPAStoreConfig{Namespace: namespace, Metrics: recordsMetrics, Now: time.Now})
+			records.VPAStoreConfig{Namespace: namespace, Metrics: recordsMetrics, Now: time.Now, Owns: owns})
 		memStore = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaInformer.Lister(),
-			records.VPAStoreConfig{Namespace: namespace, AnnotationKey: records.MemoryAnnotationKey, Metrics: recordsMetrics, Now: time.Now})
+			records.VPAStoreConfig{Namespace: namespace, AnnotationKey: records.MemoryAnnotationKey, Metrics: recordsMetrics, Now: time.Now, Owns: owns})
 	}
 	// Memory usage for safe memory-limit decreases, when the metrics API is
 	// served; looked for now and again later, never waited for.
@@ -165,7 +170,7 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 
-	ctrl, err := updater.New(ctx, updater.Config{
+	ctrl, err = updater.New(ctx, updater.Config{
 		Threshold:            o.PodUpdateThreshold,
 		EvictionTolerance:    o.EvictionTolerance,
 		RestartMinReady:      o.RestartMinReady,
@@ -242,7 +247,7 @@ func Run(ctx context.Context, o *Options) error {
 		if !ctrl.HasSynced() {
 			return errors.New("caches not synced")
 		}
-		return nil
+		return ctrl.RecordsLoaded()
 	})
 	mux := server.NewMux(registry, synced)
 	if o.Profiling {
