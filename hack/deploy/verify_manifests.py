@@ -186,7 +186,11 @@ def check_updater_rbac(c, where, objs):
     for verb in ("create", "update", "patch"):
         c.check(not allows(rules, "", "pods", verb), f"{w} cannot {verb} pods (only pods/resize)")
     c.check(allows(rules, "", "pods/resize", "patch"), f"{w} can patch pods/resize")
-    c.check(allows(rules, "", "pods/resize", "get"), f"{w} can get pods/resize")
+    # Least privilege: only the verbs the code calls.
+    c.check(not allows(rules, "", "pods/resize", "get"), f"{w} cannot get pods/resize (never read)")
+    c.check(not allows(rules, "autoscaling.k8s.io", "verticalpodautoscalers/status", "update"),
+            f"{w} cannot update verticalpodautoscalers/status (it patches)")
+    c.check(not allows(rules, "metrics.k8s.io", "pods", "list"), f"{w} cannot list metrics.k8s.io/pods (it gets one pod's)")
     for verb in READ:
         c.check(allows(rules, "", "pods", verb), f"{w} can {verb} pods")
         c.check(allows(rules, "autoscaling.k8s.io", "verticalpodautoscalers", verb),
@@ -194,9 +198,8 @@ def check_updater_rbac(c, where, objs):
         c.check(allows(rules, "", "limitranges", verb), f"{w} can {verb} limitranges")
         for group, resource in CONTROLLERS:
             c.check(allows(rules, group, resource, verb), f"{w} can {verb} {group or 'core'}/{resource}")
-    for verb in ("patch", "update"):
-        c.check(allows(rules, "autoscaling.k8s.io", "verticalpodautoscalers/status", verb),
-                f"{w} can {verb} verticalpodautoscalers/status")
+    c.check(allows(rules, "autoscaling.k8s.io", "verticalpodautoscalers/status", "patch"),
+            f"{w} can patch verticalpodautoscalers/status")
     c.check(allows(cluster, "autoscaling.k8s.io", "verticalpodautoscalers", "patch"),
             f"{w} can patch verticalpodautoscalers (the infeasible-records annotation)")
     for verb in ("create", "update", "delete", "deletecollection"):
@@ -209,8 +212,7 @@ def check_updater_rbac(c, where, objs):
         c.check(not allows(rules, "batch", "jobs", verb), f"{w} cannot {verb} jobs (patch only)")
     for verb in ("create", "update", "patch", "delete", "deletecollection"):
         c.check(not allows(rules, "batch", "cronjobs", verb), f"{w} cannot {verb} cronjobs")
-    for verb in ("get", "list"):
-        c.check(allows(rules, "metrics.k8s.io", "pods", verb), f"{w} can {verb} metrics.k8s.io/pods (memory in use)")
+    c.check(allows(rules, "metrics.k8s.io", "pods", "get"), f"{w} can get metrics.k8s.io/pods (memory in use)")
     for verb in ("create", "update", "patch", "delete"):
         c.check(not allows(rules, "metrics.k8s.io", "pods", verb), f"{w} cannot {verb} metrics.k8s.io/pods")
     for group in ("", "events.k8s.io"):
