@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -215,4 +216,41 @@ func TestRestartingResizesWaitForStatefulSetMinReadySeconds(t *testing.T) {
 	assert.False(t, windows[1].sent.Before(windows[0].back.Add(-time.Second)),
 		"the second broker waits until the first has been Ready for 15 s: %v", windows)
 	assertSamePods(t, ns, "broker", pods)
+}
+
+// Pods of custom resources, with and without /scale, are paced by the same
+// rule: counted from the pods the resource controls, held until back for
+// --restart-min-ready.
+func TestRestartingResizesOfCustomControllerPods(t *testing.T) {
+	restart := []corev1.ContainerResizePolicy{
+		{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
+		{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer},
+	}
+	for _, scalable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("scale=%v", scalable), func(t *testing.T) {
+			kind, plural := "RestartSet", "restartsets"
+			if scalable {
+				kind, plural = "ScalableRestartSet", "scalablerestartsets"
+			}
+			gvr := installCRD(t, plural, kind, scalable)
+			ns := newNamespace(t, nil)
+			var spec map[string]any
+			if scalable {
+				spec = map[string]any{"replicas": int64(4)}
+			}
+			owner := createCustomResource(t, gvr, ns, kind, "kafka", spec)
+			if scalable {
+				setScaleStatus(t, gvr, ns, "kafka", 4, "app=kafka")
+			}
+			pods := createOwnedPods(t, ns, owner, ownedPod{count: 4, policy: restart})
+			newCustomVPA(t, ns, "kafka", kind, "kafka")
+			recommend(t, ns, "kafka", "100m", "150Mi")
+
+			windows := watchRestarts(t, ns, "kafka", pods, restartMinReady, 3*time.Minute)
+			assert.LessOrEqual(t, mostAtOnce(windows), 2, "restarts at once: %v", windows)
+			assert.GreaterOrEqual(t, windows[len(windows)-1].sent.Sub(windows[0].sent), restartMinReady-time.Second,
+				"the last two wait for the first two to be back: %v", windows)
+			assertSamePods(t, ns, "kafka", pods)
+		})
+	}
 }

@@ -44,6 +44,9 @@ const (
 	ReasonResizeError = "ResizeError"
 	// ReasonDeferred: the kubelet holds a resize until the node has room.
 	ReasonDeferred = "Deferred"
+	// ReasonWaitingForNodeCapacity: a resize does not fit its node now and
+	// is not sent until it does (resize-when: fits-node).
+	ReasonWaitingForNodeCapacity = "WaitingForNodeCapacity"
 )
 
 // Reasons with status False.
@@ -145,6 +148,10 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 		blocked(ReasonDeferred, fmt.Sprintf("Deferred: oldest pending %s since %s (%s); the pod keeps waiting and is not evicted%s.",
 			oldest.name, oldest.since.UTC().Format(time.RFC3339), oldest.message, more(ps)))
 	}
+	if ps := byState[PodWaitingForNode]; len(ps) > 0 {
+		blocked(ReasonWaitingForNodeCapacity, fmt.Sprintf("Waiting for node capacity: %s is not sent its resize until %s has room (%s); it never shows PodResizePending%s.",
+			ps[0].name, ps[0].values, ps[0].message, more(ps)))
+	}
 
 	status := corev1.ConditionTrue
 	if reason == "" {
@@ -183,6 +190,7 @@ func counts(pods []podStatus, byState map[PodState][]podStatus) string {
 	}{
 		{PodResized, "resized or resizing"},
 		{PodWaiting, "waiting for a disruption budget"},
+		{PodWaitingForNode, "waiting for node capacity"},
 		{PodWithheld, "not sent"},
 		{PodDeferred, "deferred"},
 		{PodInfeasible, "infeasible"},

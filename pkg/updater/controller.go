@@ -130,6 +130,9 @@ type Deps struct {
 	// MemoryRecords holds the memory records (memory limits not to lower);
 	// nil: kept in memory only.
 	MemoryRecords records.Store
+	// Nodes watches Nodes, for the resizes sent only when they fit
+	// (ResizeWhenAnnotation); nil: every resize is sent.
+	Nodes coreinformers.NodeInformer
 	// PDBs watches PodDisruptionBudgets, consulted before a resize that
 	// restarts containers; nil: only the eviction tolerance applies.
 	PDBs policyinformers.PodDisruptionBudgetInformer
@@ -156,6 +159,7 @@ type Controller struct {
 	vpas       vpalisters.VerticalPodAutoscalerLister
 	configMaps corelisters.ConfigMapLister
 	pdbs       policylisters.PodDisruptionBudgetLister
+	nodes      corelisters.NodeLister
 	jobs       batchlisters.JobLister
 	jobIdx     cache.Indexer
 	synced     []cache.InformerSynced
@@ -275,7 +279,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		// Fail closed: no resize before the kill switch has been read.
 		c.synced = append(c.synced, deps.ConfigMaps.Informer().HasSynced)
 	}
-	podIndexers := cache.Indexers{ownerIndex: indexByController, customOwnerIndex: indexByCustomOwner, labelIndex: indexByLabel, uidIndex: indexByUID}
+	podIndexers := cache.Indexers{ownerIndex: indexByController, customOwnerIndex: indexByCustomOwner, labelIndex: indexByLabel, uidIndex: indexByUID, nodeIndex: indexByNode}
 	if _, ok := deps.Pods.Informer().GetIndexer().GetIndexers()[cache.NamespaceIndex]; !ok {
 		podIndexers[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
 	}
@@ -310,6 +314,15 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 			DeleteFunc: func(obj any) { c.onJobDelete(logger, obj) },
 		}); err != nil {
 			return nil, fmt.Errorf("adding Job handler: %w", err)
+		}
+	}
+	if deps.Nodes != nil {
+		c.nodes = deps.Nodes.Lister()
+		c.synced = append(c.synced, deps.Nodes.Informer().HasSynced)
+		if _, err := deps.Nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: c.onNode,
+		}); err != nil {
+			return nil, fmt.Errorf("adding Node handler: %w", err)
 		}
 	}
 	if deps.PDBs != nil {

@@ -239,6 +239,8 @@ type fixtureOpts struct {
 	calculator Calculator
 	// pdbs are created with the pods and watched.
 	pdbs []*policyv1.PodDisruptionBudget
+	// nodes are created with the pods and watched.
+	nodes []*corev1.Node
 }
 
 // slowResolver delays VPAForPod (a loaded API server or a large cluster,
@@ -264,6 +266,9 @@ func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAu
 	}
 	for _, p := range o.pdbs {
 		kubeObjs = append(kubeObjs, p)
+	}
+	for _, n := range o.nodes {
+		kubeObjs = append(kubeObjs, n)
 	}
 	for _, v := range vpas {
 		vpaObjs = append(vpaObjs, v)
@@ -439,6 +444,9 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	}
 	if o.pdbs != nil {
 		deps.PDBs = kubeFactory.Policy().V1().PodDisruptionBudgets()
+	}
+	if o.nodes != nil {
+		deps.Nodes = kubeFactory.Core().V1().Nodes()
 	}
 	if o.watchConfigMap {
 		deps.ConfigMaps = systemFactory.Core().V1().ConfigMaps()

@@ -56,7 +56,11 @@ func (c *Controller) onPod(logger klog.Logger, oldObj, obj any) {
 		return
 	}
 	if oldObj != nil {
-		if old, ok := oldObj.(*corev1.Pod); ok && !relevantPodChange(old, pod) {
+		old, ok := oldObj.(*corev1.Pod)
+		if ok && freesRoom(old, pod) {
+			c.enqueueWaitingOnNode(pod.Spec.NodeName)
+		}
+		if ok && !relevantPodChange(old, pod) {
 			return
 		}
 	}
@@ -128,6 +132,7 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 		c.statusQueue.AddAfter(key, statusDelay)
 	}
 	c.budget.Forget(pod.UID)
+	c.enqueueWaitingOnNode(pod.Spec.NodeName)
 }
 
 // onVPA queues the VPA's condition, and its pods when its recommendation,

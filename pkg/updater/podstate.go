@@ -30,6 +30,9 @@ const (
 	// PodWaiting: the resize restarts containers and waits for the
 	// workload's --eviction-tolerance.
 	PodWaiting PodState = "DisruptionBudget"
+	// PodWaitingForNode: the resize does not fit the node now and its VPA
+	// sends only what fits (resize-when: fits-node); values holds the node.
+	PodWaitingForNode PodState = "WaitingForNodeCapacity"
 	// PodError: the kubelet failed to apply the resize and retries, or the
 	// resize patch fails and is retried.
 	PodError PodState = "Error"
@@ -50,7 +53,7 @@ const (
 
 // pendingStates are the states in which a recommendation waits to be
 // applied, in the order metrics list them.
-var pendingStates = []PodState{PodDeferred, PodInProgress, PodError, PodWaiting, PodWithheld}
+var pendingStates = []PodState{PodDeferred, PodInProgress, PodError, PodWaiting, PodWaitingForNode, PodWithheld}
 
 // podStatus is what is reported about one pod.
 type podStatus struct {
@@ -105,6 +108,8 @@ func stateOf(d resize.Decision, record, memRecord *records.Record, st resize.Sta
 		return podStatus{state: PodError, since: st.Since, message: st.Message}
 	case resize.ReasonDisruptionBudget:
 		return podStatus{state: PodWaiting, message: d.Message}
+	case resize.ReasonWaitingForNodeCapacity:
+		return podStatus{state: PodWaitingForNode, message: d.Message}
 	}
 	if record != nil {
 		s := podStatus{state: PodInfeasible, values: record.Attempted.String(), message: record.Message, kind: record.Kind, since: record.RecordedAt}
@@ -268,7 +273,7 @@ func (t *tracker) set(uid types.UID, st podStatus, now time.Time) []string {
 	if st.state != PodWithheld {
 		e.withheldFor = ""
 	}
-	if st.state != PodWaiting {
+	if st.state != before.state {
 		e.waitingFor = ""
 	}
 	if existed && before.vpa != st.vpa {
@@ -519,6 +524,21 @@ func (t *tracker) notifyOnce(uid types.UID, blocker string) bool {
 	}
 	e.waitingFor = blocker
 	return true
+}
+
+// waitingOnNode returns the keys of the pods whose resize waits for room on
+// node.
+func (t *tracker) waitingOnNode(node string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for _, e := range t.pods {
+		if e.state == PodWaitingForNode && e.values == node {
+			namespace, _, _ := strings.Cut(e.vpa, "/")
+			out = append(out, namespace+"/"+e.name)
+		}
+	}
+	return out
 }
 
 // waitingIn returns the keys of the pods of namespace whose restarting

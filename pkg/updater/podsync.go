@@ -106,6 +106,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		in.MemoryUsage = u
 	}
 	d := resize.Decide(in)
+	if reason, _ := c.withheld(vpa); d.Action == resize.ActionPatch && reason == "" && fitsNodeOnly(vpa, pod) {
+		if fits, why := c.fitsNode(pod, d.Target); !fits {
+			d = resize.WaitForNode(d, why)
+		}
+	}
 	var waiting *disruption.Verdict
 	if reason, _ := c.withheld(vpa); d.Action == resize.ActionPatch && d.Disruptive && reason == "" {
 		// Check and reservation in one step, before the resize is sent.
@@ -122,11 +127,18 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if st != nil && waiting != nil {
 		st.values = waiting.Blocker
 	}
+	if st != nil && st.state == PodWaitingForNode {
+		st.values = pod.Spec.NodeName
+	}
 	if st != nil {
 		c.report(ctx, pod, vpa, *st, status)
 	}
 	if waiting != nil {
 		c.waitForBudget(pod, *waiting)
+	}
+	if st != nil && st.state == PodWaitingForNode && c.tracker.notifyOnce(pod.UID, "node "+pod.Spec.NodeName) {
+		c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeWaitingForNodeCapacity,
+			"Resize not sent: %s; it is sent once the node has room (%s: %s on the VPA)", d.Message, ResizeWhenAnnotation, ResizeWhenFitsNode)
 	}
 	return err
 }

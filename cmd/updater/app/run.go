@@ -190,6 +190,7 @@ func Run(ctx context.Context, o *Options) error {
 		ConfigMaps: killSwitch.informer,
 		Jobs:       factory.Batch().V1().Jobs(),
 		PDBs:       factory.Policy().V1().PodDisruptionBudgets(),
+		Nodes:      factory.Core().V1().Nodes(),
 		MinReady: disruption.MinReady{
 			ReplicaSets:  factory.Apps().V1().ReplicaSets().Lister(),
 			StatefulSets: factory.Apps().V1().StatefulSets().Lister(),

@@ -1,0 +1,100 @@
+package resize
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+)
+
+// ReasonWaitingForNodeCapacity: the resize does not fit the node now and
+// the VPA asks to send only what fits (resize-when: fits-node): it is not
+// sent, so that the pod never shows PodResizePending.
+const ReasonWaitingForNodeCapacity Reason = "WaitingForNodeCapacity"
+
+// FitsNode tells whether pod, resized to target, fits its node now: the
+// node's allocatable cpu and memory, less what the other pods bound to it
+// hold, must cover what the pod would then request. Pods count as the
+// kubelet counts them: init containers, sidecars, overhead and pod-level
+// resources included, each at the larger of its spec and what the kubelet
+// allocated (a resize of theirs under way holds the larger); pods that have
+// terminated hold nothing, terminating ones still do. others may include pod
+// itself (it is skipped). The answer says, when it does not fit, what is
+// short.
+func FitsNode(node *corev1.Node, others []*corev1.Pod, pod *corev1.Pod, target resources.Resources) (bool, string) {
+	used := corev1.ResourceList{}
+	for _, p := range others {
+		if p.UID == pod.UID || p.Spec.NodeName != node.Name ||
+			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		addTo(used, resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true}))
+	}
+	resized := withRequests(pod, target)
+	need := resourcehelper.PodRequests(resized, resourcehelper.PodResourcesOptions{})
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		alloc, ok := node.Status.Allocatable[name]
+		if !ok {
+			continue
+		}
+		free := alloc.DeepCopy()
+		if u, ok := used[name]; ok {
+			free.Sub(u)
+		}
+		want := need[name]
+		if want.Cmp(free) > 0 {
+			free = nonNegative(free)
+			return false, fmt.Sprintf("node %s has %s %s free of %s allocatable; the pod would request %s",
+				node.Name, free.String(), name, alloc.String(), want.String())
+		}
+	}
+	return true, ""
+}
+
+// withRequests returns a copy of pod whose containers request what target
+// says.
+func withRequests(pod *corev1.Pod, target resources.Resources) *corev1.Pod {
+	out := pod.DeepCopy()
+	for i := range out.Spec.Containers {
+		c := &out.Spec.Containers[i]
+		t, ok := target[c.Name]
+		if !ok {
+			continue
+		}
+		if c.Resources.Requests == nil {
+			c.Resources.Requests = corev1.ResourceList{}
+		}
+		for name, q := range t.Requests {
+			c.Resources.Requests[name] = q
+		}
+	}
+	return out
+}
+
+func addTo(sum, l corev1.ResourceList) {
+	for name, q := range l {
+		v := sum[name]
+		v.Add(q)
+		sum[name] = v
+	}
+}
+
+func nonNegative(q resource.Quantity) resource.Quantity {
+	if q.Sign() < 0 {
+		return resource.Quantity{}
+	}
+	return q
+}
+
+// WaitForNode turns a decision to patch into one to wait until the node has
+// room: nothing is sent. why says what is short (FitsNode's answer).
+func WaitForNode(d Decision, why string) Decision {
+	if d.Action != ActionPatch {
+		return d
+	}
+	d.Patch = nil
+	return d.with(ActionWait, ReasonWaitingForNodeCapacity, "the resize to "+d.Target.String()+" does not fit the node now: "+why)
+}

@@ -1,0 +1,109 @@
+package resize
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+)
+
+func node(cpu, mem string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Status: corev1.NodeStatus{Allocatable: testpod.List(cpu, mem)}}
+}
+
+func TestFitsNode(t *testing.T) {
+	broker := testpod.New("kafka-0").Container("kafka", "1", "1Gi").Running().Obj()
+	other := func(name, cpu, mem string) *testpod.Builder { return testpod.New(name).Container("c", cpu, mem) }
+	want := func(cpu, mem string) resources.Resources {
+		return resources.Resources{"kafka": {Requests: testpod.List(cpu, mem)}}
+	}
+	tests := []struct {
+		name   string
+		node   *corev1.Node
+		others []*corev1.Pod
+		target resources.Resources
+		fits   bool
+		why    string
+	}{
+		{name: "room left", node: node("4", "8Gi"), others: []*corev1.Pod{broker, other("a", "1", "1Gi").Running().Obj()}, target: want("2", "2Gi"), fits: true},
+		{name: "exactly full", node: node("4", "8Gi"), others: []*corev1.Pod{other("a", "2", "1Gi").Running().Obj()}, target: want("2", "2Gi"), fits: true},
+		{name: "cpu short", node: node("4", "8Gi"), others: []*corev1.Pod{other("a", "2500m", "1Gi").Running().Obj()}, target: want("2", "2Gi"),
+			why: "node node-1 has 1500m cpu free of 4 allocatable; the pod would request 2"},
+		{name: "memory short", node: node("4", "4Gi"), others: []*corev1.Pod{other("a", "1", "3Gi").Running().Obj()}, target: want("1", "2Gi"),
+			why: "node node-1 has 1Gi memory free of 4Gi allocatable; the pod would request 2Gi"},
+		{name: "an init container's larger request counts for another pod",
+			node: node("4", "8Gi"), others: []*corev1.Pod{func() *corev1.Pod {
+				p := other("a", "500m", "1Gi").Running().Obj()
+				p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Requests: testpod.List("3", "")}}}
+				return p
+			}()}, target: want("2", "1Gi"), why: "node node-1 has 1 cpu free"},
+		{name: "a sidecar adds to the pod's containers",
+			node: node("4", "8Gi"), others: []*corev1.Pod{func() *corev1.Pod {
+				p := other("a", "1", "1Gi").Running().Obj()
+				p.Spec.InitContainers = []corev1.Container{{Name: "proxy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+					Resources: corev1.ResourceRequirements{Requests: testpod.List("1500m", "")}}}
+				return p
+			}()}, target: want("2", "1Gi"), why: "node node-1 has 1500m cpu free"},
+		{name: "pod overhead counts",
+			node: node("4", "8Gi"), others: []*corev1.Pod{func() *corev1.Pod {
+				p := other("a", "1", "1Gi").Running().Obj()
+				p.Spec.Overhead = testpod.List("1500m", "")
+				return p
+			}()}, target: want("2", "1Gi"), why: "node node-1 has 1500m cpu free"},
+		{name: "pod-level resources replace the containers' sum",
+			node: node("4", "8Gi"), others: []*corev1.Pod{func() *corev1.Pod {
+				p := other("a", "100m", "1Gi").Running().Obj()
+				p.Spec.Resources = &corev1.ResourceRequirements{Requests: testpod.List("3", "1Gi")}
+				return p
+			}()}, target: want("2", "1Gi"), why: "node node-1 has 1 cpu free"},
+		{name: "an allocation above the spec (a shrink under way) holds the larger",
+			node: node("4", "8Gi"), others: []*corev1.Pod{func() *corev1.Pod {
+				p := other("a", "1", "1Gi").Running().Obj()
+				p.Status.ContainerStatuses[0].AllocatedResources = testpod.List("3", "1Gi")
+				p.Status.ContainerStatuses[0].Resources.Requests = testpod.List("3", "1Gi")
+				return p
+			}()}, target: want("2", "1Gi"), why: "node node-1 has 1 cpu free"},
+		{name: "a terminating pod still holds its resources",
+			node: node("4", "8Gi"), others: []*corev1.Pod{func() *corev1.Pod {
+				p := other("a", "3", "1Gi").Running().Obj()
+				p.DeletionTimestamp = &metav1.Time{}
+				return p
+			}()}, target: want("2", "1Gi"), why: "node node-1 has 1 cpu free"},
+		{name: "a terminated pod holds nothing",
+			node: node("4", "8Gi"), others: []*corev1.Pod{func() *corev1.Pod {
+				p := other("a", "3", "1Gi").Obj()
+				p.Status.Phase = corev1.PodSucceeded
+				return p
+			}()}, target: want("2", "1Gi"), fits: true},
+		{name: "a pod of another node does not count", node: node("4", "8Gi"), others: []*corev1.Pod{func() *corev1.Pod {
+			p := other("a", "3", "1Gi").Running().Obj()
+			p.Spec.NodeName = "node-2"
+			return p
+		}()}, target: want("2", "1Gi"), fits: true},
+		{name: "the pod's own current allocation is not counted twice", node: node("2", "8Gi"), others: []*corev1.Pod{broker}, target: want("2", "1Gi"), fits: true},
+		{name: "an empty node", node: node("4", "8Gi"), others: nil, target: want("2", "1Gi"), fits: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fits, why := FitsNode(tt.node, tt.others, broker, tt.target)
+			assert.Equal(t, tt.fits, fits, why)
+			if !tt.fits {
+				assert.Contains(t, why, tt.why)
+			}
+		})
+	}
+
+	t.Run("the pod's own overhead counts", func(t *testing.T) {
+		p := broker.DeepCopy()
+		p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}
+		fits, why := FitsNode(node("2", "8Gi"), nil, p, want("2", "1Gi"))
+		assert.False(t, fits)
+		assert.Contains(t, why, "the pod would request 2500m")
+	})
+}

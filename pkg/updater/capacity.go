@@ -1,0 +1,153 @@
+package updater
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+)
+
+// Sending only what the node can take. A resize the node has no room for is
+// held Deferred by the kubelet; for some operators that state is not
+// harmless: Strimzi's reconcilers restart a Kafka pod whose resize shows
+// PodResizePending Deferred or Infeasible, whoever made it. For such pods the
+// updater checks the node before the patch (its allocatable less what the
+// other pods bound to it hold, pkg/resize.FitsNode) and sends nothing that
+// does not fit: the pod waits, reported as WaitingForNodeCapacity, and is
+// looked at again when a pod on its node goes or shrinks, or the node's
+// allocatable changes.
+
+// ResizeWhenAnnotation on a VPA chooses when its pods' resizes are sent:
+// ResizeWhenFitsNode or ResizeWhenAlways. Without it: fits-node for pods
+// controlled by a StrimziPodSet, always otherwise.
+const (
+	ResizeWhenAnnotation = "vpa-inplace.dev/resize-when"
+	// ResizeWhenFitsNode: only resizes the node can take now are sent.
+	ResizeWhenFitsNode = "fits-node"
+	// ResizeWhenAlways: resizes are sent, and the kubelet may defer them.
+	ResizeWhenAlways = "always"
+)
+
+// EventResizeWaitingForNodeCapacity: a resize is not sent because it does
+// not fit the node now; once per pod and node.
+const EventResizeWaitingForNodeCapacity = "InPlaceResizeWaitingForNodeCapacity"
+
+// nodeIndex indexes pods by the node they are bound to.
+const nodeIndex = "vpa-inplace/node"
+
+func indexByNode(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return nil, nil
+	}
+	return []string{pod.Spec.NodeName}, nil
+}
+
+// strimziPodSets is the kind whose pods Strimzi restarts on a Deferred
+// resize.
+var strimziPodSets = schema.GroupKind{Group: "core.strimzi.io", Kind: "StrimziPodSet"}
+
+// fitsNodeOnly tells whether pod's resizes are sent only when they fit its
+// node (the VPA's annotation, or the default for the pod's controller).
+func fitsNodeOnly(vpa *vpatypes.VerticalPodAutoscaler, pod *corev1.Pod) bool {
+	switch strings.TrimSpace(vpa.Annotations[ResizeWhenAnnotation]) {
+	case ResizeWhenFitsNode:
+		return true
+	case ResizeWhenAlways:
+		return false
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && (schema.GroupKind{Group: gv.Group, Kind: ref.Kind}) == strimziPodSets
+}
+
+// fitsNode tells whether pod, resized to target, fits its node now, and
+// when not, why. Without a node cache (or before the pod is bound, or with
+// its node gone from the cache) it fits: the kubelet has the last word.
+func (c *Controller) fitsNode(pod *corev1.Pod, target resources.Resources) (bool, string) {
+	if c.nodes == nil || pod.Spec.NodeName == "" {
+		return true, ""
+	}
+	node, err := c.nodes.Get(pod.Spec.NodeName)
+	if err != nil {
+		return true, ""
+	}
+	objs, err := c.podIdx.ByIndex(nodeIndex, pod.Spec.NodeName)
+	if err != nil {
+		return true, ""
+	}
+	others := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			others = append(others, p)
+		}
+	}
+	return resize.FitsNode(node, others, pod, target)
+}
+
+// enqueueWaitingOnNode queues the pods whose resize waits for room on node.
+func (c *Controller) enqueueWaitingOnNode(node string) {
+	if node == "" {
+		return
+	}
+	for _, key := range c.tracker.waitingOnNode(node) {
+		c.queue.Add(key)
+	}
+}
+
+// onNode queues the pods waiting for room on a node whose allocatable
+// changed.
+func (c *Controller) onNode(oldObj, obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	if old, ok := oldObj.(*corev1.Node); ok && equalLists(old.Status.Allocatable, node.Status.Allocatable) {
+		return
+	}
+	c.enqueueWaitingOnNode(node.Name)
+}
+
+// freesRoom reports whether an update of a pod may leave more room on its
+// node: it terminated, or a request went down.
+func freesRoom(old, pod *corev1.Pod) bool {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return old.Status.Phase != pod.Status.Phase
+	}
+	for i := range pod.Spec.Containers {
+		if i >= len(old.Spec.Containers) {
+			break
+		}
+		for name, q := range old.Spec.Containers[i].Resources.Requests {
+			if n, ok := pod.Spec.Containers[i].Resources.Requests[name]; ok && n.Cmp(q) < 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func equalLists(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, q := range a {
+		if v, ok := b[name]; !ok || v.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
+}
