@@ -312,7 +312,7 @@ func newGaugeCollector() *gaugeCollector {
 		metricsAPI: prometheus.NewDesc(MetricMetricsAPI,
 			"1 while the metrics API (metrics.k8s.io/v1beta1) is available, so that memory limits are lowered only above the memory in use plus the margin.", nil, nil),
 		pending: prometheus.NewDesc(MetricPodsPending,
-			"Pods of InPlace VPAs whose recommendation waits to be applied, by state: Deferred (by the kubelet), InProgress, Error, DisruptionBudget, Withheld (dry run or paused).",
+			"Pods of InPlace VPAs whose recommendation waits to be applied, by state: Deferred (by the kubelet), InProgress, Error, DisruptionBudget (a restarting resize waits for the tolerance or a PodDisruptionBudget), WaitingForNodeCapacity (not sent until the node has room), Withheld (dry run or paused).",
 			[]string{"state"}, nil),
 		oldest: prometheus.NewDesc(MetricOldestPending,
 			"How long the oldest pod in each pending state has been in it, in seconds (0 when none is).",
