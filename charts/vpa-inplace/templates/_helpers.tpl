@@ -112,10 +112,3 @@ annotations:
   cert-manager.io/inject-ca-from: {{ $root.Release.Namespace }}/vpa-inplace-admission
 {{- end }}
 {{- end }}
-
-{{/* caBundle of a webhook clientConfig: given with certificates.mode secret, injected otherwise. */}}
-{{- define "vpa-inplace.caBundle" -}}
-{{- if eq .Values.certificates.mode "secret" }}
-caBundle: {{ .Values.certificates.secret.caBundle }}
-{{- end }}
-{{- end }}
