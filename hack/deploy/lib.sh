@@ -75,6 +75,8 @@ deploy::files() {
 # deploy::render DIR: prints the YAML stream of the kustomization in DIR.
 deploy::render() {
   local f files
+  deploy::resources_only "$1" \
+    || deploy::die "$1 uses more than resources: (patches, generators): apply it with kubectl apply -k"
   files=$(deploy::resources "$1") || exit 1
   while IFS= read -r f; do
     echo "---"
