@@ -40,12 +40,24 @@ fuzz: ## Fuzz the webhook's request handling and the records decoder, FUZZTIME e
 ##@ Deploy
 
 .PHONY: verify-deploy
-verify-deploy: ## Check deploy/: YAML, least-privilege RBAC, webhook settings, CRD = VPA module copy.
+verify-deploy: ## Check deploy/ and the chart: kustomize, helm lint/template, RBAC, webhooks, CRD copies, alert tests.
 	hack/deploy/verify-manifests.sh
 
 .PHONY: update-crd
-update-crd: ## Copy the VPA CRDs from the VPA module version in go.mod into deploy/base/crd.
+update-crd: ## Copy the VPA CRDs from the VPA module version in go.mod into deploy/base/crd and the chart.
 	hack/deploy/update-crd.sh
+
+.PHONY: update-chart
+update-chart: ## Regenerate the chart's CRDs and RBAC from deploy/ (after editing deploy/base).
+	hack/deploy/update-chart.sh
+
+.PHONY: test-rules
+test-rules: ## Test the chart's alerting rules with promtool (built pinned into _output/tools).
+	hack/monitoring/test-rules.sh
+
+.PHONY: tools
+tools: ## Build the pinned helm, promtool and kustomize into _output/tools (once per version).
+	hack/tools/install.sh helm promtool kustomize
 
 .PHONY: deploy
 deploy: ## Deploy deploy/base to the cluster of KUBECONFIG with kubectl (UPDATER_IMAGE, ADMISSION_CONTROLLER_IMAGE).

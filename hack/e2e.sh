@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs the e2e suite on the project's local cluster, for each profile:
-# bring the cluster up, apply deploy/overlays/local, run both binaries as
-# processes with the ServiceAccount tokens of deploy/ (so the RBAC shipped is
+# bring the cluster up, apply what the Helm chart renders (its CRDs,
+# ServiceAccounts, RBAC and webhooks, the webhooks pointed at 127.0.0.1: see
+# hack/deploy/local-apply.sh, DEPLOY_FROM=chart), run both binaries as
+# processes with the chart's ServiceAccount tokens (so the RBAC shipped is
 # what is tested), run `go test -tags e2e ./e2e/`, and tear everything down,
 # also when a test fails.
 #
 # Env: E2E_PROFILES (default "v1.37 v1.35-kubelet"), E2E_RUN (go test -run
-# pattern), E2E_KEEP=1 keeps the last cluster running for inspection.
+# pattern), E2E_KEEP=1 keeps the last cluster running for inspection,
+# E2E_DEPLOY_FROM=deploy applies deploy/overlays/local instead of the chart.
 # Logs: _output/e2e/<profile>/.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
@@ -113,8 +116,9 @@ run_profile() {
   local standby_metrics
   webhook_port=$(free_port) gate_off_port=$(free_port) ac_health=$(free_port) gate_off_health=$(free_port) updater_metrics=$(free_port)
   standby_metrics=$(free_port)
-  echo "== profile ${profile}: applying deploy/overlays/local"
-  CLUSTER_ENV=${CLUSTER_DIR}/env.sh WEBHOOK_PORT=${webhook_port} OUT_DIR=${out} hack/deploy/local-apply.sh >"${logs}/deploy.log"
+  echo "== profile ${profile}: applying the objects of ${E2E_DEPLOY_FROM:-chart}"
+  CLUSTER_ENV=${CLUSTER_DIR}/env.sh WEBHOOK_PORT=${webhook_port} OUT_DIR=${out} DEPLOY_FROM=${E2E_DEPLOY_FROM:-chart} \
+    hack/deploy/local-apply.sh >"${logs}/deploy.log"
 
   local certs=(--tls-cert-file="${out}/certs/tls.crt" --tls-private-key-file="${out}/certs/tls.key")
   _output/bin/admission-controller --kubeconfig="${out}/admission-controller.kubeconfig" "${certs[@]}" \

@@ -55,9 +55,28 @@ deploy::resources() {
     }' "${kfile}")
 }
 
+# deploy::resources_only DIR: whether the kustomization in DIR uses nothing but
+# resources: (so that deploy::render renders it); the others (patches,
+# generators, replacements) need kustomize.
+deploy::resources_only() {
+  ! grep -Eq '^[a-zA-Z]' <(grep -Ev '^(apiVersion|kind|resources):' "$1/kustomization.yaml")
+}
+
+# deploy::files DIR: prints, one per line, every file the kustomization in DIR
+# uses: its resources (as deploy::resources) and the files its patches name.
+deploy::files() {
+  local dir
+  deploy::resources "$1"
+  dir=$(cd "$1" && pwd)
+  awk '/^[ ]*(- )?path:/ { sub(/^[ ]*(- )?path:[ ]*/, ""); gsub(/["\047]/, ""); print }' "${dir}/kustomization.yaml" \
+    | while IFS= read -r f; do echo "${dir}/${f}"; done
+}
+
 # deploy::render DIR: prints the YAML stream of the kustomization in DIR.
 deploy::render() {
   local f files
+  deploy::resources_only "$1" \
+    || deploy::die "$1 uses more than resources: (patches, generators): apply it with kubectl apply -k"
   files=$(deploy::resources "$1") || exit 1
   while IFS= read -r f; do
     echo "---"
@@ -108,6 +127,7 @@ deploy::api_path() {
     Secret) plural=secrets ;;
     Service) plural=services ;;
     Deployment) plural=deployments ;;
+    PodDisruptionBudget) plural=poddisruptionbudgets ;;
     *) deploy::die "no REST path known for kind ${kind}: add it to deploy::api_path in hack/deploy/lib.sh" ;;
   esac
   if [[ ${api_version} == */* ]]; then prefix=/apis/${api_version}; else prefix=/api/${api_version}; fi

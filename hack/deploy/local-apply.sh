@@ -24,6 +24,15 @@
 #                           script again for fresh tokens
 #   DELETE_CRDS=true        with --delete, also delete the VPA CRDs (and so
 #                           every VPA object in the cluster)
+#   DEPLOY_FROM=chart       apply, instead of deploy/overlays/local, what the
+#                           Helm chart renders (`helm template`, the pinned helm
+#                           of hack/tools/install.sh): its CRDs, ServiceAccounts,
+#                           RBAC and webhooks (certificates.mode secret), the
+#                           webhooks' Service replaced by https://127.0.0.1:PORT,
+#                           and deploy/base's namespace. Its Deployments,
+#                           Services and PodDisruptionBudgets are only sent
+#                           with dryRun=All: refused, or warned about (Pod
+#                           Security), they fail the script.
 #
 # Needs bash, curl, openssl, python3 (standard library only).
 set -o errexit -o nounset -o pipefail
@@ -69,7 +78,7 @@ http_code=
 api() {
   local args=(--silent --show-error --cacert "${ca}" --cert "${admin_cert}" --key "${admin_key}"
     --request "$1" --header "Accept: application/json"
-    --output "${work}/response" --write-out '%{http_code}')
+    --output "${work}/response" --dump-header "${work}/headers" --write-out '%{http_code}')
   if [[ $# -ge 4 ]]; then
     args+=(--header "Content-Type: $3" --data-binary "@$4")
   fi
@@ -84,7 +93,42 @@ fail_request() { # WHAT
   exit 1
 }
 
-deploy::render deploy/overlays/local | deploy::split "${work}/docs"
+# chart_objects KINDS: the chart's objects of the kinds in KINDS (a regular
+# expression), rendered for certificates.mode secret, with the webhooks'
+# service (name, namespace, path, port lines) turned into a URL on this
+# machine and the placeholders of deploy/ for the port and the CA.
+chart_objects() {
+  local helm
+  helm=$(hack/tools/install.sh helm) || deploy::die "cannot build helm"
+  "${helm}" template vpa-inplace charts/vpa-inplace --namespace "${DEPLOY_NAMESPACE}" --include-crds \
+    --set certificates.mode=secret --set "certificates.secret.caBundle=${DEPLOY_CA_BUNDLE_PLACEHOLDER//_/}" \
+    | awk -v port="${DEPLOY_WEBHOOK_PORT_PLACEHOLDER}" -v ca="${DEPLOY_CA_BUNDLE_PLACEHOLDER}" -v kinds="$1" '
+      function flush() {
+        if (doc ~ ("(^|\n)kind: (" kinds ")\n"))
+          printf "---\n%s", doc
+        doc = ""
+      }
+      /^---/ { flush(); next }
+      /^      service:$/ { insvc = 1; next }
+      insvc && /^        path:/ { path = $2; next }
+      insvc && /^        / { next }
+      insvc { doc = doc "      url: https://127.0.0.1:" port path "\n"; insvc = 0 }
+      /^      caBundle:/ { $0 = "      caBundle: " ca }
+      { doc = doc $0 "\n" }
+      END { flush() }'
+}
+
+# What a process outside the cluster needs; the namespace is deploy/base's
+# (a chart installs into a namespace that exists).
+readonly chart_local_kinds='CustomResourceDefinition|ServiceAccount|ClusterRole|ClusterRoleBinding|Role|RoleBinding|MutatingWebhookConfiguration|ValidatingWebhookConfiguration'
+# What runs in a cluster: validated by the API server (dry run) only.
+readonly chart_workload_kinds='Deployment|Service|PodDisruptionBudget'
+
+case ${DEPLOY_FROM:-deploy} in
+  deploy) deploy::render deploy/overlays/local | deploy::split "${work}/docs" ;;
+  chart) { deploy::render deploy/base/namespace; chart_objects "${chart_local_kinds}"; } | deploy::split "${work}/docs" ;;
+  *) deploy::die "DEPLOY_FROM must be deploy or chart" ;;
+esac
 docs=("${work}"/docs/*.yaml)
 
 if [[ ${action} == delete ]]; then
@@ -138,6 +182,24 @@ sys.exit(0 if any(c["type"] == "Established" and c["status"] == "True" for c in 
     sleep 0.5
   done
 done
+
+if [[ ${DEPLOY_FROM:-deploy} == chart ]]; then
+  # The chart's Deployments, Services and PodDisruptionBudgets, sent with
+  # dryRun=All: the API server validates them (schema, and the restricted Pod
+  # Security level the namespace warns about) without running them.
+  chart_objects "${chart_workload_kinds}" | deploy::split "${work}/workloads"
+  for doc in "${work}"/workloads/*.yaml; do
+    kind=$(deploy::field "${doc}" kind)
+    name=$(deploy::field "${doc}" name)
+    path=$(deploy::api_path "$(deploy::field "${doc}" apiVersion)" "${kind}" "${name}" "$(deploy::field "${doc}" namespace)")
+    api PATCH "${path}?fieldManager=${DEPLOY_FIELD_MANAGER}&force=true&dryRun=All" application/apply-patch+yaml "${doc}" \
+      || fail_request "dry run of ${kind}/${name}"
+    if grep -i '^warning:' "${work}/headers"; then
+      deploy::die "the API server warns about ${kind}/${name} of the chart"
+    fi
+    echo "validated ${kind}/${name} (dry run)"
+  done
+fi
 
 mkdir -p "${out_dir}"
 ca_data=$(base64 <"${ca}" | tr -d '\n')

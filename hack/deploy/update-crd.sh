@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Copies the VerticalPodAutoscaler CRDs, verbatim, from the version of
 # k8s.io/autoscaler/vertical-pod-autoscaler that go.mod requires into
-# deploy/base/crd/. The CRD is upstream's API: we never edit it, we only follow
+# deploy/base/crd/ (and, through hack/deploy/update-chart.sh, into the chart's
+# crds/). The CRD is upstream's API: we never edit it, we only follow
 # the version we build against.
 #
 # Usage: hack/deploy/update-crd.sh           # copy
@@ -43,3 +44,5 @@ fi
 cp "${src}" "${dest}"
 chmod 0644 "${dest}"
 echo "copied ${module}@${version} deploy/vpa-v1-crd-gen.yaml to ${dest}"
+# The chart's crds/ holds the same copy.
+hack/deploy/update-chart.sh

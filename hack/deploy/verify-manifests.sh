@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
-# Checks the manifests in deploy/: every file parses, the kustomizations render
-# (with hack/deploy/lib.sh and, when kubectl is installed, identically with
-# `kubectl kustomize`), the RBAC is least privilege (no pod delete or eviction,
+# Checks the manifests in deploy/ and the chart in charts/vpa-inplace: every
+# file parses, the kustomizations render (resources-only ones with
+# hack/deploy/lib.sh and, identically, with kustomize; the others with
+# kustomize), the RBAC is least privilege (no pod delete or eviction,
 # pods/resize patch for the updater, ...), the webhooks and Deployments have
-# the settings deploy/README.md promises, and the CRD is the one of the VPA
-# module in go.mod. Prints FAIL lines and a final OK/FAIL line.
+# the settings deploy/README.md promises, the CRD is the one of the VPA module
+# in go.mod, and the chart (helm lint, helm template with its schema) renders
+# deploy/'s CRDs, RBAC and webhook settings; the chart's alerting rules pass
+# `promtool test rules`. Prints FAIL lines and a final OK/FAIL line.
 #
 # Usage: hack/deploy/verify-manifests.sh [-v]   (-v also prints passing checks)
 # Env:   DEPLOY_DIR  the tree to check (default deploy/)
+#        CHART_DIR   the chart to check (default charts/vpa-inplace)
 #
-# Needs python3. PyYAML is used when installed; without it, YAML is converted to
-# JSON by a throwaway Go program built outside the repository from the module
-# cache (sigs.k8s.io/yaml at the version go.mod selects, no download).
+# Needs python3 and openssl (a throwaway certificate for
+# overlays/provided-certificate). kustomize, helm and promtool are built,
+# pinned, by hack/tools/install.sh (cached in _output/tools). PyYAML is used
+# when installed; without it, YAML is converted to JSON by a throwaway Go
+# program built outside the repository from the module cache
+# (sigs.k8s.io/yaml at the version go.mod selects, no download).
 set -o errexit -o nounset -o pipefail
 # shellcheck source=hack/deploy/lib.sh
 source "$(dirname "$0")/lib.sh"
 cd "${DEPLOY_REPO_ROOT}"
 deploy::need python3
+deploy::need openssl
+
+tools=$(hack/tools/install.sh kustomize helm promtool) || deploy::die "cannot build the pinned tools"
+{ read -r kustomize; read -r helm; read -r promtool; } <<<"${tools}"
 
 deploy_dir=$(cd "${DEPLOY_DIR:-deploy}" && pwd)
 work=$(mktemp -d)
@@ -34,32 +45,125 @@ elif ! cmp -s "${deploy_dir}/base/crd/vpa-v1-crd-gen.yaml" deploy/base/crd/vpa-v
 fi
 
 # Render every kustomization root: deploy/base and each deploy/overlays/*.
+# Resources-only roots are rendered by hack/deploy/lib.sh (what apply.sh and
+# local-apply.sh apply) and compared with kustomize; the others by kustomize.
 roots=(base)
 for d in "${deploy_dir}"/overlays/*/; do
   [[ -f ${d}kustomization.yaml ]] && roots+=("overlays/$(basename "${d}")")
 done
 mkdir -p "${work}/rendered/overlays" "${work}/kustomized/overlays"
 printf '%s\n' "${roots[@]}" >"${work}/rendered/roots.txt"
+: >"${work}/rendered/kustomize-only.txt"
+# kustomize renders a copy, in which overlays/provided-certificate gets the
+# PEM files a user would put there (a throwaway self-signed certificate).
+cp -r "${deploy_dir}" "${work}/deploy"
+if [[ -d ${work}/deploy/overlays/provided-certificate ]]; then
+  (cd "${work}/deploy/overlays/provided-certificate" \
+    && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+      -subj "/CN=vpa-inplace-webhook.${DEPLOY_NAMESPACE}.svc" -keyout tls.key -out tls.crt 2>/dev/null \
+    && cp tls.crt ca.crt) || deploy::die "openssl could not make a test certificate"
+fi
 for root in "${roots[@]}"; do
-  if ! deploy::resources "${deploy_dir}/${root}" >"${work}/rendered/${root}.files" \
-    || ! deploy::render "${deploy_dir}/${root}" >"${work}/rendered/${root}.yaml"; then
+  if ! "${kustomize}" build "${work}/deploy/${root}" >"${work}/kustomized/${root}.yaml" 2>"${work}/kustomize.err"; then
+    echo "FAIL: kustomize build deploy/${root}:"
+    sed -e 's/^/    /' "${work}/kustomize.err" | head -n 5
+    status=1
+  fi
+  if ! deploy::files "${deploy_dir}/${root}" >"${work}/rendered/${root}.files"; then
+    echo "FAIL: deploy/${root}: a file it names does not exist"
+    status=1
+  fi
+  if ! deploy::resources_only "${deploy_dir}/${root}"; then
+    echo "${root}" >>"${work}/rendered/kustomize-only.txt"
+    cp "${work}/kustomized/${root}.yaml" "${work}/rendered/${root}.yaml"
+  elif ! deploy::render "${deploy_dir}/${root}" >"${work}/rendered/${root}.yaml"; then
     echo "FAIL: deploy/${root} does not render"
     status=1
   fi
 done
+kustomized=(--kustomized-dir "${work}/kustomized")
 
-kustomized=()
-if command -v kubectl >/dev/null 2>&1; then
-  for root in "${roots[@]}"; do
-    if ! kubectl kustomize "${deploy_dir}/${root}" >"${work}/kustomized/${root}.yaml" 2>"${work}/kustomize.err"; then
-      echo "FAIL: kubectl kustomize deploy/${root}:"
-      sed -e 's/^/    /' "${work}/kustomize.err" | head -n 5
-      status=1
-    fi
-  done
-  kustomized=(--kustomized-dir "${work}/kustomized")
-else
-  echo "note: kubectl not found; skipped the comparison with kubectl kustomize"
+# The chart: the update-chart.sh copies are current, helm lint passes, and
+# helm template renders (schema enforced) with the default values and each
+# charts/vpa-inplace/ci/*-values.yaml; each hack/deploy/chart-invalid/*.yaml
+# must be refused with the message its first line names.
+chart_dir=$(cd "${CHART_DIR:-charts/vpa-inplace}" && pwd)
+if [[ ${CHART_DIR:-} == "" ]] && ! hack/deploy/update-chart.sh --verify; then
+  status=1
+fi
+mkdir -p "${work}/chart"
+chart_cases=(default)
+for f in "${chart_dir}"/ci/*-values.yaml; do
+  [[ -f ${f} ]] && chart_cases+=("$(basename "${f}" -values.yaml)")
+done
+printf '%s\n' "${chart_cases[@]}" >"${work}/chart/cases.txt"
+for c in "${chart_cases[@]}"; do
+  values=()
+  [[ ${c} == default ]] || values=(--values "${chart_dir}/ci/${c}-values.yaml")
+  if ! "${helm}" lint --strict "${chart_dir}" "${values[@]}" >"${work}/helm.out" 2>&1; then
+    echo "FAIL: helm lint --strict (${c} values):"
+    sed -e 's/^/    /' "${work}/helm.out" | grep -v '^    $' | head -n 10
+    status=1
+  fi
+  if ! "${helm}" template vpa-inplace "${chart_dir}" --namespace "${DEPLOY_NAMESPACE}" --include-crds \
+    "${values[@]}" >"${work}/chart/${c}.yaml" 2>"${work}/helm.out"; then
+    echo "FAIL: helm template (${c} values):"
+    sed -e 's/^/    /' "${work}/helm.out" | head -n 10
+    status=1
+  fi
+done
+for f in hack/deploy/chart-invalid/*.yaml; do
+  want=$(head -n 1 "${f}" | sed -e 's/^# *refused: *//')
+  if "${helm}" template vpa-inplace "${chart_dir}" --values "${f}" >/dev/null 2>"${work}/helm.out"; then
+    echo "FAIL: helm template accepts ${f} (it must be refused: ${want})"
+    status=1
+  elif ! grep -qF -- "${want}" "${work}/helm.out"; then
+    echo "FAIL: helm template refuses ${f}, but not with \"${want}\":"
+    sed -e 's/^/    /' "${work}/helm.out" | head -n 5
+    status=1
+  elif [[ ${1:-} == -v ]]; then
+    echo "ok    chart: ${f} is refused (${want})"
+  fi
+done
+
+# Every rendered object decodes strictly (no unknown field, no wrong type) into
+# the Kubernetes API types of 1.37 (the product's go.mod) and 1.35 (the
+# go.mod of hack/cluster/kubelet-v1.35): a throwaway program built outside the
+# repository from hack/deploy/strictdecode/main.go.
+for api in product:go.mod 1.35:hack/cluster/kubelet-v1.35/go.mod; do
+  name=${api%%:*} mod=${api#*:}
+  dir=${work}/strictdecode-${name}
+  mkdir -p "${dir}"
+  sed -e 's#^module .*#module strictdecode#' "${mod}" >"${dir}/go.mod"
+  cp "$(dirname "${mod}")/go.sum" "${dir}/go.sum"
+  grep -v '^//go:build ignore$' hack/deploy/strictdecode/main.go >"${dir}/main.go"
+  if ! (cd "${dir}" && GOWORK=off GOFLAGS=-mod=mod go build -o strictdecode . 2>"${dir}/build.err"); then
+    echo "FAIL: cannot build the strict decoder against ${mod}:"
+    sed -e 's/^/    /' "${dir}/build.err" | head -n 5
+    status=1
+    continue
+  fi
+  if [[ ! -d ${work}/decode ]]; then
+    # The caBundle placeholder is not base64 (on purpose): a valid value for
+    # decoding.
+    (cd "${work}" && find rendered chart -name '*.yaml') | while IFS= read -r f; do
+      mkdir -p "$(dirname "${work}/decode/${f}")"
+      sed -e "s#${DEPLOY_CA_BUNDLE_PLACEHOLDER}#Cg==#" "${work}/${f}" >"${work}/decode/${f}"
+    done
+  fi
+  mapfile -t rendered < <(find "${work}/decode" -name '*.yaml' | sort)
+  if ! "${dir}/strictdecode" "${rendered[@]}" >"${dir}/out.txt"; then
+    echo "FAIL: rendered objects do not decode strictly into the API types of ${mod}:"
+    grep '^FAIL' "${dir}/out.txt" | sed -e "s#${work}/decode/##" -e 's/^/    /'
+    status=1
+  elif [[ ${1:-} == -v ]]; then
+    sed -e "s#${work}/decode/##" -e "s#^ok    #ok    API types of ${mod}: #" "${dir}/out.txt"
+  fi
+done
+
+# The alerting rules of the chart, as rendered, against their unit tests.
+if ! hack/monitoring/test-rules.sh "${helm}" "${promtool}" "${chart_dir}"; then
+  status=1
 fi
 
 mirror=()
@@ -132,7 +236,7 @@ func convert(mirror, file string) error {
 GO
   (cd "${work}/yaml2json" && GOWORK=off GOFLAGS=-mod=mod GOPROXY=off go build -o yaml2json .) \
     || deploy::die "cannot build the YAML converter (and PyYAML is not installed)"
-  mapfile -t files < <(find "${deploy_dir}" "${work}/rendered" "${work}/kustomized" -name '*.yaml')
+  mapfile -t files < <(find "${deploy_dir}" "${chart_dir}" "${work}/rendered" "${work}/kustomized" "${work}/chart" -name '*.yaml' -not -path '*/templates/*')
   if ! "${work}/yaml2json/yaml2json" "${work}/mirror" "${files[@]}"; then
     echo "FAIL: a YAML file does not parse"
     status=1
@@ -141,7 +245,9 @@ GO
 fi
 
 if ! python3 hack/deploy/verify_manifests.py --deploy-dir "${deploy_dir}" \
-  --rendered-dir "${work}/rendered" "${kustomized[@]}" "${mirror[@]}" "$@"; then
+  --rendered-dir "${work}/rendered" "${kustomized[@]}" --chart-dir "${chart_dir}" \
+  --chart-rendered-dir "${work}/chart" --metrics-source pkg/updater/metrics.go \
+  --metrics-source pkg/admission/metrics.go "${mirror[@]}" "$@"; then
   status=1
 fi
 

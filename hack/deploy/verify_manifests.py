@@ -7,6 +7,12 @@ hack/deploy/lib.sh into RENDERED_DIR/<root>.yaml, with the list of files it
 uses in RENDERED_DIR/<root>.files. When kubectl was found, KUSTOMIZED_DIR holds
 the `kubectl kustomize` output of the same roots.
 
+Roots listed in RENDERED_DIR/kustomize-only.txt use more than resources: and
+were rendered by kustomize alone. CHART_RENDERED_DIR holds `helm template`
+output of the chart for each case in its cases.txt (default, and one per
+charts/vpa-inplace/ci/<case>-values.yaml), rendered in namespace
+vpa-inplace-system with the CRDs.
+
 YAML is read with PyYAML when it is installed. Otherwise the driver has
 converted every file to JSON under JSON_MIRROR (same absolute path plus .json).
 
@@ -16,6 +22,7 @@ Prints FAIL lines (and ok lines with -v) and exits 1 when any check failed.
 import argparse
 import json
 import os
+import re
 import sys
 
 NAMESPACE = "vpa-inplace-system"
@@ -30,6 +37,10 @@ WEBHOOK_PORT = "__WEBHOOK_PORT__"
 POD_WEBHOOK = "vpa-inplace-pods"
 VPA_WEBHOOK = "vpa-inplace-vpas"
 UPDATER_CONFIG = "vpa-inplace-updater-config"
+CERTIFICATE = "vpa-inplace-admission"
+INJECT_CA = "cert-manager.io/inject-ca-from"
+# Metrics the alerts and the dashboard may use besides ours (kube-state-metrics).
+EXTERNAL_METRICS = {"kube_lease_renew_time"}
 
 CLUSTER_SCOPED = {
     "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
@@ -264,10 +275,36 @@ def check_admission_rbac(c, where, objs):
 
 # ---------------------------------------------------------------- webhooks
 
-def check_webhooks(c, where, objs, local):
-    def client_ok(webhook, path):
+def ca_mode(root, objs):
+    """How the webhooks get their caBundle in a rendered root: the placeholder
+    of deploy/base (filled by the scripts), cert-manager's CA injector, or a
+    Secret the user provides (its ca.crt)."""
+    if find(objs, "Certificate", CERTIFICATE):
+        return "cert-manager"
+    if find(objs, "Secret", TLS_SECRET) or root.startswith("chart"):
+        return "secret"
+    return "placeholder"
+
+
+def check_webhooks(c, where, objs, local, mode="placeholder"):
+    secret_ca = None
+    for sec in find(objs, "Secret", TLS_SECRET):
+        secret_ca = (sec.get("data") or {}).get("ca.crt")
+
+    def ca_ok(config, cc):
+        annotations = (config.get("metadata") or {}).get("annotations") or {}
+        if mode == "cert-manager":
+            return "caBundle" not in cc and annotations.get(INJECT_CA) == f"{NAMESPACE}/{CERTIFICATE}"
+        if INJECT_CA in annotations:
+            return False
+        if mode == "secret":
+            ca = cc.get("caBundle")
+            return bool(ca) and ca != CA_BUNDLE and (secret_ca is None or ca == secret_ca)
+        return cc.get("caBundle") == CA_BUNDLE
+
+    def client_ok(config, webhook, path):
         cc = webhook.get("clientConfig") or {}
-        ok = cc.get("caBundle") == CA_BUNDLE
+        ok = ca_ok(config, cc)
         if local:
             return ok and "service" not in cc and cc.get("url") == f"https://127.0.0.1:{WEBHOOK_PORT}{path}"
         svc = cc.get("service") or {}
@@ -287,7 +324,7 @@ def check_webhooks(c, where, objs, local):
         c.check(wh.get("rules") == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                                      "resources": ["pods"], "scope": "Namespaced"}],
                 f"{w} matches pod CREATE only", json.dumps(wh.get("rules")))
-        c.check(client_ok(wh, "/mutate-pods"), f"{w} calls /mutate-pods through {target}",
+        c.check(client_ok(muts[0], wh, "/mutate-pods"), f"{w} calls /mutate-pods through {target}, CA from {mode}",
                 json.dumps(wh.get("clientConfig")))
         sel = (wh.get("namespaceSelector") or {}).get("matchExpressions") or []
         excluded = {v for e in sel if e.get("key") == "kubernetes.io/metadata.name"
@@ -307,7 +344,7 @@ def check_webhooks(c, where, objs, local):
                                      "operations": ["CREATE", "UPDATE"],
                                      "resources": ["verticalpodautoscalers"], "scope": "Namespaced"}],
                 f"{w} matches VPA CREATE/UPDATE", json.dumps(wh.get("rules")))
-        c.check(client_ok(wh, "/validate-vpas"), f"{w} calls /validate-vpas through {target}",
+        c.check(client_ok(vals[0], wh, "/validate-vpas"), f"{w} calls /validate-vpas through {target}, CA from {mode}",
                 json.dumps(wh.get("clientConfig")))
 
 
@@ -352,8 +389,12 @@ def check_deployment(c, where, objs, name, sa, image, required_args):
             f"{w} is not privileged and adds no capabilities")
     requests = (container.get("resources") or {}).get("requests") or {}
     c.check("cpu" in requests and "memory" in requests, f"{w} requests cpu and memory")
-    c.check(container.get("image") == image, f"{w} image is the placeholder {image} (apply.sh replaces it)",
-            container.get("image"))
+    if image is None:
+        c.check(re.fullmatch(r"[^:@\s]+(:[\w][\w.-]*)(@sha256:[a-f0-9]{64})?", container.get("image") or "") is not None,
+                f"{w} image has a tag", container.get("image"))
+    else:
+        c.check(container.get("image") == image, f"{w} image is the placeholder {image} (apply.sh replaces it)",
+                container.get("image"))
     for arg in required_args:
         c.check(arg in (container.get("args") or []), f"{w} has arg {arg}", json.dumps(container.get("args")))
     ports = container_ports(container)
@@ -368,18 +409,31 @@ def check_deployment(c, where, objs, name, sa, image, required_args):
     return dep
 
 
-def check_workloads(c, where, objs):
+def check_workloads(c, where, objs, chart=False):
+    """The Deployments and the webhook Service. deploy/ ships image
+    placeholders and one updater; the chart real images, any replicas (more
+    than one updater only with leader election) and ports from its values."""
     if find(objs, "ServiceAccount", UPDATER_SA):
-        dep = check_deployment(c, where, objs, "vpa-inplace-updater", UPDATER_SA, UPDATER_IMAGE,
-                               ["--feature-gates=InPlace=true", "--leader-elect=true"])
+        dep = check_deployment(c, where, objs, "vpa-inplace-updater", UPDATER_SA, None if chart else UPDATER_IMAGE,
+                               ["--feature-gates=InPlace=true"] + ([] if chart else ["--leader-elect=true"]))
         if dep is not None:
-            c.check(dep["spec"].get("replicas") == 1, f"{where}: updater runs 1 replica")
-            c.check(flag(dep["spec"]["template"]["spec"]["containers"][0], "address") == ":8943",
-                    f"{where}: updater serves health and metrics on :8943")
+            container = dep["spec"]["template"]["spec"]["containers"][0]
+            if chart:
+                c.check(dep["spec"].get("replicas", 1) <= 1 or flag(container, "leader-elect") == "true",
+                        f"{where}: more than one updater replica only with --leader-elect=true")
+                c.check(flag(container, "leader-elect-resource-namespace") == NAMESPACE,
+                        f"{where}: updater's Lease is in the release namespace (where its Role is)")
+                c.check(flag(container, "config-map") == f"{NAMESPACE}/{UPDATER_CONFIG}",
+                        f"{where}: updater reads the kill switch its Role allows")
+            else:
+                c.check(dep["spec"].get("replicas") == 1, f"{where}: updater runs 1 replica")
+                c.check(flag(container, "address") == ":8943",
+                        f"{where}: updater serves health and metrics on :8943")
     if find(objs, "ServiceAccount", ADMISSION_SA):
-        dep = check_deployment(c, where, objs, "vpa-inplace-admission-controller", ADMISSION_SA, ADMISSION_IMAGE,
+        dep = check_deployment(c, where, objs, "vpa-inplace-admission-controller", ADMISSION_SA,
+                               None if chart else ADMISSION_IMAGE,
                                ["--tls-cert-file=/etc/tls/tls.crt", "--tls-private-key-file=/etc/tls/tls.key",
-                                "--feature-gates=InPlace=true", "--port=8000"])
+                                "--feature-gates=InPlace=true"] + ([] if chart else ["--port=8000"]))
         if dep is None:
             return
         spec = dep["spec"]["template"]["spec"]
@@ -447,12 +501,150 @@ def canonical(objs):
     return sorted(json.dumps(o, sort_keys=True) for o in objs)
 
 
+# ---------------------------------------------------------------- certificates
+
+def without_ca(objs):
+    """The objects with what the ways of providing the CA change removed: the
+    webhooks' caBundle and annotations."""
+    out = []
+    for o in objs:
+        o = json.loads(json.dumps(o))
+        if o.get("kind") in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            (o.get("metadata") or {}).pop("annotations", None)
+            for wh in o.get("webhooks") or []:
+                (wh.get("clientConfig") or {}).pop("caBundle", None)
+        out.append(o)
+    return out
+
+
+def check_certificate_overlay(c, where, objs, base):
+    """An overlay that provides the serving certificate: base's objects, the
+    webhooks' CA apart, plus what writes Secret vpa-inplace-admission-tls."""
+    extra = {"Issuer", "Certificate", "Secret"}
+    c.check(canonical(without_ca([o for o in objs if o["kind"] not in extra])) == canonical(without_ca(base)),
+            f"{where}: base's objects, apart from the webhooks' caBundle and annotations")
+    check_certificate(c, where, objs)
+
+
+def check_certificate(c, where, objs):
+    """Secret vpa-inplace-admission-tls: written by a cert-manager Certificate
+    for the Service's DNS name, or given with tls.crt, tls.key and ca.crt."""
+    certs = find(objs, "Certificate", CERTIFICATE)
+    secrets = find(objs, "Secret", TLS_SECRET)
+    c.check(bool(certs) != bool(secrets), f"{where}: Secret {TLS_SECRET} comes from a Certificate or is given")
+    for cert in certs:
+        spec = cert.get("spec") or {}
+        c.check(spec.get("secretName") == TLS_SECRET, f"{where}: Certificate writes Secret {TLS_SECRET}")
+        c.check(f"{SERVICE}.{NAMESPACE}.svc" in (spec.get("dnsNames") or []),
+                f"{where}: Certificate names {SERVICE}.{NAMESPACE}.svc", json.dumps(spec.get("dnsNames")))
+        ref = spec.get("issuerRef") or {}
+        c.check(ref.get("kind") == "ClusterIssuer" or bool(find(objs, "Issuer", ref.get("name"))),
+                f"{where}: Certificate's issuer {ref.get('name')} exists")
+    for sec in secrets:
+        c.check(sec.get("type") == "kubernetes.io/tls" and {"tls.crt", "tls.key", "ca.crt"} <= set(sec.get("data") or {}),
+                f"{where}: Secret {TLS_SECRET} is kubernetes.io/tls with tls.crt, tls.key and ca.crt")
+
+
+# ---------------------------------------------------------------- chart
+
+def component_objs(objs, name):
+    return [o for o in objs if ((o.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/name") == name]
+
+
+def selects(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def check_chart(c, case, objs, base, values):
+    """One `helm template` output against deploy/base: the same CRDs and RBAC
+    (update-chart.sh copies them), the same webhook settings, the Deployments'
+    security and flags, and the chart's own objects (PDB, spread, monitoring)."""
+    where = f"chart ({case})"
+    check_identity(c, where, objs)
+    check_rbac_hygiene(c, where, objs)
+    c.check(canonical(find(objs, "CustomResourceDefinition")) == canonical(find(base, "CustomResourceDefinition")),
+            f"{where}: the CRDs are deploy/base's")
+    rbac_kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    for component, sa, key in (("updater", UPDATER_SA, "updater"),
+                               ("admission-controller", ADMISSION_SA, "admissionController")):
+        enabled = (values.get(key) or {}).get("enabled", True)
+        mine = [o for o in component_objs(objs, f"vpa-inplace-{component}") if o["kind"] in rbac_kinds]
+        theirs = [o for o in component_objs(base, f"vpa-inplace-{component}") if o["kind"] in rbac_kinds]
+        c.check(canonical(mine) == canonical(theirs if enabled else []),
+                f"{where}: the {component}'s ServiceAccount and RBAC are deploy/base's" if enabled
+                else f"{where}: no {component} RBAC when disabled")
+        if not enabled:
+            c.check(not find(objs, "Deployment", f"vpa-inplace-{component}"), f"{where}: no {component} when disabled")
+            continue
+        if component == "updater":
+            check_updater_rbac(c, where, objs)
+        else:
+            check_admission_rbac(c, where, objs)
+        dep = (find(objs, "Deployment", f"vpa-inplace-{component}") or [None])[0]
+        if dep is None:
+            continue
+        pod = dep["spec"]["template"]
+        labels = pod["metadata"].get("labels") or {}
+        c.check(dep["spec"].get("replicas") == (values.get(key) or {}).get("replicaCount", 2),
+                f"{where}: {component} replicas as in the values")
+        spread = pod["spec"].get("topologySpreadConstraints") or []
+        c.check(bool(spread) and all(selects((t.get("labelSelector") or {}).get("matchLabels"), labels) for t in spread
+                                     if "labelSelector" in t),
+                f"{where}: {component} pods are spread and the spread selects them", json.dumps(spread))
+        pdbs = [p for p in find(objs, "PodDisruptionBudget")
+                if selects(((p.get("spec") or {}).get("selector") or {}).get("matchLabels"), labels)]
+        want_pdb = ((values.get(key) or {}).get("podDisruptionBudget") or {}).get("enabled", True)
+        c.check(len(pdbs) == (1 if want_pdb else 0), f"{where}: {component} has {'a' if want_pdb else 'no'} PodDisruptionBudget")
+    check_workloads(c, where, objs, chart=True)
+    hooks = [o for o in objs if o["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")]
+    if (values.get("admissionController") or {}).get("enabled", True):
+        mode = "cert-manager" if find(objs, "Certificate", CERTIFICATE) else "secret"
+        check_webhooks(c, where, objs, local=False, mode=mode)
+        base_hooks = [o for o in base if o["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")]
+        for o in hooks + base_hooks:
+            o["metadata"].pop("labels", None)
+        c.check(canonical(without_ca(hooks)) == canonical(without_ca(base_hooks)),
+                f"{where}: webhooks equal deploy/base's apart from the CA")
+        if mode == "cert-manager":
+            check_certificate(c, where, objs)
+    else:
+        c.check(not hooks, f"{where}: no webhooks without the admission controller")
+    for sm in find(objs, "ServiceMonitor"):
+        sel = ((sm.get("spec") or {}).get("selector") or {}).get("matchLabels")
+        svcs = [s for s in find(objs, "Service") if selects(sel, (s.get("metadata") or {}).get("labels") or {})]
+        ok = len(svcs) == 1 and any(p.get("name") == "metrics" for p in svcs[0]["spec"].get("ports") or [])
+        pods = [d for d in find(objs, "Deployment")
+                if svcs and selects(svcs[0]["spec"].get("selector"), d["spec"]["template"]["metadata"]["labels"])]
+        c.check(ok and len(pods) == 1, f"{where}: {show(sm)} selects one Service with port metrics, on one Deployment's pods")
+
+
+def metric_names(sources):
+    """Metric names the Go sources define, with a histogram's series."""
+    names = set()
+    for path in sources:
+        with open(path, encoding="utf-8") as f:
+            for name in re.findall(r'"(vpa_inplace_[a-z0-9_]+)"', f.read()):
+                names.add(name)
+                if name.endswith("_seconds"):
+                    names.update(name + s for s in ("_bucket", "_sum", "_count"))
+    return names
+
+
+def check_metric_names(c, where, text, known):
+    used = set(re.findall(r"\b(vpa_inplace_[a-z0-9_]+|kube_[a-z0-9_]+)", text))
+    unknown = sorted(used - known - EXTERNAL_METRICS)
+    c.check(bool(used) and not unknown, f"{where}: uses only metrics the binaries export", ", ".join(unknown))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--deploy-dir", required=True)
     ap.add_argument("--rendered-dir", required=True)
     ap.add_argument("--kustomized-dir")
     ap.add_argument("--json-mirror")
+    ap.add_argument("--chart-dir")
+    ap.add_argument("--chart-rendered-dir")
+    ap.add_argument("--metrics-source", action="append", default=[])
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     c = Checker(args.verbose)
@@ -462,6 +654,11 @@ def main():
     used = set()
     with open(os.path.join(args.rendered_dir, "roots.txt"), encoding="utf-8") as f:
         roots = [line.strip() for line in f if line.strip()]
+    kustomize_only = set()
+    path = os.path.join(args.rendered_dir, "kustomize-only.txt")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            kustomize_only = {line.strip() for line in f if line.strip()}
     for root in roots:
         with open(os.path.join(args.rendered_dir, root + ".files"), encoding="utf-8") as f:
             used.update(line.strip() for line in f if line.strip())
@@ -476,7 +673,11 @@ def main():
                 c.check(False, f"{path} parses", str(e).splitlines()[0])
                 continue
             c.check(True, f"{path} parses")
-            if name == "kustomization.yaml":
+            root = os.path.relpath(dirpath, args.deploy_dir)
+            if name == "kustomization.yaml" and root in kustomize_only:
+                c.check(root.startswith("overlays/") and root not in ("overlays/local", "overlays/with-upstream-vpa"),
+                        f"{path}: only overlays that scripts do not apply use more than resources:")
+            elif name == "kustomization.yaml":
                 keys = set(docs[0]) if docs else set()
                 c.check(keys <= {"apiVersion", "kind", "resources"}, f"{path} uses only resources:",
                         f"also {sorted(keys - {'apiVersion', 'kind', 'resources'})}: hack/deploy/lib.sh cannot render that")
@@ -500,14 +701,14 @@ def main():
         if find(objs, "ServiceAccount", ADMISSION_SA):
             check_admission_rbac(c, root, objs)
         if find(objs, "MutatingWebhookConfiguration") or find(objs, "ValidatingWebhookConfiguration"):
-            check_webhooks(c, root, objs, local=root.endswith("overlays/local"))
+            check_webhooks(c, root, objs, local=root.endswith("overlays/local"), mode=ca_mode(root, objs))
         if root != "overlays/local":
             check_workloads(c, root, objs)
         if args.kustomized_dir:
             path = os.path.join(args.kustomized_dir, root + ".yaml")
             if os.path.exists(path):
                 c.check(canonical(load.docs(path)) == canonical(objs),
-                        f"{root}: kubectl kustomize renders the same objects as hack/deploy/lib.sh")
+                        f"{root}: kustomize renders the same objects as hack/deploy/lib.sh")
 
     base = rendered.get("base")
     if c.check(base is not None, "deploy/base is rendered"):
@@ -538,6 +739,40 @@ def main():
                 "overlays/with-upstream-vpa: has no admission controller")
         c.check(bool(find(upstream, "Deployment", "vpa-inplace-updater")),
                 "overlays/with-upstream-vpa: has the updater")
+
+    for root in sorted(kustomize_only):
+        if root in rendered and base is not None:
+            check_certificate_overlay(c, root, rendered[root], base)
+
+    if args.chart_rendered_dir and base is not None:
+        known = metric_names(args.metrics_source)
+        c.check(len(known) > 20, "the metric names are read from the Go sources", str(sorted(known))[:200])
+        with open(os.path.join(args.chart_rendered_dir, "cases.txt"), encoding="utf-8") as f:
+            cases = [line.strip() for line in f if line.strip()]
+        monitored = False
+        for case in cases:
+            values = {}
+            if case != "default":
+                values = load.docs(os.path.join(args.chart_dir, "ci", case + "-values.yaml"))[0]
+            try:
+                objs = load.docs(os.path.join(args.chart_rendered_dir, case + ".yaml"))
+            except Exception as e:  # pylint: disable=broad-except
+                c.check(False, f"chart ({case}): rendered objects parse", str(e).splitlines()[0])
+                continue
+            check_chart(c, case, objs, json.loads(json.dumps(base)), values)
+            for rule in find(objs, "PrometheusRule"):
+                monitored = True
+                check_metric_names(c, f"chart ({case}): {show(rule)}", json.dumps(rule["spec"]), known)
+            for cm in find(objs, "ConfigMap", "vpa-inplace-dashboard"):
+                monitored = True
+                text = (cm.get("data") or {}).get("vpa-inplace.json", "")
+                try:
+                    json.loads(text)
+                    c.check(True, f"chart ({case}): the dashboard is JSON")
+                except ValueError as e:
+                    c.check(False, f"chart ({case}): the dashboard is JSON", str(e))
+                check_metric_names(c, f"chart ({case}): the dashboard", text, known)
+        c.check(monitored, "chart: some values case renders the PrometheusRule and the dashboard")
 
     if c.failed:
         print(f"verify-deploy: FAIL ({c.failed} of {c.total} checks failed)")
