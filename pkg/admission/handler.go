@@ -1,10 +1,17 @@
 // Package admission is the webhook of the vpa-inplace admission controller.
-// It serves two endpoints, each taking an admission.k8s.io/v1
+// It serves three endpoints, each taking an admission.k8s.io/v1
 // AdmissionReview and answering one with the request's UID:
 //
 //   - ValidateVPAsPath validates VPAs being created or updated (ValidateVPA):
 //     updateMode InPlace needs the InPlace feature gate, except on VPAs that
 //     already were InPlace, and the rest of the spec must be well formed.
+//   - ValidateVPAQuantitiesPath refuses VPAs of any mode whose resource
+//     quantities exceed pkg/quantity's bound, checked on the JSON as
+//     written: one such quantity takes minutes to parse, and would stall
+//     every VPA controller that decodes the object. ValidateVPAsPath applies
+//     the same bound before it decodes anything. A quantity over the bound
+//     that the stored object already holds at the same place is accepted
+//     with a warning, so that objects stored before the bound stay editable.
 //   - MutatePodsPath gives a new pod whose VPA is in updateMode InPlace the
 //     VPA's current recommendation, processed exactly as the updater does
 //     (package recommendation), as a JSON Patch. This happens whether the
@@ -50,8 +57,9 @@ import (
 
 // Paths of the two webhooks.
 const (
-	ValidateVPAsPath = "/validate-vpas"
-	MutatePodsPath   = "/mutate-pods"
+	ValidateVPAsPath          = "/validate-vpas"
+	ValidateVPAQuantitiesPath = "/validate-vpa-quantities"
+	MutatePodsPath            = "/mutate-pods"
 )
 
 // DefaultMaxRequestBytes is the largest AdmissionReview accepted: 6 MiB. An
@@ -145,6 +153,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		h.ignored[ns] = true
 	}
 	h.mux.Handle(ValidateVPAsPath, h.endpoint(EndpointValidateVPAs, h.reviewVPA))
+	h.mux.Handle(ValidateVPAQuantitiesPath, h.endpoint(EndpointValidateVPAQuantities, h.reviewVPAQuantities))
 	h.mux.Handle(MutatePodsPath, h.endpoint(EndpointMutatePods, h.reviewPod))
 	return h, nil
 }
@@ -308,13 +317,19 @@ func (h *Handler) reviewVPA(ctx context.Context, req *admissionv1.AdmissionReque
 	if req.SubResource != "" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return allowed, nil
 	}
-	vpa, err := decodeVPA(req.Object.Raw)
+	// Quantities are bounded on the JSON as written, before anything is
+	// decoded: a single one can take minutes to parse.
+	raw, oldRaw, kept, resp, err := h.boundVPAQuantities(ctx, req)
+	if resp != nil || err != nil {
+		return resp, err
+	}
+	vpa, err := decodeVPA(raw)
 	if err != nil {
 		return nil, badRequest("object: %v", err)
 	}
 	var old *vpatypes.VerticalPodAutoscaler
 	if req.Operation == admissionv1.Update {
-		if old, err = decodeVPA(req.OldObject.Raw); err != nil {
+		if old, err = decodeVPA(oldRaw); err != nil {
 			return nil, badRequest("oldObject: %v", err)
 		}
 	}
@@ -323,6 +338,7 @@ func (h *Handler) reviewVPA(ctx context.Context, req *admissionv1.AdmissionReque
 	}
 
 	warnings, errs := ValidateVPA(vpa, old, h.cfg.FeatureGate.Enabled(features.InPlace))
+	warnings = append(kept, warnings...)
 	allowed.Warnings = warnings
 	if len(errs) == 0 {
 		return allowed, nil
@@ -340,6 +356,43 @@ func (h *Handler) reviewVPA(ctx context.Context, req *admissionv1.AdmissionReque
 	klog.FromContext(ctx).V(2).Info("Rejected VPA", "vpa", klog.KRef(req.Namespace, name), "operation", req.Operation,
 		"reason", reason, "errors", errs.ToAggregate().Error())
 	return &admissionv1.AdmissionResponse{Allowed: false, Result: &status, Warnings: warnings}, nil
+}
+
+// reviewVPAQuantities applies the quantity bound alone to a VPA being
+// created or updated. It never decodes the VPA.
+func (h *Handler) reviewVPAQuantities(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
+	if req.Resource != vpasResource {
+		return nil, badRequest("%s handles %s, got a request for %s", ValidateVPAQuantitiesPath, gvrString(vpasResource), gvrString(req.Resource))
+	}
+	if req.SubResource != "" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
+		return &admissionv1.AdmissionResponse{Allowed: true}, nil
+	}
+	_, _, kept, resp, err := h.boundVPAQuantities(ctx, req)
+	if resp != nil || err != nil {
+		return resp, err
+	}
+	return &admissionv1.AdmissionResponse{Allowed: true, Warnings: kept}, nil
+}
+
+// boundVPAQuantities checks the quantities of the request's objects against
+// pkg/quantity's bound, in every namespace: such a VPA stalls any
+// controller that decodes it, whoever serves its namespace. It returns the
+// rejection of a VPA that exceeds the bound, or else the objects safe to
+// decode (quantities kept only because they are unchanged are replaced by
+// "0") and a warning for each kept one.
+func (h *Handler) boundVPAQuantities(ctx context.Context, req *admissionv1.AdmissionRequest) (raw, oldRaw []byte, kept []string, resp *admissionv1.AdmissionResponse, err error) {
+	if req.Operation == admissionv1.Update {
+		oldRaw = req.OldObject.Raw
+	}
+	errs, kept, raw, oldRaw, err := checkVPAQuantities(req.Object.Raw, oldRaw)
+	if err != nil || len(errs) == 0 {
+		return raw, oldRaw, kept, nil, err
+	}
+	status := apierrors.NewInvalid(vpaKind, req.Name, errs).ErrStatus
+	h.cfg.Metrics.rejections.WithLabelValues(RejectionQuantity).Inc()
+	klog.FromContext(ctx).V(2).Info("Rejected VPA", "vpa", klog.KRef(req.Namespace, req.Name), "operation", req.Operation,
+		"reason", RejectionQuantity, "errors", errs.ToAggregate().Error())
+	return nil, nil, nil, &admissionv1.AdmissionResponse{Allowed: false, Result: &status, Warnings: kept}, nil
 }
 
 // reviewPod applies the recommendation of an InPlace VPA to a new pod.

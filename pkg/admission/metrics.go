@@ -18,8 +18,9 @@ const (
 
 // Endpoint label values.
 const (
-	EndpointValidateVPAs = "validate-vpas"
-	EndpointMutatePods   = "mutate-pods"
+	EndpointValidateVPAs          = "validate-vpas"
+	EndpointValidateVPAQuantities = "validate-vpa-quantities"
+	EndpointMutatePods            = "mutate-pods"
 )
 
 // Outcome label values of MetricRequests.
@@ -53,6 +54,8 @@ const (
 	RejectionFeatureGate = "feature_gate"
 	// RejectionInvalid: any other validation error.
 	RejectionInvalid = "invalid"
+	// RejectionQuantity: a resource quantity beyond pkg/quantity's bound.
+	RejectionQuantity = "quantity"
 )
 
 // Metrics are the admission controller's metrics. None is labelled per pod
@@ -88,11 +91,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"step"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricVPARejections,
-			Help: "VPA creations and updates rejected, by reason (feature_gate, invalid).",
+			Help: "VPA creations and updates rejected, by reason (feature_gate, invalid, quantity).",
 		}, []string{"reason"}),
 	}
 	// Known label values start at zero so that rates exist from the start.
-	for _, e := range []string{EndpointValidateVPAs, EndpointMutatePods} {
+	for _, e := range []string{EndpointValidateVPAs, EndpointValidateVPAQuantities, EndpointMutatePods} {
 		m.duration.WithLabelValues(e)
 		for _, o := range []string{OutcomeAllowed, OutcomePatched, OutcomeRejected, OutcomeBadRequest, OutcomeError} {
 			m.requests.WithLabelValues(e, o)
@@ -101,7 +104,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, s := range []string{FailureResolveVPA, FailureRecommendation, FailurePatch, FailurePanic} {
 		m.mutationFailures.WithLabelValues(s)
 	}
-	for _, r := range []string{RejectionFeatureGate, RejectionInvalid} {
+	for _, r := range []string{RejectionFeatureGate, RejectionInvalid, RejectionQuantity} {
 		m.rejections.WithLabelValues(r)
 	}
 	if reg == nil {
