@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -103,8 +104,13 @@ func restConfig(opts *Options) (*rest.Config, error) {
 // also when /readyz turns ready (with a loaded certificate).
 func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error {
 	logger := klog.FromContext(ctx)
+	memoryLimit, memoryLimitFromEnv, err := ApplyMemoryLimit(opts.MemoryLimit, os.LookupEnv)
+	if err != nil {
+		return err
+	}
 	logger.Info("Starting the vpa-inplace admission controller",
-		"inPlaceGate", opts.FeatureGate.Enabled(features.InPlace), "webhookAddress", opts.WebhookAddress(), "address", opts.Address)
+		"inPlaceGate", opts.FeatureGate.Enabled(features.InPlace), "webhookAddress", opts.WebhookAddress(), "address", opts.Address,
+		"maxInflightRequests", opts.MaxInflightRequests, "goMemoryLimit", memoryLimit, "goMemoryLimitFromEnv", memoryLimitFromEnv)
 
 	minVersion, err := opts.tlsMinVersion()
 	if err != nil {
@@ -169,12 +175,16 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 		Namespace:         opts.VPAObjectNamespace,
 		IgnoredNamespaces: opts.IgnoredVPAObjectNamespaces,
 		Timeout:           opts.RequestTimeout,
+		MaxInflight:       opts.MaxInflightRequests,
 	})
 	if err != nil {
 		return err
 	}
 	webhook := &http.Server{
-		Handler: http.TimeoutHandler(handler, opts.RequestTimeout+time.Second, "admission request timed out"),
+		// Handling is bounded by --request-timeout through the request's
+		// context, and the response by WriteTimeout: no wrapper that runs
+		// each request in a goroutine of its own.
+		Handler: handler,
 		TLSConfig: &tls.Config{
 			MinVersion:     minVersion,
 			CipherSuites:   ciphers,
