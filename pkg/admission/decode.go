@@ -92,33 +92,27 @@ type containerView struct {
 }
 
 type resourcesView struct {
-	Requests boundedList `json:"requests"`
-	Limits   boundedList `json:"limits"`
+	// Nil when absent or null; a map, even empty, when present.
+	Requests *boundedList `json:"requests"`
+	Limits   *boundedList `json:"limits"`
 }
 
 // boundedList is a requests or limits map whose quantities are checked
-// against pkg/quantity's bound before they are parsed. present tells a map,
-// even an empty one, from an absent or null one.
-type boundedList struct {
-	list    corev1.ResourceList
-	present bool
-}
+// against pkg/quantity's bound before they are parsed.
+type boundedList map[corev1.ResourceName]boundedQuantity
 
-func (l *boundedList) UnmarshalJSON(b []byte) error {
-	if bytes.Equal(b, []byte("null")) {
-		*l = boundedList{}
+func (l *boundedList) present() bool { return l != nil }
+
+// resourceList returns l as a ResourceList (nil for nil).
+func (l *boundedList) resourceList() corev1.ResourceList {
+	if l == nil {
 		return nil
 	}
-	var m map[corev1.ResourceName]boundedQuantity
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b, &m); err != nil {
-		return err
+	out := make(corev1.ResourceList, len(*l))
+	for name, q := range *l {
+		out[name] = q.q
 	}
-	l.present = true
-	l.list = make(corev1.ResourceList, len(m))
-	for name, q := range m {
-		l.list[name] = q.q
-	}
-	return nil
+	return out
 }
 
 // boundedQuantity decodes as resource.Quantity does, after pkg/quantity's
@@ -210,7 +204,7 @@ func containers(views []*containerView) []corev1.Container {
 		}
 		out[i] = corev1.Container{Name: c.Name, ResizePolicy: c.ResizePolicy, RestartPolicy: c.RestartPolicy}
 		if c.Resources != nil {
-			out[i].Resources = corev1.ResourceRequirements{Requests: c.Resources.Requests.list, Limits: c.Resources.Limits.list}
+			out[i].Resources = corev1.ResourceRequirements{Requests: c.Resources.Requests.resourceList(), Limits: c.Resources.Limits.resourceList()}
 		}
 	}
 	return out

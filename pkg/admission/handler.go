@@ -90,6 +90,7 @@ type Recommender interface {
 var (
 	_ VPAResolver  = (*target.Resolver)(nil)
 	_ Recommender  = (*recommendation.Calculator)(nil)
+	_ Recommender  = (*recommendation.Memo)(nil)
 	_ http.Handler = (*Handler)(nil)
 )
 
@@ -294,8 +295,11 @@ func (h *Handler) handle(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err != nil {
 		return nil, err
 	}
-	klog.FromContext(ctx).V(4).Info("Admission request", "uid", req.UID, "operation", req.Operation,
-		"resource", req.Resource.Resource, "subResource", req.SubResource, "object", klog.KRef(req.Namespace, req.Name))
+	// Guarded: the arguments of a disabled log call are still built.
+	if logger := klog.FromContext(ctx).V(4); logger.Enabled() {
+		logger.Info("Admission request", "uid", req.UID, "operation", req.Operation,
+			"resource", req.Resource.Resource, "subResource", req.SubResource, "object", klog.KRef(req.Namespace, req.Name))
+	}
 
 	resp, err := review(ctx, req)
 	if err != nil {
@@ -502,7 +506,9 @@ func (h *Handler) reviewPod(ctx context.Context, req *admissionv1.AdmissionReque
 		return allowed, nil
 	}
 	h.cfg.Metrics.mutations.Inc()
-	logger.V(2).Info("Applied the recommendation to a new pod", "vpa", klog.KObj(vpa), "operations", len(ops))
+	if logger.V(2).Enabled() {
+		logger.V(2).Info("Applied the recommendation to a new pod", "vpa", klog.KObj(vpa), "operations", len(ops))
+	}
 	patchType := admissionv1.PatchTypeJSONPatch
 	allowed.Patch, allowed.PatchType = patch, &patchType
 	return allowed, nil

@@ -76,8 +76,8 @@ func podPatch(shape *podView, pod *corev1.Pod, desired recommendation.Desired, v
 			}
 			ops = append(ops, PatchOperation{Op: "add", Path: base, Value: value})
 		} else {
-			ops = append(ops, listOps(base+"/requests", rawResources.Requests.present, requests, want.Requests)...)
-			ops = append(ops, listOps(base+"/limits", rawResources.Limits.present, limits, want.Limits)...)
+			ops = append(ops, listOps(base+"/requests", rawResources.Requests.present(), requests, want.Requests)...)
+			ops = append(ops, listOps(base+"/limits", rawResources.Limits.present(), limits, want.Limits)...)
 		}
 		var what []string
 		for _, n := range requests {

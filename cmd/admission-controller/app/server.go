@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -150,6 +151,19 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	if err != nil {
 		return fmt.Errorf("creating the LimitRange calculator: %w", err)
 	}
+	// What a pod should get is computed once per VPA version, LimitRange
+	// version and pod shape, as in the updater: the pods of a rollout
+	// share one. Every LimitRange event makes a new version.
+	var limitRangeVersion atomic.Uint64
+	bump := func() { limitRangeVersion.Add(1) }
+	if _, err := factory.Core().V1().LimitRanges().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { bump() },
+		UpdateFunc: func(any, any) { bump() },
+		DeleteFunc: func(any) { bump() },
+	}); err != nil {
+		return fmt.Errorf("watching LimitRanges: %w", err)
+	}
+	recommendations := recommendation.NewMemo(recommendation.NewCalculator(limitRanges), limitRangeVersion.Load)
 	resolver, err := target.NewClusterResolver(ctx, c.config, c.kube, factory, vpaInformer.Informer())
 	if err != nil {
 		return err
@@ -161,6 +175,7 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 			}
 			if vpa, ok := obj.(*vpatypes.VerticalPodAutoscaler); ok {
 				resolver.Forget(vpa.UID)
+				recommendations.Forget(vpa.UID)
 			}
 		},
 	}); err != nil {
@@ -170,7 +185,7 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	handler, err := admission.NewHandler(admission.Config{
 		FeatureGate:       opts.FeatureGate,
 		VPAs:              resolver,
-		Recommendations:   recommendation.NewCalculator(limitRanges),
+		Recommendations:   recommendations,
 		Metrics:           metrics,
 		Namespace:         opts.VPAObjectNamespace,
 		IgnoredNamespaces: opts.IgnoredVPAObjectNamespaces,
