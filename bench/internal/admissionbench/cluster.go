@@ -60,7 +60,7 @@ func NewCluster(n int) *Cluster {
 		}
 		mode := vpatypes.UpdateModeInPlace
 		vpa := &vpatypes.VerticalPodAutoscaler{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, UID: types.UID(name + "-vpa"),
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, UID: types.UID(name + "-vpa"), ResourceVersion: "1",
 				CreationTimestamp: metav1.Unix(1_700_000_000+int64(i), 0)},
 			Spec: vpatypes.VerticalPodAutoscalerSpec{
 				TargetRef:    &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name},

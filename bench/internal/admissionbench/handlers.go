@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,6 +52,16 @@ func Ours(ctx context.Context, c *Cluster) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the LimitRange calculator: %w", err)
 	}
+	var limitRangeVersion atomic.Uint64
+	bump := func() { limitRangeVersion.Add(1) }
+	if _, err := factory.Core().V1().LimitRanges().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { bump() },
+		UpdateFunc: func(any, any) { bump() },
+		DeleteFunc: func(any) { bump() },
+	}); err != nil {
+		return nil, fmt.Errorf("watching LimitRanges: %w", err)
+	}
+	recommendations := recommendation.NewMemo(recommendation.NewCalculator(limitRanges), limitRangeVersion.Load)
 	resolver, err := target.NewClusterResolver(ctx, restConfig, c.Kube, factory, vpaInformer.Informer())
 	if err != nil {
 		return nil, err
@@ -66,7 +77,7 @@ func Ours(ctx context.Context, c *Cluster) (http.Handler, error) {
 	handler, err := admission.NewHandler(admission.Config{
 		FeatureGate:     gate,
 		VPAs:            resolver,
-		Recommendations: recommendation.NewCalculator(limitRanges),
+		Recommendations: recommendations,
 		Metrics:         metrics,
 		Timeout:         4 * time.Second,
 	})
