@@ -121,3 +121,7 @@ BENCH_PODS ?= 1000
 .PHONY: bench
 bench: ## Benchmark our updater against the upstream VPA updater side by side on a local cluster (BENCH_PODS=1000|10000); writes bench/results/.
 	BENCH_PODS=$(BENCH_PODS) hack/bench.sh
+
+.PHONY: bench-admission
+bench-admission: ## Benchmark our pod admission handler against upstream VPA's in process (no cluster); writes bench/results/.
+	hack/bench-admission.sh

@@ -13,6 +13,9 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
+	// --logging-format=json: component-base's JSON logger, as
+	// kube-scheduler and kube-controller-manager offer it.
+	_ "k8s.io/component-base/logs/json/register"
 
 	"github.com/vpa-inplace/vpa-inplace/cmd/admission-controller/app"
 )

@@ -14,6 +14,9 @@ import (
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
+	// --logging-format=json: component-base's JSON logger, as
+	// kube-scheduler and kube-controller-manager offer it.
+	_ "k8s.io/component-base/logs/json/register"
 
 	"github.com/vpa-inplace/vpa-inplace/cmd/updater/app"
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"

@@ -14,6 +14,10 @@
 #   ADMISSION_CONTROLLER_IMAGE  (default vpa-inplace/admission-controller:dev)
 #   CERT_DIR        where hack/deploy/gen-certs.sh keeps the CA and serving
 #                   certificate (default _output/deploy/certs)
+#   APISERVER_CIDRS comma-separated source ranges of the API server's calls to
+#                   the webhooks, for the admission controller's NetworkPolicy
+#                   (default: the "kubernetes" Service's endpoints, /32 each;
+#                   see deploy/base/admission-controller/networkpolicy.yaml)
 #   ROLLOUT_TIMEOUT (default 180s)
 #   KUBECTL         (default kubectl)
 #
@@ -57,6 +61,30 @@ if grep -q "${DEPLOY_CA_BUNDLE_PLACEHOLDER}" "${work}/rendered.yaml"; then
     ca_bundle=$(base64 <"${cert_dir}/ca.crt" | tr -d '\n')
   fi
   sed -i "s#${DEPLOY_CA_BUNDLE_PLACEHOLDER}#${ca_bundle}#" "${work}/rendered.yaml"
+fi
+
+if grep -q "cidr: __APISERVER_CIDR__" "${work}/rendered.yaml"; then
+  cidrs=${APISERVER_CIDRS:-}
+  if [[ -z ${cidrs} && ${print_only} == false ]]; then
+    deploy::need "${kubectl}" "in-cluster deploys use kubectl; see deploy/README.md"
+    cidrs=$("${kubectl}" get endpoints kubernetes --namespace=default \
+      -o jsonpath='{range .subsets[*].addresses[*]}{.ip}/32,{end}')
+    cidrs=${cidrs%,}
+    [[ -n ${cidrs} ]] || deploy::die "cannot find the API server's addresses: set APISERVER_CIDRS"
+  fi
+  cidrs=${cidrs:-<APISERVER_CIDRS>}
+  # One ipBlock per range, in place of the placeholder's.
+  awk -v cidrs="${cidrs}" '
+    /- ipBlock:$/ { held = $0; next }
+    held != "" && /cidr: __APISERVER_CIDR__$/ {
+      indent = substr(held, 1, index(held, "-") - 1)
+      n = split(cidrs, list, ",")
+      for (i = 1; i <= n; i++) { print indent "- ipBlock:"; print indent "    cidr: " list[i] }
+      held = ""; next
+    }
+    held != "" { print held; held = "" }
+    { print }' "${work}/rendered.yaml" >"${work}/rendered.tmp"
+  mv "${work}/rendered.tmp" "${work}/rendered.yaml"
 fi
 
 if [[ ${print_only} == true ]]; then

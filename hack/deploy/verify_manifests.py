@@ -332,20 +332,27 @@ def check_webhooks(c, where, objs, local, mode="placeholder"):
         c.check({"kube-system", NAMESPACE} <= excluded, f"{w} excludes kube-system and {NAMESPACE}",
                 json.dumps(sel))
     vals = find(objs, "ValidatingWebhookConfiguration")
-    if c.check(len(vals) == 1 and ident(vals[0])[2] == VPA_WEBHOOK and len(vals[0].get("webhooks") or []) == 1,
-               f"{where}: one ValidatingWebhookConfiguration {VPA_WEBHOOK} with one webhook"):
-        wh = vals[0]["webhooks"][0]
-        w = f"{where}: {VPA_WEBHOOK}"
-        c.check(wh.get("failurePolicy") == "Fail", f"{w} failurePolicy Fail", wh.get("failurePolicy"))
-        c.check(wh.get("sideEffects") == "None", f"{w} sideEffects None")
-        c.check(wh.get("matchPolicy", "Equivalent") == "Equivalent", f"{w} matchPolicy Equivalent")
-        c.check(wh.get("admissionReviewVersions") == ["v1"], f"{w} admissionReviewVersions [v1]")
-        c.check(wh.get("rules") == [{"apiGroups": ["autoscaling.k8s.io"], "apiVersions": ["v1"],
-                                     "operations": ["CREATE", "UPDATE"],
-                                     "resources": ["verticalpodautoscalers"], "scope": "Namespaced"}],
-                f"{w} matches VPA CREATE/UPDATE", json.dumps(wh.get("rules")))
-        c.check(client_ok(vals[0], wh, "/validate-vpas"), f"{w} calls /validate-vpas through {target}, CA from {mode}",
-                json.dumps(wh.get("clientConfig")))
+    if c.check(len(vals) == 1 and ident(vals[0])[2] == VPA_WEBHOOK and len(vals[0].get("webhooks") or []) == 2,
+               f"{where}: one ValidatingWebhookConfiguration {VPA_WEBHOOK} with two webhooks"):
+        in_place = "object.spec.updatePolicy.updateMode == 'InPlace'"
+        for wh, path, negated in zip(vals[0]["webhooks"], ["/validate-vpas", "/validate-vpa-quantities"], [False, True]):
+            w = f"{where}: {VPA_WEBHOOK} {wh.get('name')}"
+            c.check(wh.get("failurePolicy") == "Fail", f"{w} failurePolicy Fail", wh.get("failurePolicy"))
+            c.check(wh.get("sideEffects") == "None", f"{w} sideEffects None")
+            c.check(wh.get("matchPolicy", "Equivalent") == "Equivalent", f"{w} matchPolicy Equivalent")
+            c.check(wh.get("admissionReviewVersions") == ["v1"], f"{w} admissionReviewVersions [v1]")
+            c.check(wh.get("rules") == [{"apiGroups": ["autoscaling.k8s.io"], "apiVersions": ["v1"],
+                                         "operations": ["CREATE", "UPDATE"],
+                                         "resources": ["verticalpodautoscalers"], "scope": "Namespaced"}],
+                    f"{w} matches VPA CREATE/UPDATE", json.dumps(wh.get("rules")))
+            c.check(client_ok(vals[0], wh, path), f"{w} calls {path} through {target}, CA from {mode}",
+                    json.dumps(wh.get("clientConfig")))
+            # Between them, the two webhooks see every VPA: InPlace ones the
+            # first, all others the second.
+            conds = wh.get("matchConditions") or []
+            expr = " ".join((conds[0].get("expression") or "").split()) if len(conds) == 1 else ""
+            ok = in_place in expr and expr.startswith("!(") == negated
+            c.check(ok, f"{w} matches {'VPAs not in' if negated else 'VPAs in'} updateMode InPlace", json.dumps(conds))
 
 
 # ---------------------------------------------------------------- workloads

@@ -32,7 +32,8 @@ func (e everyPod) VPAForPod(context.Context, *corev1.Pod) (*vpatypes.VerticalPod
 
 // FuzzHandleAdmissionReview feeds arbitrary bodies to both endpoints. The
 // handler must answer 200 with an AdmissionReview echoing the request's UID,
-// or 400; never panic. A patch must apply to the pod as sent and yield a pod.
+// or 400; never panic. A patch must apply to the pod as sent, record what it
+// set, and yield a valid pod from a valid one.
 func FuzzHandleAdmissionReview(f *testing.F) {
 	for _, seed := range []struct {
 		validate bool
@@ -40,6 +41,8 @@ func FuzzHandleAdmissionReview(f *testing.F) {
 	}{
 		{true, vpaReview("CREATE", withMode("InPlace"), "null")},
 		{true, vpaReview("UPDATE", withMode("InPlace"), withMode("Recreate"))},
+		{true, vpaReview("UPDATE", withPolicy(`[{"containerName":"app","minAllowed":{"cpu":"1e-99999999"}}]`),
+			withPolicy(`[{"containerName":"app","minAllowed":{"cpu":"1e-99999999"}}]`))},
 		{true, vpaReview("CREATE", withPolicy(`[{"containerName":"app","minAllowed":{"cpu":"2"},"maxAllowed":{"cpu":"1"},"controlledResources":["gpu"]}]`), "null")},
 		{false, podReview("CREATE", podJSON("", appContainer))},
 		{false, podReview("CREATE", podJSON(`"annotations":{"a":"b"},`, `[{"name":"app"},{"name":"sidecar","resources":{}}]`))},
@@ -109,11 +112,21 @@ func FuzzHandleAdmissionReview(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the patch %s does not apply to %s: %v", out.Response.Patch, in.Request.Object.Raw, err)
 		}
-		var pod corev1.Pod
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(patched, &pod); err != nil {
-			t.Fatalf("the patched pod does not decode: %v", err)
+		// The handler reads only what the mutation needs of a pod: a pod
+		// that is not a valid v1 Pod elsewhere can be patched. The patch
+		// must then keep a valid pod valid.
+		var sent, pod corev1.Pod
+		if sigsjson.UnmarshalCaseSensitivePreserveInts(in.Request.Object.Raw, &sent) == nil {
+			if err := sigsjson.UnmarshalCaseSensitivePreserveInts(patched, &pod); err != nil {
+				t.Fatalf("the patched pod does not decode: %v", err)
+			}
 		}
-		if pod.Annotations[ResourceUpdatesAnnotation] == "" {
+		var meta struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(patched, &meta); err != nil || meta.Metadata.Annotations[ResourceUpdatesAnnotation] == "" {
 			t.Fatalf("a patched pod records what was set: %s", patched)
 		}
 	})

@@ -1,10 +1,17 @@
 // Package admission is the webhook of the vpa-inplace admission controller.
-// It serves two endpoints, each taking an admission.k8s.io/v1
+// It serves three endpoints, each taking an admission.k8s.io/v1
 // AdmissionReview and answering one with the request's UID:
 //
 //   - ValidateVPAsPath validates VPAs being created or updated (ValidateVPA):
 //     updateMode InPlace needs the InPlace feature gate, except on VPAs that
 //     already were InPlace, and the rest of the spec must be well formed.
+//   - ValidateVPAQuantitiesPath refuses VPAs of any mode whose resource
+//     quantities exceed pkg/quantity's bound, checked on the JSON as
+//     written: one such quantity takes minutes to parse, and would stall
+//     every VPA controller that decodes the object. ValidateVPAsPath applies
+//     the same bound before it decodes anything. A quantity over the bound
+//     that the stored object already holds at the same place is accepted
+//     with a warning, so that objects stored before the bound stay editable.
 //   - MutatePodsPath gives a new pod whose VPA is in updateMode InPlace the
 //     VPA's current recommendation, processed exactly as the updater does
 //     (package recommendation), as a JSON Patch. This happens whether the
@@ -50,8 +57,9 @@ import (
 
 // Paths of the two webhooks.
 const (
-	ValidateVPAsPath = "/validate-vpas"
-	MutatePodsPath   = "/mutate-pods"
+	ValidateVPAsPath          = "/validate-vpas"
+	ValidateVPAQuantitiesPath = "/validate-vpa-quantities"
+	MutatePodsPath            = "/mutate-pods"
 )
 
 // DefaultMaxRequestBytes is the largest AdmissionReview accepted: 6 MiB. An
@@ -82,6 +90,7 @@ type Recommender interface {
 var (
 	_ VPAResolver  = (*target.Resolver)(nil)
 	_ Recommender  = (*recommendation.Calculator)(nil)
+	_ Recommender  = (*recommendation.Memo)(nil)
 	_ http.Handler = (*Handler)(nil)
 )
 
@@ -104,16 +113,38 @@ type Config struct {
 	// MaxRequestBytes is the largest request body read; 0 means
 	// DefaultMaxRequestBytes.
 	MaxRequestBytes int64
-	// Timeout bounds the handling of one request; 0 means no bound beyond
-	// the server's.
+	// Timeout bounds the handling of one request, through its context; 0
+	// means no bound beyond the server's.
 	Timeout time.Duration
+	// MaxInflight bounds the requests handled at once, both endpoints
+	// together; past it a request is answered 429 before its body is read.
+	// 0 means DefaultMaxInflight.
+	MaxInflight int
 }
 
-// Handler serves ValidateVPAsPath and MutatePodsPath.
+// DefaultMaxInflight is the default of Config.MaxInflight. A review is
+// handled in about a tenth of a millisecond, so this many at once is far
+// beyond what the API server sends; the bound is for memory: 16 bodies of
+// at most 6 MiB.
+const DefaultMaxInflight = 16
+
+// vpaNamespaces is implemented by a VPAResolver that can tell whether a
+// namespace holds any VPA, so that pods of namespaces without one are
+// admitted before they are decoded.
+type vpaNamespaces interface {
+	HasVPAs(namespace string) bool
+}
+
+var _ vpaNamespaces = (*target.Resolver)(nil)
+
+// Handler serves ValidateVPAsPath, ValidateVPAQuantitiesPath and
+// MutatePodsPath.
 type Handler struct {
-	cfg     Config
-	ignored map[string]bool
-	mux     *http.ServeMux
+	cfg        Config
+	ignored    map[string]bool
+	mux        *http.ServeMux
+	inflight   chan struct{}
+	namespaces vpaNamespaces // nil when the resolver cannot tell
 }
 
 // NewHandler returns a Handler for cfg.
@@ -131,8 +162,8 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.Metrics == nil {
 		errs = append(errs, errors.New("metrics are required"))
 	}
-	if cfg.MaxRequestBytes < 0 || cfg.Timeout < 0 {
-		errs = append(errs, errors.New("the request size limit and timeout must not be negative"))
+	if cfg.MaxRequestBytes < 0 || cfg.Timeout < 0 || cfg.MaxInflight < 0 {
+		errs = append(errs, errors.New("the request size limit, timeout and in-flight bound must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("admission handler: %w", err)
@@ -140,11 +171,16 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.MaxRequestBytes == 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
-	h := &Handler{cfg: cfg, ignored: map[string]bool{}, mux: http.NewServeMux()}
+	if cfg.MaxInflight == 0 {
+		cfg.MaxInflight = DefaultMaxInflight
+	}
+	h := &Handler{cfg: cfg, ignored: map[string]bool{}, mux: http.NewServeMux(), inflight: make(chan struct{}, cfg.MaxInflight)}
+	h.namespaces, _ = cfg.VPAs.(vpaNamespaces)
 	for _, ns := range cfg.IgnoredNamespaces {
 		h.ignored[ns] = true
 	}
 	h.mux.Handle(ValidateVPAsPath, h.endpoint(EndpointValidateVPAs, h.reviewVPA))
+	h.mux.Handle(ValidateVPAQuantitiesPath, h.endpoint(EndpointValidateVPAQuantities, h.reviewVPAQuantities))
 	h.mux.Handle(MutatePodsPath, h.endpoint(EndpointMutatePods, h.reviewPod))
 	return h, nil
 }
@@ -171,6 +207,16 @@ type reviewFunc func(ctx context.Context, req *admissionv1.AdmissionRequest) (*a
 
 func (h *Handler) endpoint(name string, review reviewFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case h.inflight <- struct{}{}:
+			defer func() { <-h.inflight }()
+		default:
+			// Refused before the body is read: the bound is on memory.
+			h.cfg.Metrics.requests.WithLabelValues(name, OutcomeThrottled).Inc()
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, fmt.Sprintf("more than %d admission requests at once", h.cfg.MaxInflight), http.StatusTooManyRequests)
+			return
+		}
 		start := time.Now()
 		defer func() { h.cfg.Metrics.duration.WithLabelValues(name).Observe(time.Since(start).Seconds()) }()
 		ctx := r.Context()
@@ -238,7 +284,7 @@ func (h *Handler) handle(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if r.ContentLength > h.cfg.MaxRequestBytes {
 		return nil, badRequest("request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, h.cfg.MaxRequestBytes)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxRequestBytes))
+	body, err := readBody(w, r, h.cfg.MaxRequestBytes)
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, badRequest("request body exceeds the limit of %d bytes", h.cfg.MaxRequestBytes)
@@ -249,8 +295,11 @@ func (h *Handler) handle(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err != nil {
 		return nil, err
 	}
-	klog.FromContext(ctx).V(4).Info("Admission request", "uid", req.UID, "operation", req.Operation,
-		"resource", req.Resource.Resource, "subResource", req.SubResource, "object", klog.KRef(req.Namespace, req.Name))
+	// Guarded: the arguments of a disabled log call are still built.
+	if logger := klog.FromContext(ctx).V(4); logger.Enabled() {
+		logger.Info("Admission request", "uid", req.UID, "operation", req.Operation,
+			"resource", req.Resource.Resource, "subResource", req.SubResource, "object", klog.KRef(req.Namespace, req.Name))
+	}
 
 	resp, err := review(ctx, req)
 	if err != nil {
@@ -268,13 +317,26 @@ func (h *Handler) handle(ctx context.Context, w http.ResponseWriter, r *http.Req
 	return &encodedReview{response: resp, body: b}, nil
 }
 
+// readBody reads the request body into one buffer of its declared length
+// (already checked against limit), or, without one, up to limit.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength <= 0 {
+		return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	}
+	body := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
 // decodeReview decodes an admission.k8s.io/v1 AdmissionReview with a
-// request.
+// request, once. The request's objects refer to body, not to copies.
 func decodeReview(body []byte) (*admissionv1.AdmissionRequest, error) {
 	if len(body) == 0 {
 		return nil, badRequest("empty request body: expected an AdmissionReview")
 	}
-	var review admissionv1.AdmissionReview
+	var review reviewEnvelope
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &review); err != nil {
 		return nil, badRequest("decoding the AdmissionReview: %v", err)
 	}
@@ -288,7 +350,9 @@ func decodeReview(body []byte) (*admissionv1.AdmissionRequest, error) {
 	if review.Request.UID == "" {
 		return nil, badRequest("the AdmissionReview's request has no uid")
 	}
-	return review.Request, nil
+	req := &review.Request.AdmissionRequest
+	req.Object.Raw, req.OldObject.Raw = review.Request.Object, review.Request.OldObject
+	return req, nil
 }
 
 // watches tells whether objects of namespace ns are handled.
@@ -308,13 +372,19 @@ func (h *Handler) reviewVPA(ctx context.Context, req *admissionv1.AdmissionReque
 	if req.SubResource != "" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return allowed, nil
 	}
-	vpa, err := decodeVPA(req.Object.Raw)
+	// Quantities are bounded on the JSON as written, before anything is
+	// decoded: a single one can take minutes to parse.
+	raw, oldRaw, kept, resp, err := h.boundVPAQuantities(ctx, req)
+	if resp != nil || err != nil {
+		return resp, err
+	}
+	vpa, err := decodeVPA(raw)
 	if err != nil {
 		return nil, badRequest("object: %v", err)
 	}
 	var old *vpatypes.VerticalPodAutoscaler
 	if req.Operation == admissionv1.Update {
-		if old, err = decodeVPA(req.OldObject.Raw); err != nil {
+		if old, err = decodeVPA(oldRaw); err != nil {
 			return nil, badRequest("oldObject: %v", err)
 		}
 	}
@@ -323,6 +393,7 @@ func (h *Handler) reviewVPA(ctx context.Context, req *admissionv1.AdmissionReque
 	}
 
 	warnings, errs := ValidateVPA(vpa, old, h.cfg.FeatureGate.Enabled(features.InPlace))
+	warnings = append(kept, warnings...)
 	allowed.Warnings = warnings
 	if len(errs) == 0 {
 		return allowed, nil
@@ -342,7 +413,46 @@ func (h *Handler) reviewVPA(ctx context.Context, req *admissionv1.AdmissionReque
 	return &admissionv1.AdmissionResponse{Allowed: false, Result: &status, Warnings: warnings}, nil
 }
 
-// reviewPod applies the recommendation of an InPlace VPA to a new pod.
+// reviewVPAQuantities applies the quantity bound alone to a VPA being
+// created or updated. It never decodes the VPA.
+func (h *Handler) reviewVPAQuantities(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
+	if req.Resource != vpasResource {
+		return nil, badRequest("%s handles %s, got a request for %s", ValidateVPAQuantitiesPath, gvrString(vpasResource), gvrString(req.Resource))
+	}
+	if req.SubResource != "" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
+		return &admissionv1.AdmissionResponse{Allowed: true}, nil
+	}
+	_, _, kept, resp, err := h.boundVPAQuantities(ctx, req)
+	if resp != nil || err != nil {
+		return resp, err
+	}
+	return &admissionv1.AdmissionResponse{Allowed: true, Warnings: kept}, nil
+}
+
+// boundVPAQuantities checks the quantities of the request's objects against
+// pkg/quantity's bound, in every namespace: such a VPA stalls any
+// controller that decodes it, whoever serves its namespace. It returns the
+// rejection of a VPA that exceeds the bound, or else the objects safe to
+// decode (quantities kept only because they are unchanged are replaced by
+// "0") and a warning for each kept one.
+func (h *Handler) boundVPAQuantities(ctx context.Context, req *admissionv1.AdmissionRequest) (raw, oldRaw []byte, kept []string, resp *admissionv1.AdmissionResponse, err error) {
+	if req.Operation == admissionv1.Update {
+		oldRaw = req.OldObject.Raw
+	}
+	errs, kept, raw, oldRaw, err := checkVPAQuantities(req.Object.Raw, oldRaw)
+	if err != nil || len(errs) == 0 {
+		return raw, oldRaw, kept, nil, err
+	}
+	status := apierrors.NewInvalid(vpaKind, req.Name, errs).ErrStatus
+	h.cfg.Metrics.rejections.WithLabelValues(RejectionQuantity).Inc()
+	klog.FromContext(ctx).V(2).Info("Rejected VPA", "vpa", klog.KRef(req.Namespace, req.Name), "operation", req.Operation,
+		"reason", RejectionQuantity, "errors", errs.ToAggregate().Error())
+	return nil, nil, nil, &admissionv1.AdmissionResponse{Allowed: false, Result: &status, Warnings: kept}, nil
+}
+
+// reviewPod applies the recommendation of an InPlace VPA to a new pod. The
+// namespace is checked first, then the pod is decoded once, into what the
+// decision needs, and the patch is computed from that.
 func (h *Handler) reviewPod(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
 	if req.Resource != podsResource {
 		return nil, badRequest("%s handles %s, got a request for %s", MutatePodsPath, gvrString(podsResource), gvrString(req.Resource))
@@ -351,13 +461,26 @@ func (h *Handler) reviewPod(ctx context.Context, req *admissionv1.AdmissionReque
 	if req.SubResource != "" || req.Operation != admissionv1.Create {
 		return allowed, nil
 	}
-	pod, err := decodePod(req.Object.Raw)
+	if len(req.Object.Raw) == 0 {
+		return nil, badRequest("object: missing: expected a v1 Pod")
+	}
+	// A pod being created may not carry its namespace yet: the request's
+	// is the one. Without a VPA there, there is nothing to decode.
+	if ns := req.Namespace; ns != "" && (!h.watches(ns) || (h.namespaces != nil && !h.namespaces.HasVPAs(ns))) {
+		return allowed, nil
+	}
+	view, err := decodePodView(req.Object.Raw)
 	if err != nil {
 		return nil, badRequest("object: %v", err)
 	}
-	if req.Namespace != "" {
-		// A pod being created may not carry its namespace yet.
-		pod.Namespace = req.Namespace
+	pod, err := view.pod(req.Namespace)
+	if errors.Is(err, errPodTooLarge) {
+		h.cfg.Metrics.mutationFailures.WithLabelValues(FailureTooLarge).Inc()
+		klog.FromContext(ctx).Info("Admitting a new pod unchanged", "pod", klog.KRef(req.Namespace, req.Name), "err", err)
+		return allowed, nil
+	}
+	if err != nil {
+		return nil, badRequest("object: decoding a v1 Pod: %v", err)
 	}
 	if !h.watches(pod.Namespace) {
 		return allowed, nil
@@ -367,7 +490,7 @@ func (h *Handler) reviewPod(ctx context.Context, req *admissionv1.AdmissionReque
 	logger := klog.FromContext(ctx).WithValues("pod", ref)
 	ctx = klog.NewContext(ctx, logger)
 
-	ops, vpa, step, err := h.podPatch(ctx, req.Object.Raw, pod)
+	ops, vpa, step, err := h.podPatch(ctx, view, pod)
 	if err != nil {
 		h.cfg.Metrics.mutationFailures.WithLabelValues(step).Inc()
 		logger.Error(err, "Cannot apply the recommendation to a new pod, admitting it unchanged", "step", step)
@@ -383,7 +506,9 @@ func (h *Handler) reviewPod(ctx context.Context, req *admissionv1.AdmissionReque
 		return allowed, nil
 	}
 	h.cfg.Metrics.mutations.Inc()
-	logger.V(2).Info("Applied the recommendation to a new pod", "vpa", klog.KObj(vpa), "operations", len(ops))
+	if logger.V(2).Enabled() {
+		logger.V(2).Info("Applied the recommendation to a new pod", "vpa", klog.KObj(vpa), "operations", len(ops))
+	}
 	patchType := admissionv1.PatchTypeJSONPatch
 	allowed.Patch, allowed.PatchType = patch, &patchType
 	return allowed, nil
@@ -391,7 +516,7 @@ func (h *Handler) reviewPod(ctx context.Context, req *admissionv1.AdmissionReque
 
 // podPatch works out the patch of a new pod. On failure it names the step
 // that failed. A panic in any step is a failure too.
-func (h *Handler) podPatch(ctx context.Context, raw []byte, pod *corev1.Pod) (ops []PatchOperation, vpa *vpatypes.VerticalPodAutoscaler, step string, err error) {
+func (h *Handler) podPatch(ctx context.Context, view *podView, pod *corev1.Pod) (ops []PatchOperation, vpa *vpatypes.VerticalPodAutoscaler, step string, err error) {
 	step = FailureResolveVPA
 	defer func() {
 		if r := recover(); r != nil {
@@ -427,25 +552,11 @@ func (h *Handler) podPatch(ctx context.Context, raw []byte, pod *corev1.Pod) (op
 		return nil, vpa, "", nil
 	}
 	step = FailurePatch
-	ops, err = PodPatch(raw, pod, desired, vpa.Name)
+	ops, err = podPatch(view, pod, desired, vpa.Name)
 	if err != nil {
 		return nil, vpa, step, fmt.Errorf("building the patch: %w", err)
 	}
 	return ops, vpa, "", nil
-}
-
-func decodePod(raw []byte) (*corev1.Pod, error) {
-	if len(raw) == 0 {
-		return nil, errors.New("missing: expected a v1 Pod")
-	}
-	var pod corev1.Pod
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &pod); err != nil {
-		return nil, fmt.Errorf("decoding a v1 Pod: %w", err)
-	}
-	if (pod.APIVersion != "" || pod.Kind != "") && (pod.APIVersion != "v1" || pod.Kind != "Pod") {
-		return nil, fmt.Errorf("expected kind Pod of apiVersion v1, got kind %q of apiVersion %q", pod.Kind, pod.APIVersion)
-	}
-	return &pod, nil
 }
 
 func decodeVPA(raw []byte) (*vpatypes.VerticalPodAutoscaler, error) {

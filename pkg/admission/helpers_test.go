@@ -40,6 +40,7 @@ type testHandler struct {
 	namespace   string
 	maxBytes    int64
 	timeout     time.Duration
+	maxInflight int
 }
 
 func (c testHandler) build(t testing.TB) (*Handler, *Metrics) {
@@ -69,6 +70,7 @@ func (c testHandler) build(t testing.TB) (*Handler, *Metrics) {
 		IgnoredNamespaces: c.ignored,
 		MaxRequestBytes:   c.maxBytes,
 		Timeout:           c.timeout,
+		MaxInflight:       c.maxInflight,
 	})
 	require.NoError(t, err)
 	return h, metrics

@@ -18,8 +18,9 @@ const (
 
 // Endpoint label values.
 const (
-	EndpointValidateVPAs = "validate-vpas"
-	EndpointMutatePods   = "mutate-pods"
+	EndpointValidateVPAs          = "validate-vpas"
+	EndpointValidateVPAQuantities = "validate-vpa-quantities"
+	EndpointMutatePods            = "mutate-pods"
 )
 
 // Outcome label values of MetricRequests.
@@ -36,6 +37,9 @@ const (
 	// OutcomeError: answered with an HTTP 5xx error (the response could not
 	// be encoded).
 	OutcomeError = "error"
+	// OutcomeThrottled: answered 429, past the bound on requests handled
+	// at once.
+	OutcomeThrottled = "throttled"
 )
 
 // Failure label values of MetricPodMutationErrors: the step of the pod
@@ -45,6 +49,9 @@ const (
 	FailureRecommendation = "recommendation"
 	FailurePatch          = "patch"
 	FailurePanic          = "panic"
+	// FailureTooLarge: the pod's labels or owner references are larger
+	// than any the API server accepts; they were not decoded.
+	FailureTooLarge = "too_large"
 )
 
 // Reason label values of MetricVPARejections.
@@ -53,6 +60,8 @@ const (
 	RejectionFeatureGate = "feature_gate"
 	// RejectionInvalid: any other validation error.
 	RejectionInvalid = "invalid"
+	// RejectionQuantity: a resource quantity beyond pkg/quantity's bound.
+	RejectionQuantity = "quantity"
 )
 
 // Metrics are the admission controller's metrics. None is labelled per pod
@@ -71,7 +80,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricRequests,
-			Help: "Admission requests handled, by endpoint and outcome (allowed, patched, rejected, bad_request, error).",
+			Help: "Admission requests handled, by endpoint and outcome (allowed, patched, rejected, bad_request, error, throttled).",
 		}, []string{"endpoint", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    MetricRequestDuration,
@@ -88,20 +97,20 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"step"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricVPARejections,
-			Help: "VPA creations and updates rejected, by reason (feature_gate, invalid).",
+			Help: "VPA creations and updates rejected, by reason (feature_gate, invalid, quantity).",
 		}, []string{"reason"}),
 	}
 	// Known label values start at zero so that rates exist from the start.
-	for _, e := range []string{EndpointValidateVPAs, EndpointMutatePods} {
+	for _, e := range []string{EndpointValidateVPAs, EndpointValidateVPAQuantities, EndpointMutatePods} {
 		m.duration.WithLabelValues(e)
-		for _, o := range []string{OutcomeAllowed, OutcomePatched, OutcomeRejected, OutcomeBadRequest, OutcomeError} {
+		for _, o := range []string{OutcomeAllowed, OutcomePatched, OutcomeRejected, OutcomeBadRequest, OutcomeError, OutcomeThrottled} {
 			m.requests.WithLabelValues(e, o)
 		}
 	}
-	for _, s := range []string{FailureResolveVPA, FailureRecommendation, FailurePatch, FailurePanic} {
+	for _, s := range []string{FailureResolveVPA, FailureRecommendation, FailurePatch, FailurePanic, FailureTooLarge} {
 		m.mutationFailures.WithLabelValues(s)
 	}
-	for _, r := range []string{RejectionFeatureGate, RejectionInvalid} {
+	for _, r := range []string{RejectionFeatureGate, RejectionInvalid, RejectionQuantity} {
 		m.rejections.WithLabelValues(r)
 	}
 	if reg == nil {

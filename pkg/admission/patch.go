@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,33 +27,6 @@ type PatchOperation struct {
 	Value any    `json:"value"`
 }
 
-// The parts of a pod's JSON whose presence decides between adding a whole
-// map and adding a key to it. A nil pointer or an empty RawMessage means the
-// key is absent (or null).
-type podShape struct {
-	Metadata *struct {
-		Annotations jsonValue `json:"annotations"`
-	} `json:"metadata"`
-	Spec *struct {
-		Containers []*struct {
-			Resources *struct {
-				Requests jsonValue `json:"requests"`
-				Limits   jsonValue `json:"limits"`
-			} `json:"resources"`
-		} `json:"containers"`
-	} `json:"spec"`
-}
-
-// jsonValue keeps a value's raw JSON; "null" is kept as such.
-type jsonValue []byte
-
-func (v *jsonValue) UnmarshalJSON(b []byte) error {
-	*v = append((*v)[:0], b...)
-	return nil
-}
-
-func (v jsonValue) present() bool { return len(v) > 0 && !bytes.Equal(v, []byte("null")) }
-
 // PodPatch returns the JSON Patch that gives the containers of pod the
 // requests and limits in desired, and records them in
 // ResourceUpdatesAnnotation. raw is the pod's JSON as received, pod its
@@ -62,10 +34,16 @@ func (v jsonValue) present() bool { return len(v) > 0 && !bytes.Equal(v, []byte(
 // resources and fields are left alone. It returns no operations when nothing
 // changes.
 func PodPatch(raw []byte, pod *corev1.Pod, desired recommendation.Desired, vpaName string) ([]PatchOperation, error) {
-	var shape podShape
+	var shape podView
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &shape); err != nil {
 		return nil, fmt.Errorf("reading the pod's shape: %w", err)
 	}
+	return podPatch(&shape, pod, desired, vpaName)
+}
+
+// podPatch is PodPatch of a pod already decoded: shape tells which maps of
+// its JSON exist, pod holds its values.
+func podPatch(shape *podView, pod *corev1.Pod, desired recommendation.Desired, vpaName string) ([]PatchOperation, error) {
 	if shape.Spec == nil || len(shape.Spec.Containers) != len(pod.Spec.Containers) {
 		return nil, fmt.Errorf("the pod's JSON has a different number of containers than the decoded pod")
 	}

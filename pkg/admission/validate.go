@@ -54,10 +54,38 @@ var (
 //   - startupBoost: a known type with its parameter in range;
 //   - at most one recommender, with a name.
 //
+// On an update, an error that the stored object has too, at the same field
+// with the same value, is dropped (a ratchet): values unchanged from the old
+// object are accepted, only changed ones are validated. A VPA stored before
+// a rule existed (minAllowed.memory: 0.1Gi, say) can still be labelled,
+// annotated or edited elsewhere. The feature gate has its own rule above.
+//
 // It returns warnings for the response and all errors found. Feature gates of
 // upstream VPA (CPUStartupBoost, PerVPAConfig) are not enforced here: they
 // belong to upstream's components.
 func ValidateVPA(vpa, old *vpatypes.VerticalPodAutoscaler, inPlaceEnabled bool) ([]string, field.ErrorList) {
+	warnings, errs := validateVPA(vpa, old, inPlaceEnabled)
+	if old == nil || len(errs) == 0 {
+		return warnings, errs
+	}
+	// The stored object's own errors, judged as if created with the gate
+	// on: the gate's error is never among them, so never dropped.
+	_, oldErrs := validateVPA(old, nil, true)
+	stored := make(map[string]bool, len(oldErrs))
+	for _, e := range oldErrs {
+		stored[e.Error()] = true
+	}
+	kept := errs[:0:0]
+	for _, e := range errs {
+		if stored[e.Error()] && !IsFeatureGateError(e) {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	return warnings, kept
+}
+
+func validateVPA(vpa, old *vpatypes.VerticalPodAutoscaler, inPlaceEnabled bool) ([]string, field.ErrorList) {
 	var warnings []string
 	var errs field.ErrorList
 	spec := &vpa.Spec

@@ -302,3 +302,7 @@ func (r *Resolver) byTargetRef(namespace, kind, name string) ([]*vpatypes.Vertic
 	}
 	return out, nil
 }
+
+// HasVPAs reports whether namespace holds a VPA, for callers that can skip
+// work (decoding a pod under admission) when it does not.
+func (r *Resolver) HasVPAs(namespace string) bool { return r.hasVPAs(namespace) }

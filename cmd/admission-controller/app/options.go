@@ -15,7 +15,9 @@ import (
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/admission"
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
+	"github.com/vpa-inplace/vpa-inplace/pkg/quantity"
 )
 
 // Defaults of the options.
@@ -56,6 +58,11 @@ type Options struct {
 
 	// RequestTimeout bounds the handling of one admission request.
 	RequestTimeout time.Duration
+	// MaxInflightRequests bounds the admission requests handled at once.
+	MaxInflightRequests int
+	// MemoryLimit is the container's memory limit (a quantity); the Go
+	// runtime's soft limit is set below it unless GOMEMLIMIT is set.
+	MemoryLimit string
 
 	// VPAObjectNamespace limits the controller to one namespace;
 	// IgnoredVPAObjectNamespaces excludes namespaces. At most one is set.
@@ -71,14 +78,15 @@ type Options struct {
 // NewOptions returns the options with their defaults.
 func NewOptions() *Options {
 	return &Options{
-		KubeAPIQPS:     DefaultKubeAPIQPS,
-		KubeAPIBurst:   DefaultKubeAPIBurst,
-		TLSMinVersion:  DefaultTLSMinVersion,
-		Port:           DefaultPort,
-		Address:        DefaultAddress,
-		RequestTimeout: DefaultRequestTimeout,
-		FeatureGate:    features.NewFeatureGate(),
-		Logs:           logsapi.NewLoggingConfiguration(),
+		KubeAPIQPS:          DefaultKubeAPIQPS,
+		KubeAPIBurst:        DefaultKubeAPIBurst,
+		TLSMinVersion:       DefaultTLSMinVersion,
+		Port:                DefaultPort,
+		Address:             DefaultAddress,
+		RequestTimeout:      DefaultRequestTimeout,
+		MaxInflightRequests: admission.DefaultMaxInflight,
+		FeatureGate:         features.NewFeatureGate(),
+		Logs:                logsapi.NewLoggingConfiguration(),
 	}
 }
 
@@ -112,6 +120,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout,
 		"Longest time spent on one admission request; a pod whose mutation runs out of time is admitted unchanged. "+
 			"Keep it below the timeoutSeconds of the webhook configurations. At most 30s.")
+	fs.IntVar(&o.MaxInflightRequests, "max-inflight-requests", o.MaxInflightRequests,
+		"Most admission requests handled at once, all endpoints together; past it a request is answered 429 (Too Many Requests) "+
+			"before its body is read. Bounds memory: each request may carry up to 6 MiB.")
+
+	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit,
+		"The container's memory limit, e.g. 512Mi or a number of bytes (the downward API's limits.memory). The Go runtime's "+
+			"soft memory limit is set to 90% of it, unless the environment sets GOMEMLIMIT. Empty: no soft limit.")
 
 	fs.StringVar(&o.VPAObjectNamespace, "vpa-object-namespace", o.VPAObjectNamespace,
 		"Only VPAs of this namespace are watched, and only pods and VPAs of this namespace are handled; "+
@@ -155,6 +170,16 @@ func (o *Options) Validate() []error {
 	}
 	if o.RequestTimeout <= 0 || o.RequestTimeout > maxRequestTimeout {
 		errs = append(errs, fmt.Errorf("--request-timeout must be more than 0 and at most %s, got %s", maxRequestTimeout, o.RequestTimeout))
+	}
+	if o.MemoryLimit != "" {
+		if q, err := quantity.Parse(o.MemoryLimit); err != nil {
+			errs = append(errs, fmt.Errorf("--memory-limit: %w", err))
+		} else if q.Sign() <= 0 {
+			errs = append(errs, fmt.Errorf("--memory-limit must be positive, got %s", o.MemoryLimit))
+		}
+	}
+	if o.MaxInflightRequests < 1 {
+		errs = append(errs, fmt.Errorf("--max-inflight-requests must be at least 1, got %d", o.MaxInflightRequests))
 	}
 	if o.VPAObjectNamespace != "" && len(o.IgnoredVPAObjectNamespaces) > 0 {
 		errs = append(errs, errors.New("--vpa-object-namespace and --ignored-vpa-object-namespaces are mutually exclusive"))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -103,8 +105,13 @@ func restConfig(opts *Options) (*rest.Config, error) {
 // also when /readyz turns ready (with a loaded certificate).
 func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error {
 	logger := klog.FromContext(ctx)
+	memoryLimit, memoryLimitFromEnv, err := ApplyMemoryLimit(opts.MemoryLimit, os.LookupEnv)
+	if err != nil {
+		return err
+	}
 	logger.Info("Starting the vpa-inplace admission controller",
-		"inPlaceGate", opts.FeatureGate.Enabled(features.InPlace), "webhookAddress", opts.WebhookAddress(), "address", opts.Address)
+		"inPlaceGate", opts.FeatureGate.Enabled(features.InPlace), "webhookAddress", opts.WebhookAddress(), "address", opts.Address,
+		"maxInflightRequests", opts.MaxInflightRequests, "goMemoryLimit", memoryLimit, "goMemoryLimitFromEnv", memoryLimitFromEnv)
 
 	minVersion, err := opts.tlsMinVersion()
 	if err != nil {
@@ -144,6 +151,19 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	if err != nil {
 		return fmt.Errorf("creating the LimitRange calculator: %w", err)
 	}
+	// What a pod should get is computed once per VPA version, LimitRange
+	// version and pod shape, as in the updater: the pods of a rollout
+	// share one. Every LimitRange event makes a new version.
+	var limitRangeVersion atomic.Uint64
+	bump := func() { limitRangeVersion.Add(1) }
+	if _, err := factory.Core().V1().LimitRanges().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { bump() },
+		UpdateFunc: func(any, any) { bump() },
+		DeleteFunc: func(any) { bump() },
+	}); err != nil {
+		return fmt.Errorf("watching LimitRanges: %w", err)
+	}
+	recommendations := recommendation.NewMemo(recommendation.NewCalculator(limitRanges), limitRangeVersion.Load)
 	resolver, err := target.NewClusterResolver(ctx, c.config, c.kube, factory, vpaInformer.Informer())
 	if err != nil {
 		return err
@@ -155,6 +175,7 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 			}
 			if vpa, ok := obj.(*vpatypes.VerticalPodAutoscaler); ok {
 				resolver.Forget(vpa.UID)
+				recommendations.Forget(vpa.UID)
 			}
 		},
 	}); err != nil {
@@ -164,17 +185,21 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	handler, err := admission.NewHandler(admission.Config{
 		FeatureGate:       opts.FeatureGate,
 		VPAs:              resolver,
-		Recommendations:   recommendation.NewCalculator(limitRanges),
+		Recommendations:   recommendations,
 		Metrics:           metrics,
 		Namespace:         opts.VPAObjectNamespace,
 		IgnoredNamespaces: opts.IgnoredVPAObjectNamespaces,
 		Timeout:           opts.RequestTimeout,
+		MaxInflight:       opts.MaxInflightRequests,
 	})
 	if err != nil {
 		return err
 	}
 	webhook := &http.Server{
-		Handler: http.TimeoutHandler(handler, opts.RequestTimeout+time.Second, "admission request timed out"),
+		// Handling is bounded by --request-timeout through the request's
+		// context, and the response by WriteTimeout: no wrapper that runs
+		// each request in a goroutine of its own.
+		Handler: handler,
 		TLSConfig: &tls.Config{
 			MinVersion:     minVersion,
 			CipherSuites:   ciphers,

@@ -15,3 +15,14 @@ func Held(build func() any) int64 {
 	runtime.KeepAlive(v)
 	return int64(after.HeapAlloc) - int64(before.HeapAlloc)
 }
+
+// Allocated returns the bytes allocated on the heap while run runs, freed or
+// not: what a request costs the process, whatever the collector does after.
+// Allocations of other goroutines running meanwhile count too.
+func Allocated(run func()) int64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	run()
+	runtime.ReadMemStats(&after)
+	return int64(after.TotalAlloc) - int64(before.TotalAlloc)
+}

@@ -1,0 +1,211 @@
+package admission
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsjson "sigs.k8s.io/json"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/quantity"
+)
+
+// Bounds on the parts of a new pod that are decoded only when they are
+// needed: a pod whose labels or owner references exceed them is admitted
+// unchanged (the API server refuses far smaller ones: labels are at most 63
+// characters a value, annotations 256 KiB in all).
+const (
+	maxPodLabelsBytes          = 256 << 10
+	maxPodOwnerReferencesBytes = 64 << 10
+)
+
+// rawValue is a JSON value as received, "null" and absent alike empty. It
+// refers to the decoded input, which must outlive it: sigsjson's Unmarshal,
+// like encoding/json's, hands UnmarshalJSON a slice of its input, so keeping
+// it copies nothing.
+type rawValue []byte
+
+func (v *rawValue) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte("null")) {
+		*v = nil
+		return nil
+	}
+	*v = b
+	return nil
+}
+
+func (v rawValue) present() bool { return len(v) > 0 }
+
+// reviewEnvelope is an admission.k8s.io/v1 AdmissionReview decoded as
+// strictly as admissionv1.AdmissionReview, except that the objects are not
+// copied.
+type reviewEnvelope struct {
+	metav1.TypeMeta `json:",inline"`
+	Request         *reviewRequest                 `json:"request"`
+	Response        *admissionv1.AdmissionResponse `json:"response"`
+}
+
+// reviewRequest shadows the objects of admissionv1.AdmissionRequest: the
+// shallower field wins in Go's JSON decoding.
+type reviewRequest struct {
+	admissionv1.AdmissionRequest `json:",inline"`
+	Object                       rawValue `json:"object"`
+	OldObject                    rawValue `json:"oldObject"`
+}
+
+// podView is what the mutation of a new pod reads of it. The rest of the
+// pod's JSON is scanned by the decoder and never kept; labels and owner
+// references are kept raw until the VPA lookup needs them.
+type podView struct {
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Metadata   *podMetaView `json:"metadata"`
+	Spec       *podSpecView `json:"spec"`
+}
+
+type podMetaView struct {
+	Name            string   `json:"name"`
+	GenerateName    string   `json:"generateName"`
+	Namespace       string   `json:"namespace"`
+	Labels          rawValue `json:"labels"`
+	Annotations     rawValue `json:"annotations"`
+	OwnerReferences rawValue `json:"ownerReferences"`
+}
+
+type podSpecView struct {
+	Containers     []*containerView `json:"containers"`
+	InitContainers []*containerView `json:"initContainers"`
+	// Resources are the pod-level resources; only their presence matters.
+	Resources rawValue `json:"resources"`
+}
+
+type containerView struct {
+	Name          string                         `json:"name"`
+	Resources     *resourcesView                 `json:"resources"`
+	ResizePolicy  []corev1.ContainerResizePolicy `json:"resizePolicy"`
+	RestartPolicy *corev1.ContainerRestartPolicy `json:"restartPolicy"`
+}
+
+type resourcesView struct {
+	// Nil when absent or null; a map, even empty, when present.
+	Requests *boundedList `json:"requests"`
+	Limits   *boundedList `json:"limits"`
+}
+
+// boundedList is a requests or limits map whose quantities are checked
+// against pkg/quantity's bound before they are parsed.
+type boundedList map[corev1.ResourceName]boundedQuantity
+
+func (l *boundedList) present() bool { return l != nil }
+
+// resourceList returns l as a ResourceList (nil for nil).
+func (l *boundedList) resourceList() corev1.ResourceList {
+	if l == nil {
+		return nil
+	}
+	out := make(corev1.ResourceList, len(*l))
+	for name, q := range *l {
+		out[name] = q.q
+	}
+	return out
+}
+
+// boundedQuantity decodes as resource.Quantity does, after pkg/quantity's
+// check.
+type boundedQuantity struct{ q resource.Quantity }
+
+func (b *boundedQuantity) UnmarshalJSON(v []byte) error {
+	if bytes.Equal(v, []byte("null")) {
+		b.q = resource.Quantity{}
+		return nil
+	}
+	if l := len(v); l >= 2 && v[0] == '"' && v[l-1] == '"' {
+		v = v[1 : l-1]
+	}
+	q, err := quantity.Parse(strings.TrimSpace(string(v)))
+	if err != nil {
+		return err
+	}
+	b.q = q
+	return nil
+}
+
+// decodePodView decodes the parts of a v1 Pod that the mutation needs.
+func decodePodView(raw []byte) (*podView, error) {
+	if len(raw) == 0 {
+		return nil, errors.New("missing: expected a v1 Pod")
+	}
+	var v podView
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &v); err != nil {
+		return nil, fmt.Errorf("decoding a v1 Pod: %w", err)
+	}
+	if (v.APIVersion != "" || v.Kind != "") && (v.APIVersion != "v1" || v.Kind != "Pod") {
+		return nil, fmt.Errorf("expected kind Pod of apiVersion v1, got kind %q of apiVersion %q", v.Kind, v.APIVersion)
+	}
+	return &v, nil
+}
+
+// errPodTooLarge is a pod whose labels or owner references exceed the
+// bounds above.
+var errPodTooLarge = errors.New("too large")
+
+// pod returns the pod as the VPA lookup and the recommendation processing
+// read it: namespace, names, labels, owner references, and the containers'
+// names, resources, resize policies and restart policies. Pod-level
+// resources, when present, are an empty placeholder.
+func (v *podView) pod(namespace string) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	pod.Namespace = namespace
+	if m := v.Metadata; m != nil {
+		pod.Name, pod.GenerateName = m.Name, m.GenerateName
+		if pod.Namespace == "" {
+			pod.Namespace = m.Namespace
+		}
+		if len(m.Labels) > maxPodLabelsBytes {
+			return nil, fmt.Errorf("labels of %d bytes, more than %d: %w", len(m.Labels), maxPodLabelsBytes, errPodTooLarge)
+		}
+		if len(m.OwnerReferences) > maxPodOwnerReferencesBytes {
+			return nil, fmt.Errorf("owner references of %d bytes, more than %d: %w", len(m.OwnerReferences), maxPodOwnerReferencesBytes, errPodTooLarge)
+		}
+		if m.Labels.present() {
+			if err := sigsjson.UnmarshalCaseSensitivePreserveInts(m.Labels, &pod.Labels); err != nil {
+				return nil, fmt.Errorf("decoding the labels: %w", err)
+			}
+		}
+		if m.OwnerReferences.present() {
+			if err := sigsjson.UnmarshalCaseSensitivePreserveInts(m.OwnerReferences, &pod.OwnerReferences); err != nil {
+				return nil, fmt.Errorf("decoding the owner references: %w", err)
+			}
+		}
+	}
+	if s := v.Spec; s != nil {
+		pod.Spec.Containers = containers(s.Containers)
+		pod.Spec.InitContainers = containers(s.InitContainers)
+		if s.Resources.present() {
+			pod.Spec.Resources = &corev1.ResourceRequirements{}
+		}
+	}
+	return pod, nil
+}
+
+func containers(views []*containerView) []corev1.Container {
+	if views == nil {
+		return nil
+	}
+	out := make([]corev1.Container, len(views))
+	for i, c := range views {
+		if c == nil {
+			continue
+		}
+		out[i] = corev1.Container{Name: c.Name, ResizePolicy: c.ResizePolicy, RestartPolicy: c.RestartPolicy}
+		if c.Resources != nil {
+			out[i].Resources = corev1.ResourceRequirements{Requests: c.Resources.Requests.resourceList(), Limits: c.Resources.Limits.resourceList()}
+		}
+	}
+	return out
+}
