@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,20 +47,10 @@ func Ours(ctx context.Context, c *Cluster) (http.Handler, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithTransform(cachetrim.Transform))
 	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(c.VPAs, 0, vpainformers.WithTransform(cachetrim.Transform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
-	limitRanges, err := limitrange.NewLimitsRangeCalculator(factory)
+	recommendations, err := recommendation.NewClusterMemo(factory)
 	if err != nil {
-		return nil, fmt.Errorf("creating the LimitRange calculator: %w", err)
+		return nil, err
 	}
-	var limitRangeVersion atomic.Uint64
-	bump := func() { limitRangeVersion.Add(1) }
-	if _, err := factory.Core().V1().LimitRanges().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { bump() },
-		UpdateFunc: func(any, any) { bump() },
-		DeleteFunc: func(any) { bump() },
-	}); err != nil {
-		return nil, fmt.Errorf("watching LimitRanges: %w", err)
-	}
-	recommendations := recommendation.NewMemo(recommendation.NewCalculator(limitRanges), limitRangeVersion.Load)
 	resolver, err := target.NewClusterResolver(ctx, restConfig, c.Kube, factory, vpaInformer.Informer())
 	if err != nil {
 		return nil, err

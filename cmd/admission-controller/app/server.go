@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,7 +23,6 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
-	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/admission"
 	"github.com/vpa-inplace/vpa-inplace/pkg/cachetrim"
@@ -147,23 +145,10 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(c.vpas, 0,
 		vpainformers.WithNamespace(opts.VPAObjectNamespace), vpainformers.WithTransform(cachetrim.Transform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
-	limitRanges, err := limitrange.NewLimitsRangeCalculator(factory)
+	recommendations, err := recommendation.NewClusterMemo(factory)
 	if err != nil {
-		return fmt.Errorf("creating the LimitRange calculator: %w", err)
+		return err
 	}
-	// What a pod should get is computed once per VPA version, LimitRange
-	// version and pod shape, as in the updater: the pods of a rollout
-	// share one. Every LimitRange event makes a new version.
-	var limitRangeVersion atomic.Uint64
-	bump := func() { limitRangeVersion.Add(1) }
-	if _, err := factory.Core().V1().LimitRanges().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { bump() },
-		UpdateFunc: func(any, any) { bump() },
-		DeleteFunc: func(any) { bump() },
-	}); err != nil {
-		return fmt.Errorf("watching LimitRanges: %w", err)
-	}
-	recommendations := recommendation.NewMemo(recommendation.NewCalculator(limitRanges), limitRangeVersion.Load)
 	resolver, err := target.NewClusterResolver(ctx, c.config, c.kube, factory, vpaInformer.Informer())
 	if err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,7 +23,6 @@ import (
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -33,7 +31,6 @@ import (
 	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
 	vpascheme "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/scheme"
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
-	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/cachetrim"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
@@ -106,20 +103,9 @@ func Run(ctx context.Context, o *Options) error {
 		vpainformers.WithNamespace(namespace), vpainformers.WithTransform(cachetrim.Transform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
 
-	limitRanges, err := limitrange.NewLimitsRangeCalculator(factory)
+	recommendations, err := recommendation.NewClusterMemo(factory)
 	if err != nil {
-		return fmt.Errorf("creating LimitRange calculator: %w", err)
-	}
-	// What a pod should get is computed once per VPA version, LimitRange
-	// version and pod shape; every LimitRange event makes a new version.
-	var limitRangeVersion atomic.Uint64
-	bump := func() { limitRangeVersion.Add(1) }
-	if _, err := factory.Core().V1().LimitRanges().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { bump() },
-		UpdateFunc: func(any, any) { bump() },
-		DeleteFunc: func(any) { bump() },
-	}); err != nil {
-		return fmt.Errorf("watching LimitRanges: %w", err)
+		return err
 	}
 	resolver, err := target.NewClusterResolver(ctx, config, kube, factory, vpaInformer.Informer())
 	if err != nil {
@@ -197,7 +183,7 @@ func Run(ctx context.Context, o *Options) error {
 			DaemonSets:   factory.Apps().V1().DaemonSets().Lister(),
 		},
 		Resolver:      resolver,
-		Calculator:    recommendation.NewMemo(recommendation.NewCalculator(limitRanges), limitRangeVersion.Load),
+		Calculator:    recommendations,
 		Store:         store,
 		MemoryRecords: memStore,
 		Usage:         memoryUsage,

@@ -1,0 +1,33 @@
+package recommendation
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
+)
+
+// NewClusterMemo returns the Memo both binaries use: recommendations capped
+// to the namespaces' LimitRanges (upstream VPA's calculator, on factory's
+// LimitRange informer), computed once per VPA version, LimitRange version
+// and pod shape. Every LimitRange event makes a new LimitRange version.
+// Call it before starting factory.
+func NewClusterMemo(factory informers.SharedInformerFactory) (*Memo, error) {
+	limitRanges, err := limitrange.NewLimitsRangeCalculator(factory)
+	if err != nil {
+		return nil, fmt.Errorf("creating the LimitRange calculator: %w", err)
+	}
+	var version atomic.Uint64
+	bump := func() { version.Add(1) }
+	if _, err := factory.Core().V1().LimitRanges().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { bump() },
+		UpdateFunc: func(any, any) { bump() },
+		DeleteFunc: func(any) { bump() },
+	}); err != nil {
+		return nil, fmt.Errorf("watching LimitRanges: %w", err)
+	}
+	return NewMemo(NewCalculator(limitRanges), version.Load), nil
+}
