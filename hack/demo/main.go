@@ -57,7 +57,7 @@ func run() error {
 	vpas := vpaclientset.NewForConfigOrDie(config)
 	d := demo{kube: kube, vpas: vpas}
 
-	fmt.Println("== 1. A Deployment \"web\" (100m CPU, 100Mi; limits 200m, 200Mi) using 100m and 100Mi, and a VPA in InPlace mode")
+	fmt.Println("== 1. A Deployment \"web\" (requests 100m CPU, 100Mi) using 100m and 100Mi, and a VPA in InPlace mode")
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
@@ -71,7 +71,7 @@ func run() error {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{usageAnnotation: "app=cpu:100m,memory:100Mi"}},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{
 					Name: "app", Image: "registry.invalid/app:1",
-					Resources: corev1.ResourceRequirements{Requests: list("100m", "100Mi"), Limits: list("200m", "200Mi")},
+					Resources: corev1.ResourceRequirements{Requests: list("100m", "100Mi")},
 				}}},
 			},
 		},
@@ -100,9 +100,10 @@ func run() error {
 		return err
 	}
 
-	fmt.Println("== 2. The recommender's first recommendation; the updater applies it")
-	p, err := d.follow(ctx, pod.Name, func(tgt, req resource.Quantity) bool { return true })
-	if err != nil {
+	// The recommender's very first answer, before it has two CPU samples, is
+	// its minimum (10m): wait for one made from the usage.
+	fmt.Println("== 2. The recommender's recommendation from that usage; the updater applies it")
+	if _, err := d.follow(ctx, pod.Name, func(tgt, _ resource.Quantity) bool { return tgt.MilliValue() >= 90 }); err != nil {
 		return err
 	}
 
@@ -110,8 +111,7 @@ func run() error {
 	if err := d.setUsage(ctx, pod.Name, "app=cpu:600m,memory:300Mi"); err != nil {
 		return err
 	}
-	before := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
-	if p, err = d.follow(ctx, pod.Name, func(tgt, _ resource.Quantity) bool { return over(tgt, before) }); err != nil {
+	if _, err := d.follow(ctx, pod.Name, func(tgt, _ resource.Quantity) bool { return tgt.MilliValue() >= 500 }); err != nil {
 		return err
 	}
 
@@ -119,8 +119,7 @@ func run() error {
 	if err := d.setUsage(ctx, pod.Name, "app=cpu:100m,memory:100Mi"); err != nil {
 		return err
 	}
-	before = p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
-	if _, err = d.follow(ctx, pod.Name, func(tgt, _ resource.Quantity) bool { return over(before, tgt) }); err != nil {
+	if _, err := d.follow(ctx, pod.Name, func(tgt, _ resource.Quantity) bool { return tgt.MilliValue() <= 200 }); err != nil {
 		return err
 	}
 	say("the same pod all along: resized up and down in place, never evicted or restarted")
