@@ -2,8 +2,9 @@
 
 // Package e2e proves the updater and the admission controller against a real
 // cluster named by KUBECONFIG, on which both binaries run with the InPlace
-// gate on. Recommendations are written into VPA status directly; no
-// recommender is needed. Every test uses its own namespace and checks that
+// gate on. Recommendations are written into VPA status directly, except in
+// recommender_test.go, where the cluster's upstream recommender writes them
+// from the usage metrics-server reads off the hollow kubelets. Every test uses its own namespace and checks that
 // no pod was evicted or recreated.
 //
 // Environment:
@@ -25,6 +26,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -88,6 +90,8 @@ func TestMain(m *testing.M) {
 	vpas = vpaclientset.NewForConfigOrDie(config)
 	dyn = dynamic.NewForConfigOrDie(config)
 	profile = env("E2E_PROFILE", profileV137)
+	flag.Parse()
+	startSteady() // runs beside the suite (recommender_test.go)
 	os.Exit(m.Run())
 }
 

@@ -71,6 +71,9 @@ logs=${out}/${profile}
 
 export CLUSTER_DIR=${BENCH_CLUSTER_DIR:-${out}/cluster}
 export CLUSTER_PROFILE=v1.37
+# No metrics-server or recommender: recommendations are the driver's, and the
+# figures are the updaters' alone.
+export CLUSTER_METRICS_SERVER=${CLUSTER_METRICS_SERVER:-0}
 CLUSTER_NODES=$(for ((i = 1; i <= nodes; i++)); do printf 'hollow-%d ' "${i}"; done)hollow-deferred
 export CLUSTER_NODES
 export CLUSTER_NODE_ARGS_hollow_deferred="--register-with-taints vpa-inplace.dev/bench=deferred:NoSchedule"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# `make demo`: brings up the local cluster (profile v1.37), applies
-# deploy/overlays/local, runs the admission controller and the updater with
-# the InPlace gate on (as processes, with their ServiceAccounts' rights), and
-# runs hack/demo against it. Everything keeps running afterwards.
+# `make demo`: brings up the local cluster (profile v1.37, with metrics-server
+# and upstream's VPA recommender), applies deploy/overlays/local, runs the
+# admission controller and the updater with the InPlace gate on (as processes,
+# with their ServiceAccounts' rights), and runs hack/demo against it: usage
+# raised -> recommendation raised -> pod resized in place, and back down.
+# Everything keeps running afterwards.
 # `hack/demo.sh down` (make demo-down) stops it all.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +41,7 @@ wait_ready() {
 mkdir -p "${dir}"
 echo "== building the binaries"
 go build -o _output/bin/ ./cmd/...
-echo "== starting the local cluster (the first run compiles Kubernetes: about 15 minutes)"
+echo "== starting the local cluster (the first run compiles Kubernetes, metrics-server and the recommender: about 20 minutes)"
 CLUSTER_PROFILE=v1.37 hack/cluster/up.sh
 # shellcheck disable=SC1091
 source _output/cluster/run/env.sh
@@ -69,5 +71,8 @@ The cluster and both binaries keep running:
   updater metrics:  curl -s http://127.0.0.1:${updater_metrics}/metrics | grep vpa_inplace
   logs:             ${dir}/updater.log, ${dir}/admission-controller.log
   the demo objects: namespace "demo" (Deployment web, VPA web)
+  usage:            kubectl top pod -n demo   (metrics-server; set it with the pod annotation
+                    hollow-node.vpa-inplace.dev/usage, e.g. "app=cpu:300m,memory:200Mi")
+  recommender log:  _output/cluster/run/logs/vpa-recommender.log
 Stop everything with: make demo-down
 INFO

@@ -9,7 +9,8 @@
 #
 # Env: E2E_PROFILES (default "v1.37 v1.35-kubelet"), E2E_RUN (go test -run
 # pattern), E2E_KEEP=1 keeps the last cluster running for inspection,
-# E2E_DEPLOY_FROM=deploy applies deploy/overlays/local instead of the chart.
+# E2E_DEPLOY_FROM=deploy applies deploy/overlays/local instead of the chart,
+# E2E_STEADY_DURATION (10m) how long the steady-usage scenario counts resizes.
 # Logs: _output/e2e/<profile>/.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,11 @@ root=$(pwd)
 profiles=${E2E_PROFILES:-"v1.37 v1.35-kubelet"}
 # The suite's cluster lives apart from the one `make cluster-up` starts.
 export CLUSTER_DIR=${E2E_CLUSTER_DIR:-${root}/_output/e2e/cluster}
+# The cluster runs metrics-server and the upstream recommender. The recommender
+# answers only to VPAs that name it (spec.recommenders), so the tests that
+# write recommendations by hand are left alone.
+export CLUSTER_RECOMMENDER_NAME=${CLUSTER_RECOMMENDER_NAME:-e2e}
+export CLUSTER_RECOMMENDER_INTERVAL=${CLUSTER_RECOMMENDER_INTERVAL:-10s}
 mkdir -p _output/bin
 echo "== building the binaries"
 go build -o _output/bin/ ./cmd/...
@@ -153,6 +159,7 @@ run_profile() {
     E2E_UPDATER_RESTART="${logs}/restart-updater-a.sh" E2E_UPDATER_PIDFILE="${logs}/updater-a.pid" \
     E2E_STANDBY_RESTART="${logs}/restart-updater-b.sh" E2E_STANDBY_PIDFILE="${logs}/updater-b.pid" \
     E2E_STANDBY_METRICS="http://127.0.0.1:${standby_metrics}/metrics" E2E_DEFERRED_WARNING_AFTER=5s \
+    E2E_RECOMMENDER_NAME="${CLUSTER_RECOMMENDER_NAME}" E2E_RECOMMENDER_INTERVAL="${CLUSTER_RECOMMENDER_INTERVAL}" \
     go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "${E2E_RUN}"} ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
     rc=1
   fi

@@ -10,6 +10,10 @@
 #                  (+ kubectl with CLUSTER_BUILD_KUBECTL=1)
 #   kubelet-v1.35  (module hack/cluster/kubelet-v1.35, k8s.io/kubernetes v1.35.x):
 #                  hollow-node-v1.35        (needed by CLUSTER_PROFILE=v1.35-kubelet)
+#   metrics-server (module hack/cluster/metrics-server, sigs.k8s.io/metrics-server pinned there):
+#                  metrics-server           (unless CLUSTER_METRICS_SERVER=0)
+#   recommender    (module bench, k8s.io/autoscaler/vertical-pod-autoscaler pinned there):
+#                  vpa-recommender          (unless CLUSTER_RECOMMENDER=0 or CLUSTER_METRICS_SERVER=0)
 # Output: _output/cluster/bin/<set>-<sha256>/, the key being the sha256 of the module's
 # go.mod, go.sum, hollow-node sources, build.sh and `go version`. A set whose directory
 # already exists is skipped. The $CLUSTER_BIN_KEEP (default 3) most recent directories of each
@@ -50,14 +54,20 @@ build_set() { # set dest-tmp
       [[ ${CLUSTER_BUILD_KUBECTL:-0} == 1 ]] && pkgs+=(k8s.io/kubernetes/cmd/kubectl)
       ;;
     kubelet-v1.35) pkgs=(./cmd/hollow-node) ;;
+    metrics-server) pkgs=(.) ;;
+    recommender) pkgs=(k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender) ;;
   esac
-  local ldf
-  ldf=$(ldflags_for "${dir}")
+  local ldf="-s -w"
+  case ${set} in
+    control-plane | kubelet-v1.35) ldf=$(ldflags_for "${dir}") ;;
+  esac
   (cd "${dir}" && go build -buildvcs=false -ldflags "${ldf}" -o "${out}/" "${pkgs[@]}")
   case ${set} in
     # etcd's main package is the module root go.etcd.io/etcd/server/v3, so `-o dir/` names it "server"
     control-plane) mv "${out}/server" "${out}/etcd" ;;
     kubelet-v1.35) mv "${out}/hollow-node" "${out}/hollow-node-v1.35" ;;
+    metrics-server) ;;
+    recommender) mv "${out}/recommender" "${out}/vpa-recommender" ;;
   esac
 }
 

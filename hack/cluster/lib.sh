@@ -43,28 +43,43 @@ cluster::profile_check() {
 }
 
 # Build sets. "control-plane" is the v1.37 module (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, hollow-node); "kubelet-v1.35" is the second module (hollow-node-v1.35).
+# kube-scheduler, hollow-node); "kubelet-v1.35" is the second module (hollow-node-v1.35);
+# "metrics-server" is the module hack/cluster/metrics-server (metrics-server); "recommender" is
+# the bench module, which pins upstream VPA (vpa-recommender).
 cluster::set_module_dir() {
   case $1 in
     control-plane) echo "${CLUSTER_HACK_DIR}" ;;
     kubelet-v1.35) echo "${CLUSTER_HACK_DIR}/kubelet-v1.35" ;;
+    metrics-server) echo "${CLUSTER_HACK_DIR}/metrics-server" ;;
+    recommender) echo "${CLUSTER_REPO_ROOT}/bench" ;;
     *) cluster::die "unknown build set $1" ;;
   esac
+}
+
+# cluster::addons: the build sets of the add-ons up.sh starts: metrics-server unless
+# CLUSTER_METRICS_SERVER=0, the recommender unless CLUSTER_RECOMMENDER=0 (it needs the
+# metrics API, so it is off when metrics-server is).
+cluster::addons() {
+  [[ ${CLUSTER_METRICS_SERVER:-1} == 1 ]] || return 0
+  echo -n " metrics-server"
+  [[ ${CLUSTER_RECOMMENDER:-1} == 1 ]] && echo -n " recommender"
+  return 0
 }
 
 # cluster::sets_for_profile PROFILE: the build sets a profile needs.
 cluster::sets_for_profile() {
   case $1 in
-    v1.37) echo "control-plane" ;;
-    v1.35-kubelet) echo "control-plane kubelet-v1.35" ;;
-    all) echo "control-plane kubelet-v1.35" ;;
+    v1.37) echo "control-plane$(cluster::addons)" ;;
+    v1.35-kubelet) echo "control-plane kubelet-v1.35$(cluster::addons)" ;;
+    all) echo "control-plane kubelet-v1.35$(cluster::addons)" ;;
     *) cluster::die "unknown profile $1" ;;
   esac
 }
 
 # cluster::key SET: sha256 of everything that determines the binaries of a build set:
-# the module's go.mod and go.sum, the hollow-node sources (symlinked shared files are read
-# through the link), build.sh and `go version`. Printed as "<set>-<sha256>". Everything that
+# the module's go.mod and go.sum, its own sources (hollow-node's under cmd/, symlinked shared
+# files read through the link; metrics-server's main.go; none for the recommender, all
+# upstream's), build.sh and `go version`. Printed as "<set>-<sha256>". Everything that
 # changes how binaries are built lives in build.sh, so that edits to lib.sh don't force a rebuild.
 cluster::key() {
   local set=$1 dir
@@ -74,7 +89,10 @@ cluster::key() {
     cd "${dir}"
     {
       for f in go.mod go.sum; do echo "== ${f}"; cat "${f}"; done
-      find cmd -name '*.go' | LC_ALL=C sort | while read -r f; do echo "== ${f}"; cat "${f}"; done
+      case ${set} in
+        control-plane | kubelet-v1.35) find cmd -name '*.go' ;;
+        metrics-server) find . -maxdepth 1 -name '*.go' ;;
+      esac | LC_ALL=C sort | while read -r f; do echo "== ${f}"; cat "${f}"; done
       echo "== build.sh"; cat "${CLUSTER_HACK_DIR}/build.sh"
       echo "== go version"; go version
       echo "== build kubectl ${CLUSTER_BUILD_KUBECTL:-0}"

@@ -3,7 +3,9 @@
 # Idempotent: existing files are kept.
 #
 #   hack/cluster/pki.sh init   DIR [NODE...]          CA, serving and component certs, SA key pair,
-#                                                      one system:node:<NODE> cert per node
+#                                                      one system:node:<NODE> cert per node, the
+#                                                      aggregation layer's front-proxy CA and client
+#                                                      cert, metrics-server's serving cert
 #   hack/cluster/pki.sh client DIR NAME CN [GROUP...]  client cert DIR/NAME.{crt,key} for user CN
 #                                                      in the given groups (O=), signed by the CA
 #
@@ -22,14 +24,20 @@ cd "${PKI}"
 
 newkey=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
 
-if [[ ! -f ca.crt ]]; then
-  openssl req -config openssl.cnf -x509 "${newkey[@]}" -keyout ca.key -out ca.crt -days 3650 \
-    -subj "/CN=vpa-inplace-cluster-ca" \
+ca() { # name CN   (skipped if it already exists)
+  [[ -f $1.crt ]] && return 0
+  openssl req -config openssl.cnf -x509 "${newkey[@]}" -keyout "$1.key" -out "$1.crt" -days 3650 \
+    -subj "/CN=$2" \
     -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
     -addext "subjectKeyIdentifier=hash" 2>/dev/null
-fi
+}
+ca ca vpa-inplace-cluster-ca
+# The aggregation layer's own CA: the API server proxies requests to aggregated APIs
+# (metrics-server) with the front-proxy-client certificate, and those servers trust the
+# user and group headers only from a client certificate of this CA (requestheader options).
+ca front-proxy-ca vpa-inplace-front-proxy-ca
 
-cert() { # name CN "O1 O2..." [SANs]   (skipped if it already exists)
+cert() { # name CN "O1 O2..." [SANs]   (skipped if it already exists; signed by $CERT_CA, default ca)
   local n=$1 cn=$2 orgs=$3 sans=${4:-} subj="" o
   [[ -f ${n}.crt && -f ${n}.key ]] && return 0
   for o in ${orgs}; do subj+="/O=${o}"; done
@@ -41,7 +49,7 @@ cert() { # name CN "O1 O2..." [SANs]   (skipped if it already exists)
     ext+=(-addext "extendedKeyUsage=clientAuth")
   fi
   openssl req -config openssl.cnf "${newkey[@]}" -keyout "${n}.key.tmp" -out "${n}.crt.tmp" -days 3650 \
-    -subj "${subj}" -CA ca.crt -CAkey ca.key "${ext[@]}" 2>/dev/null
+    -subj "${subj}" -CA "${CERT_CA:-ca}.crt" -CAkey "${CERT_CA:-ca}.key" "${ext[@]}" 2>/dev/null
   chmod 0600 "${n}.key.tmp"
   mv "${n}.key.tmp" "${n}.key"
   mv "${n}.crt.tmp" "${n}.crt"
@@ -69,6 +77,9 @@ case ${cmd} in
     spawn controller-manager system:kube-controller-manager ""
     spawn scheduler system:kube-scheduler ""
     for n in "$@"; do spawn "node-${n}" "system:node:${n}" system:nodes; done
+    CERT_CA=front-proxy-ca spawn front-proxy-client front-proxy-client ""
+    # the aggregator checks it against <service>.<namespace>.svc
+    spawn metrics-server metrics-server "" "DNS:metrics-server.kube-system.svc,DNS:localhost,IP:127.0.0.1"
     if [[ ! -f sa.key ]]; then
       openssl genrsa -out sa.key.tmp 2048 2>/dev/null
       openssl rsa -in sa.key.tmp -pubout -out sa.pub 2>/dev/null

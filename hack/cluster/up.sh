@@ -26,6 +26,12 @@
 #   cluster whose kubelets run elsewhere).
 # Control plane: CLUSTER_APISERVER_ARGS, CLUSTER_KCM_ARGS, CLUSTER_SCHEDULER_ARGS,
 #   CLUSTER_ETCD_ARGS (extra flags); CLUSTER_LOG_LEVEL (klog -v, default 1).
+# Add-ons, started once the nodes are Ready, each with a ServiceAccount token of its own:
+#   metrics-server (CLUSTER_METRICS_SERVER=1 by default; serves metrics.k8s.io through the
+#   aggregation layer, scraping the hollow kubelets' /metrics/resource; CLUSTER_METRICS_SERVER_ARGS),
+#   the upstream VPA recommender (CLUSTER_RECOMMENDER=1 by default, needs metrics-server; VPA CRDs
+#   from deploy/base/crd; CLUSTER_RECOMMENDER_INTERVAL (10s), CLUSTER_RECOMMENDER_NAME (default:
+#   recommends for VPAs that name no recommender or "default"), CLUSTER_RECOMMENDER_ARGS).
 # On failure everything started is stopped again (logs are kept) unless CLUSTER_KEEP_ON_FAILURE=1.
 set -o errexit -o nounset -o pipefail
 # shellcheck source=lib.sh
@@ -52,12 +58,14 @@ fi
 
 # ---------- binaries ----------
 ts "profile ${CLUSTER_PROFILE}: checking binaries"
-CP_BIN="" KUBELET_BIN=""
+CP_BIN="" KUBELET_BIN="" METRICS_SERVER_BIN="" RECOMMENDER_BIN=""
 built=$("${CLUSTER_HACK_DIR}/build.sh" "${CLUSTER_PROFILE}")
 while read -r set dir; do
   case ${set} in
     control-plane) CP_BIN=${dir} ;;
     kubelet-v1.35) KUBELET_BIN=${dir} ;;
+    metrics-server) METRICS_SERVER_BIN=${dir}/metrics-server ;;
+    recommender) RECOMMENDER_BIN=${dir}/vpa-recommender ;;
   esac
 done <<<"${built}"
 [[ -n ${CP_BIN} ]] || cluster::die "build.sh did not report the control-plane binaries"
@@ -86,14 +94,19 @@ done
 PKI=${CLUSTER_DIR}/pki LOGS=${CLUSTER_DIR}/logs PIDS=${CLUSTER_DIR}/pids
 mkdir -p "${PKI}" "${LOGS}" "${PIDS}" "${CLUSTER_DIR}/nodes"
 touch "${CLUSTER_DIR}/.vpa-inplace-cluster" # marks the directory as ours for down.sh --purge
-read -r -a PORTS <<<"$(cluster::free_ports $((5 + ${#NODE_NAMES[@]})))"
+read -r -a PORTS <<<"$(cluster::free_ports $((7 + ${#NODE_NAMES[@]})))"
 ETCD_PORT=${PORTS[0]} ETCD_PEER_PORT=${PORTS[1]} API_PORT=${PORTS[2]} KCM_PORT=${PORTS[3]} SCHED_PORT=${PORTS[4]}
+METRICS_SERVER_PORT=${PORTS[5]} RECOMMENDER_PORT=${PORTS[6]}
+NODE_PORT0=7 # PORTS[NODE_PORT0 + i]: the kubelet of node i
 APISERVER=https://127.0.0.1:${API_PORT}
 {
   echo "CLUSTER_PROFILE=${CLUSTER_PROFILE}"
   echo "ETCD_PORT=${ETCD_PORT} ETCD_PEER_PORT=${ETCD_PEER_PORT} API_PORT=${API_PORT} KCM_PORT=${KCM_PORT} SCHED_PORT=${SCHED_PORT}"
   echo "CP_BIN=${CP_BIN}"
   echo "HOLLOW=${HOLLOW}"
+  echo "METRICS_SERVER_PORT=${METRICS_SERVER_PORT} RECOMMENDER_PORT=${RECOMMENDER_PORT}"
+  echo "METRICS_SERVER_BIN=${METRICS_SERVER_BIN}"
+  echo "RECOMMENDER_BIN=${RECOMMENDER_BIN}"
 } >"${CLUSTER_DIR}/state"
 
 cleanup_on_failure() {
@@ -203,6 +216,10 @@ start kube-apiserver "${CP_BIN}/kube-apiserver" \
   --endpoint-reconciler-type none \
   --tls-cert-file "${PKI}/apiserver.crt" --tls-private-key-file "${PKI}/apiserver.key" \
   --client-ca-file "${PKI}/ca.crt" \
+  --requestheader-client-ca-file "${PKI}/front-proxy-ca.crt" --requestheader-allowed-names front-proxy-client \
+  --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+  --requestheader-extra-headers-prefix X-Remote-Extra- \
+  --proxy-client-cert-file "${PKI}/front-proxy-client.crt" --proxy-client-key-file "${PKI}/front-proxy-client.key" \
   --kubelet-client-certificate "${PKI}/apiserver-kubelet-client.crt" --kubelet-client-key "${PKI}/apiserver-kubelet-client.key" \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "${PKI}/sa.pub" --service-account-signing-key-file "${PKI}/sa.key" \
@@ -247,7 +264,7 @@ for i in "${!NODE_NAMES[@]}"; do
   per_node="CLUSTER_NODE_ARGS_${n//-/_}"
   # shellcheck disable=SC2086
   start "node-${n}" "${niced[@]}" "${NODE_NICE}" "${HOLLOW}" --name "${n}" --kubeconfig "${CLUSTER_DIR}/nodes/${n}.kubeconfig" \
-    --root-dir "${CLUSTER_DIR}/nodes/${n}" --address 127.0.0.1 --kubelet-port "${PORTS[5 + i]}" \
+    --root-dir "${CLUSTER_DIR}/nodes/${n}" --address 127.0.0.1 --kubelet-port "${PORTS[NODE_PORT0 + i]}" \
     --cores "${CLUSTER_NODE_CORES:-4}" --memory "${CLUSTER_NODE_MEMORY:-8Gi}" \
     --reserved-cpu "${CLUSTER_NODE_RESERVED_CPU:-500m}" --reserved-memory "${CLUSTER_NODE_RESERVED_MEMORY:-512Mi}" \
     --max-pods "${CLUSTER_NODE_MAX_PODS:-110}" --node-labels "${labels}" \
@@ -271,6 +288,98 @@ for name in etcd kube-apiserver kube-controller-manager kube-scheduler; do
   cluster::pid_alive "${PIDS}/${name}.pid" || cluster::die "${name} is not running (log ${LOGS}/${name}.log)"
 done
 
+# ---------- add-ons: metrics-server, the VPA recommender ----------
+# shellcheck source=../deploy/lib.sh
+source "${CLUSTER_REPO_ROOT}/hack/deploy/lib.sh"
+# apply_manifest FILE: server-side apply of every document of FILE, placeholders filled in.
+apply_manifest() {
+  local dir doc kind name path ca_bundle
+  dir=$(mktemp -d -p "${CLUSTER_DIR}" .manifest.XXXXXX)
+  ca_bundle=$(base64 <"${PKI}/ca.crt" | tr -d '\n')
+  sed -e "s#__METRICS_SERVER_PORT__#${METRICS_SERVER_PORT}#g" -e "s#__CA_BUNDLE__#${ca_bundle}#g" "$1" | deploy::split "${dir}"
+  for doc in "${dir}"/*.yaml; do
+    kind=$(deploy::field "${doc}" kind) name=$(deploy::field "${doc}" name)
+    path=$(deploy::api_path "$(deploy::field "${doc}" apiVersion)" "${kind}" "${name}" "$(deploy::field "${doc}" namespace)")
+    curl -sS --fail-with-body --max-time 20 --cacert "${PKI}/ca.crt" --cert "${PKI}/admin.crt" --key "${PKI}/admin.key" \
+      -X PATCH -H 'Content-Type: application/apply-patch+yaml' --data-binary @"${doc}" \
+      "${APISERVER}${path}?fieldManager=vpa-inplace-cluster&force=true" >/dev/null ||
+      cluster::die "apply ${kind}/${name} from $1"
+  done
+  rm -rf "${dir}"
+}
+# sa_kubeconfig NAMESPACE SA OUT: a kubeconfig with a 24h token of the ServiceAccount.
+sa_kubeconfig() {
+  local token
+  token=$(curl -sS --fail-with-body --max-time 20 --cacert "${PKI}/ca.crt" --cert "${PKI}/admin.crt" --key "${PKI}/admin.key" \
+    -X POST -H 'Content-Type: application/json' \
+    --data '{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":86400}}' \
+    "${APISERVER}/api/v1/namespaces/$1/serviceaccounts/$2/token" | cluster::json 'd["status"]["token"]') ||
+    cluster::die "token of ServiceAccount $1/$2"
+  (
+    umask 077
+    cat >"$3" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters:
+- name: vpa-inplace-local
+  cluster: {server: ${APISERVER}, certificate-authority: ${PKI}/ca.crt}
+users:
+- name: $2
+  user: {token: ${token}}
+contexts:
+- name: vpa-inplace-local
+  context: {cluster: vpa-inplace-local, user: $2, namespace: $1}
+current-context: vpa-inplace-local
+KUBECONFIG
+  )
+}
+condition_true() { # API-PATH TYPE: the object's status condition TYPE is True
+  api "$1" | cluster::json "next((c['status'] for c in d.get('status', {}).get('conditions', []) if c['type'] == '$2'), '')" | grep -qx True
+}
+crds_established() {
+  condition_true /apis/apiextensions.k8s.io/v1/customresourcedefinitions/verticalpodautoscalers.autoscaling.k8s.io Established &&
+    condition_true /apis/apiextensions.k8s.io/v1/customresourcedefinitions/verticalpodautoscalercheckpoints.autoscaling.k8s.io Established
+}
+if [[ -n ${METRICS_SERVER_BIN} ]]; then
+  apply_manifest "${CLUSTER_HACK_DIR}/manifests/metrics-server.yaml"
+  ms_cfg=${CLUSTER_DIR}/metrics-server.kubeconfig
+  sa_kubeconfig kube-system metrics-server "${ms_cfg}"
+  # --deprecated-kubelet-completely-insecure: hollow kubelets (as kubemark's) serve plain HTTP
+  # with no authentication. Their node address is the host's; the binary sends its kubelet
+  # requests to 127.0.0.1 (see its main.go).
+  # shellcheck disable=SC2086
+  start metrics-server "${METRICS_SERVER_BIN}" \
+    --kubeconfig "${ms_cfg}" --authentication-kubeconfig "${ms_cfg}" --authorization-kubeconfig "${ms_cfg}" \
+    --bind-address 127.0.0.1 --secure-port "${METRICS_SERVER_PORT}" \
+    --tls-cert-file "${PKI}/metrics-server.crt" --tls-private-key-file "${PKI}/metrics-server.key" \
+    --deprecated-kubelet-completely-insecure --kubelet-use-node-status-port --kubelet-preferred-address-types InternalIP \
+    --metric-resolution 10s --kubelet-request-timeout 5s --v="${V}" \
+    ${CLUSTER_METRICS_SERVER_ARGS:-}
+  waitfor "metrics-server serving v1beta1.metrics.k8s.io (127.0.0.1:${METRICS_SERVER_PORT})" 120 "metrics-server kube-apiserver" \
+    condition_true /apis/apiregistration.k8s.io/v1/apiservices/v1beta1.metrics.k8s.io Available
+fi
+if [[ -n ${RECOMMENDER_BIN} ]]; then
+  while read -r crd; do apply_manifest "${crd}"; done < <(deploy::resources "${CLUSTER_REPO_ROOT}/deploy/base/crd")
+  apply_manifest "${CLUSTER_HACK_DIR}/manifests/recommender.yaml"
+  waitfor "VPA CRDs established" 60 kube-apiserver crds_established
+  sa_kubeconfig kube-system vpa-recommender "${CLUSTER_DIR}/vpa-recommender.kubeconfig"
+  # Short intervals and half-lives, so that a change of usage shows in the recommendation
+  # within a minute or two instead of hours: a CPU sample weighs half as much after 30 s, and
+  # memory peaks are taken per 20 s interval over the last 2 minutes.
+  # shellcheck disable=SC2086
+  start vpa-recommender "${RECOMMENDER_BIN}" \
+    --kubeconfig "${CLUSTER_DIR}/vpa-recommender.kubeconfig" --address "127.0.0.1:${RECOMMENDER_PORT}" \
+    --leader-elect=false --storage checkpoint --memory-saver \
+    --recommender-interval "${CLUSTER_RECOMMENDER_INTERVAL:-10s}" --checkpoints-gc-interval 1m \
+    --recommender-name "${CLUSTER_RECOMMENDER_NAME:-default}" \
+    --cpu-histogram-decay-half-life 30s --memory-histogram-decay-half-life 30s \
+    --memory-aggregation-interval 20s --memory-aggregation-interval-count 6 \
+    --pod-recommendation-min-cpu-millicores 10 --pod-recommendation-min-memory-mb 10 \
+    --v="${V}" ${CLUSTER_RECOMMENDER_ARGS:-}
+  waitfor "vpa-recommender serving /metrics (127.0.0.1:${RECOMMENDER_PORT})" 60 vpa-recommender \
+    curl -fsS "http://127.0.0.1:${RECOMMENDER_PORT}/metrics"
+fi
+
 # ---------- env.sh ----------
 kube_version=$(cluster::kube_version "${CLUSTER_HACK_DIR}")
 kubelet_version=${kube_version}
@@ -289,6 +398,10 @@ export CLUSTER_NODES="${NODE_NAMES[*]}"
 export CLUSTER_KUBE_VERSION=${kube_version}
 export CLUSTER_KUBELET_VERSION=${kubelet_version}
 export CLUSTER_BIN_DIR=${CP_BIN}
+export CLUSTER_METRICS_SERVER=$([[ -n ${METRICS_SERVER_BIN} ]] && echo 1 || echo 0)
+export CLUSTER_RECOMMENDER=$([[ -n ${RECOMMENDER_BIN} ]] && echo 1 || echo 0)
+export CLUSTER_RECOMMENDER_NAME=${CLUSTER_RECOMMENDER_NAME:-default}
+export CLUSTER_RECOMMENDER_INTERVAL=${CLUSTER_RECOMMENDER_INTERVAL:-10s}
 EOF
 mv "${CLUSTER_DIR}/env.sh.tmp" "${CLUSTER_DIR}/env.sh"
 trap - EXIT

@@ -128,6 +128,7 @@ deploy::api_path() {
     Service) plural=services ;;
     Deployment) plural=deployments ;;
     PodDisruptionBudget) plural=poddisruptionbudgets ;;
+    APIService) plural=apiservices namespaced=false ;;
     *) deploy::die "no REST path known for kind ${kind}: add it to deploy::api_path in hack/deploy/lib.sh" ;;
   esac
   if [[ ${api_version} == */* ]]; then prefix=/apis/${api_version}; else prefix=/api/${api_version}; fi

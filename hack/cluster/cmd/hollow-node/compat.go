@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"math"
-	"strings"
 	"time"
 
 	cadvisorapi "github.com/google/cadvisor/lib/model"
@@ -40,21 +39,25 @@ func (c *fakeCadvisor) MachineInfo(logger klog.Logger) (*cadvisorapi.MachineInfo
 	return mi, nil
 }
 
-// ContainerInfoV2 answers the kubelet's per-pod stats query (cadvisor stats provider,
-// PodCPUAndMemoryStats) for the pod "cgroup" names handed out by fakePCM. Without pod memory
-// usage the kubelet refuses every memory-limit decrease with
-// "cannot decrease memory limits: missing pod memory usage".
+// ContainerInfoV2 answers the kubelet's stats queries for the node ("/": its CPU counter and
+// memory, which /metrics/resource and the summary API need) and for the pod "cgroup" names
+// handed out by fakePCM (memory: without it the kubelet refuses every memory-limit decrease
+// with "cannot decrease memory limits: missing pod memory usage").
 func (c *fakeCadvisor) ContainerInfoV2(name string, options cadvisorapi.RequestOptions) (map[string]cadvisorapi.ContainerInfo, error) {
-	if !strings.HasPrefix(name, podCgroupPrefix) {
+	s, ok := c.cgroupSample(name)
+	if !ok {
 		return c.Fake.ContainerInfoV2(name, options)
 	}
-	usage := c.cgroups.memoryUsage(name)
 	now := time.Now()
+	st := &cadvisorapi.ContainerStats{Timestamp: now,
+		Memory: &cadvisorapi.MemoryStats{Usage: s.MemoryBytes, WorkingSet: s.MemoryBytes, RSS: s.MemoryBytes}}
+	if name == "/" {
+		st.Cpu = &cadvisorapi.CpuStats{Usage: cadvisorapi.CpuUsage{Total: s.CPUNanos}}
+	}
 	return map[string]cadvisorapi.ContainerInfo{name: {
 		ContainerReference: cadvisorapi.ContainerReference{Name: name},
 		Spec: cadvisorapi.ContainerSpec{CreationTime: now.Add(-time.Minute), HasCpu: true, HasMemory: true,
 			Memory: cadvisorapi.MemorySpec{Limit: math.MaxUint64}},
-		Stats: []*cadvisorapi.ContainerStats{{Timestamp: now,
-			Memory: &cadvisorapi.MemoryStats{Usage: usage, WorkingSet: usage, RSS: usage}}},
+		Stats: []*cadvisorapi.ContainerStats{st},
 	}}, nil
 }

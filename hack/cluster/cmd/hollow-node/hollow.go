@@ -11,10 +11,16 @@
 //   - fake pod "cgroups" (fakePCM): the stub PodContainerManager returns "not implemented"
 //     from Get/SetPodCgroupConfig, so with stock kubemark every resize stays
 //     PodResizeInProgress reason=Error "unable to get pod cgroup memory config for pod ...".
-//   - fake per-pod memory usage (fakeCadvisor.ContainerInfoV2): without it every memory
-//     limit decrease fails with "cannot decrease memory limits: missing pod memory usage".
-//     Default --pod-memory-usage, per pod via the annotation
-//     hollow-node.vpa-inplace.dev/memory-usage (read when the pod starts on the node).
+//   - container CPU and memory usage (usage.go): set per pod by the annotation
+//     hollow-node.vpa-inplace.dev/usage ("app=cpu:300m,memory:200Mi,noise:10%"), followed
+//     as it changes (a pod informer of the node's own), reported through the CRI container
+//     stats and the fake cadvisor (node and pod cgroups), so that the kubelet's
+//     /metrics/resource and summary API carry them (metrics-server scrapes the former); CPU
+//     is a cumulative counter growing at the set rate.
+//   - pod memory usage (fakeCadvisor.ContainerInfoV2 for pod cgroups): without it every
+//     memory limit decrease fails with "cannot decrease memory limits: missing pod memory
+//     usage". The containers' sum, or the annotation hollow-node.vpa-inplace.dev/memory-usage
+//     (the pod cgroup only), or --pod-memory-usage.
 //   - --cores/--memory set node capacity (kubemark hard-codes 1 core / 3840Mi)
 //   - --reserved-cpu/--reserved-memory make allocatable < capacity
 //   - --fake-static-cpu-manager: the node reports CPUManagerPolicy=static, so the kubelet
@@ -39,6 +45,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -49,8 +56,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
 	kubeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -65,13 +75,25 @@ import (
 	"k8s.io/kubernetes/pkg/util/taints"
 )
 
-// fakeCadvisor reports the configured machine size and per-pod memory usage; its
-// version-specific methods (MachineInfo, ContainerInfoV2) are in compat.go.
+// fakeCadvisor reports the configured machine size, the node's usage and per-pod memory
+// usage; its version-specific methods (MachineInfo, ContainerInfoV2) are in compat.go.
 type fakeCadvisor struct {
 	cadvisortest.Fake
-	cores   int
-	mem     uint64
-	cgroups *podCgroups
+	cores int
+	mem   uint64
+	usage *usageTracker
+}
+
+// cgroupSample is what the fake cadvisor reports for a cgroup name: the root ("/") is the
+// node, podCgroupPrefix+UID a pod (memory only: what the kubelet's limit check reads).
+func (c *fakeCadvisor) cgroupSample(name string) (containerSample, bool) {
+	switch {
+	case name == "/":
+		return c.usage.sampleNode(time.Now()), true
+	case strings.HasPrefix(name, podCgroupPrefix):
+		return containerSample{MemoryBytes: c.usage.podMemory(types.UID(strings.TrimPrefix(name, podCgroupPrefix)))}, true
+	}
+	return containerSample{}, false
 }
 
 // hollowCM wraps the stub container manager:
@@ -122,30 +144,15 @@ func (r *hollowCM) NewPodContainerManager() cm.PodContainerManager {
 	return &fakePCM{PodContainerManager: r.ContainerManager.NewPodContainerManager(), cg: r.cgroups}
 }
 
-const (
-	podCgroupPrefix = "/kubepods/pod"
-	// MemoryUsageAnnotation sets the memory usage the hollow node reports for a pod
-	// (default --pod-memory-usage); lets tests hit "memory limit below usage" resize errors.
-	MemoryUsageAnnotation = "hollow-node.vpa-inplace.dev/memory-usage"
-)
+const podCgroupPrefix = "/kubepods/pod"
 
 // podCgroups holds the fake pod cgroups of the node. Entries are never removed (the kubelet
 // only cleans up pod cgroups with cgroupsPerQOS, which hollow nodes run without); an entry is a
 // few hundred bytes, so even long benchmarks with heavy pod churn stay small.
 type podCgroups struct {
 	sync.Mutex
-	m            map[types.UID]*cm.ResourceConfig
-	usage        map[string]uint64 // pod cgroup name -> reported memory usage
-	defaultUsage uint64
-}
-
-func (p *podCgroups) memoryUsage(name string) uint64 {
-	p.Lock()
-	defer p.Unlock()
-	if u, ok := p.usage[name]; ok {
-		return u
-	}
-	return p.defaultUsage
+	m     map[types.UID]*cm.ResourceConfig
+	usage *usageTracker
 }
 
 type fakePCM struct {
@@ -176,17 +183,8 @@ func (f *fakePCM) initial(pod *v1.Pod) *cm.ResourceConfig {
 }
 
 func (f *fakePCM) GetPodContainerName(pod *v1.Pod) (cm.CgroupName, string) {
-	name := podCgroupPrefix + string(pod.UID)
-	usage := f.cg.defaultUsage
-	if v, ok := pod.Annotations[MemoryUsageAnnotation]; ok {
-		if q, err := resource.ParseQuantity(v); err == nil {
-			usage = uint64(q.Value())
-		}
-	}
-	f.cg.Lock()
-	f.cg.usage[name] = usage
-	f.cg.Unlock()
-	return cm.CgroupName{"kubepods", "pod" + string(pod.UID)}, name
+	f.cg.usage.observeIfNew(pod) // the pod informer follows later changes
+	return cm.CgroupName{"kubepods", "pod" + string(pod.UID)}, podCgroupPrefix + string(pod.UID)
 }
 
 // Exists reports whether the pod's fake cgroup was created. The stub always answers true, so
@@ -282,7 +280,73 @@ func (r *reportingRuntime) ContainerStatus(ctx context.Context, req *kubeapi.Con
 	return resp, nil
 }
 
-func startFakeRuntime(sock string, report bool) (*fakeremote.RemoteRuntime, func(), error) {
+// statsRuntime answers the CRI container stats queries with the usage of usage.go (the fake
+// answers only what a test stored in it beforehand).
+type statsRuntime struct {
+	kubeapi.RuntimeServiceServer
+	fs    *fakeremote.RemoteRuntime
+	usage *usageTracker
+}
+
+func (r *statsRuntime) stats(ids map[string]bool, filter *kubeapi.ContainerStatsFilter) []*kubeapi.ContainerStats {
+	now := time.Now()
+	fs := r.fs.RuntimeService
+	fs.Lock()
+	type ctr struct {
+		id, pod, name string
+		attrs         *kubeapi.ContainerAttributes
+	}
+	var ctrs []ctr
+	for id, c := range fs.Containers {
+		if c.State != kubeapi.ContainerState_CONTAINER_RUNNING || c.Metadata == nil {
+			continue
+		}
+		if filter != nil && (filter.Id != "" && filter.Id != id || filter.PodSandboxId != "" && filter.PodSandboxId != c.SandboxID) {
+			continue
+		}
+		ctrs = append(ctrs, ctr{id: id, pod: c.Labels["io.kubernetes.pod.uid"], name: c.Metadata.Name,
+			attrs: &kubeapi.ContainerAttributes{Id: id, Metadata: c.Metadata, Labels: c.Labels, Annotations: c.Annotations}})
+	}
+	fs.Unlock()
+	out := make([]*kubeapi.ContainerStats, 0, len(ctrs))
+	for _, c := range ctrs {
+		if ids != nil {
+			ids[c.id] = true
+		}
+		s := r.usage.sample(c.id, types.UID(c.pod), c.name, now)
+		ts := now.UnixNano()
+		out = append(out, &kubeapi.ContainerStats{
+			Attributes: c.attrs,
+			Cpu:        &kubeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: &kubeapi.UInt64Value{Value: s.CPUNanos}},
+			Memory: &kubeapi.MemoryUsage{Timestamp: ts, WorkingSetBytes: &kubeapi.UInt64Value{Value: s.MemoryBytes},
+				UsageBytes: &kubeapi.UInt64Value{Value: s.MemoryBytes}, RssBytes: &kubeapi.UInt64Value{Value: s.MemoryBytes}},
+		})
+	}
+	return out
+}
+
+func (r *statsRuntime) ListContainerStats(ctx context.Context, req *kubeapi.ListContainerStatsRequest) (*kubeapi.ListContainerStatsResponse, error) {
+	full := req.Filter == nil || req.Filter.Id == "" && req.Filter.PodSandboxId == "" && req.Filter.LabelSelector == nil
+	var live map[string]bool
+	if full {
+		live = map[string]bool{}
+	}
+	resp := &kubeapi.ListContainerStatsResponse{Stats: r.stats(live, req.Filter)}
+	if full {
+		r.usage.prune(live)
+	}
+	return resp, nil
+}
+
+func (r *statsRuntime) ContainerStats(ctx context.Context, req *kubeapi.ContainerStatsRequest) (*kubeapi.ContainerStatsResponse, error) {
+	st := r.stats(nil, &kubeapi.ContainerStatsFilter{Id: req.ContainerId})
+	if len(st) == 0 {
+		return r.RuntimeServiceServer.ContainerStats(ctx, req)
+	}
+	return &kubeapi.ContainerStatsResponse{Stats: st[0]}, nil
+}
+
+func startFakeRuntime(sock string, report bool, usage *usageTracker) (*fakeremote.RemoteRuntime, func(), error) {
 	rt := fakeremote.NewFakeRemoteRuntime()
 	rt.RuntimeService.FakeStatus = &kubeapi.RuntimeStatus{Conditions: []*kubeapi.RuntimeCondition{
 		{Type: kubeapi.RuntimeReady, Status: true},
@@ -309,10 +373,40 @@ func startFakeRuntime(sock string, report bool) (*fakeremote.RemoteRuntime, func
 	if report {
 		rs = &reportingRuntime{rt}
 	}
+	rs = &statsRuntime{RuntimeServiceServer: rs, fs: rt, usage: usage}
 	kubeapi.RegisterRuntimeServiceServer(srv, rs)
 	kubeapi.RegisterImageServiceServer(srv, rt)
 	go func() { _ = srv.Serve(l) }()
 	return rt, srv.Stop, nil
+}
+
+// watchPodUsage follows the usage annotations of the pods bound to the node (a watch of its
+// own, as the kubelet's: the Node authorizer lets a node read the pods bound to it).
+func watchPodUsage(ctx context.Context, client clientset.Interface, node string, usage *usageTracker) {
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+	}))
+	observe := func(obj any) {
+		if pod, ok := obj.(*v1.Pod); ok {
+			usage.observe(pod)
+		}
+	}
+	_, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if pod, ok := obj.(*v1.Pod); ok {
+				usage.forget(pod.UID)
+			}
+		},
+	})
+	if err != nil {
+		klog.Fatalf("pod informer: %v", err)
+	}
+	f.Start(ctx.Done())
 }
 
 func mkdir(p string) string {
@@ -324,13 +418,14 @@ func mkdir(p string) string {
 
 func main() {
 	var (
-		kubeconfig, name, rootDir, address, memory, reservedCPU, reservedMem, podMemUsage string
-		cores, port, maxPods                                                              int
-		qps                                                                               float64
-		report, events, staticCPU                                                         bool
-		taintSpecs                                                                        []string
-		syncFrequency                                                                     time.Duration
-		labels                                                                            = map[string]string{}
+		kubeconfig, name, rootDir, address, memory, reservedCPU, reservedMem, podMemUsage, ctrUsage string
+		cores, port, maxPods                                                                        int
+		qps                                                                                         float64
+		report, events, staticCPU                                                                   bool
+		taintSpecs                                                                                  []string
+		syncFrequency                                                                               time.Duration
+		usageSeed                                                                                   uint64
+		labels                                                                                      = map[string]string{}
 	)
 	fs := pflag.CommandLine
 	klog.InitFlags(nil)
@@ -346,7 +441,9 @@ func main() {
 	fs.StringVar(&reservedMem, "reserved-memory", "0", "memory subtracted from capacity to form allocatable")
 	fs.IntVar(&maxPods, "max-pods", 110, "max pods")
 	fs.Float64Var(&qps, "kube-api-qps", 50, "client QPS")
-	fs.StringVar(&podMemUsage, "pod-memory-usage", "1Mi", "memory usage reported for every pod (override per pod with annotation "+MemoryUsageAnnotation+")")
+	fs.StringVar(&podMemUsage, "pod-memory-usage", "1Mi", "memory usage of the cgroup of a pod without usage annotations (per pod: annotation "+MemoryUsageAnnotation+", or the sum of annotation "+UsageAnnotation+")")
+	fs.StringVar(&ctrUsage, "container-usage", "cpu:1m,memory:1Mi", "usage of a container the annotation "+UsageAnnotation+" does not set (cpu:Q,memory:Q[,noise:N%])")
+	fs.Uint64Var(&usageSeed, "usage-seed", 1, "seed of the usage noise (with the pod UID and container name)")
 	fs.BoolVar(&staticCPU, "fake-static-cpu-manager", false, "report CPUManagerPolicy=static (CPU resizes of Guaranteed pods become Infeasible)")
 	fs.BoolVar(&events, "events", true, "send kubelet events to the API server (needs readable /dev/kmsg for the OOM watcher)")
 	fs.BoolVar(&report, "report-runtime-resources", false, "fake CRI reports container resources in ContainerStatus")
@@ -445,9 +542,17 @@ func main() {
 	heartbeatClient := clientset.NewForConfigOrDie(&heartbeatCfg)
 
 	mem := resource.MustParse(memory)
-	pmu := resource.MustParse(podMemUsage)
-	cgroups := &podCgroups{m: map[types.UID]*cm.ResourceConfig{}, usage: map[string]uint64{}, defaultUsage: uint64(pmu.Value())}
-	cadv := &fakeCadvisor{Fake: cadvisortest.Fake{NodeName: name}, cores: cores, mem: uint64(mem.Value()), cgroups: cgroups}
+	pmu, err := parseMemory(podMemUsage)
+	if err != nil {
+		klog.Fatalf("--pod-memory-usage: %v", err)
+	}
+	defUsage, err := parseDefaultUsage(ctrUsage)
+	if err != nil {
+		klog.Fatalf("--container-usage: %v", err)
+	}
+	usage := newUsageTracker(usageSeed, defUsage, pmu)
+	cgroups := &podCgroups{m: map[types.UID]*cm.ResourceConfig{}, usage: usage}
+	cadv := &fakeCadvisor{Fake: cadvisortest.Fake{NodeName: name}, cores: cores, mem: uint64(mem.Value()), usage: usage}
 	var containerManager cm.ContainerManager = cm.NewStubContainerManagerWithDevicePluginResource(v1.ResourceList{})
 	containerManager = &hollowCM{ContainerManager: containerManager, cgroups: cgroups, staticCPUPolicy: staticCPU, capacity: v1.ResourceList{
 		v1.ResourceCPU:    *resource.NewQuantity(int64(cores), resource.DecimalSI),
@@ -458,7 +563,7 @@ func main() {
 	}}
 
 	sock := filepath.Join(rootDir, "cri.sock")
-	rt, stop, err := startFakeRuntime(sock, report)
+	rt, stop, err := startFakeRuntime(sock, report, usage)
 	if err != nil {
 		klog.Fatalf("fake runtime: %v", err)
 	}
@@ -477,6 +582,7 @@ func main() {
 		hk.KubeletDeps.Recorder = nil
 		hk.KubeletDeps.EventClient = client.CoreV1()
 	}
+	watchPodUsage(ctx, client, name, usage)
 	go hk.Run(ctx)
 	<-ctx.Done()
 	klog.Info("shutting down")
