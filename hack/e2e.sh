@@ -10,7 +10,7 @@
 # Env: E2E_PROFILES (default "v1.37 v1.35-kubelet"), E2E_RUN (go test -run
 # pattern), E2E_KEEP=1 keeps the last cluster running for inspection,
 # E2E_DEPLOY_FROM=deploy applies deploy/overlays/local instead of the chart,
-# E2E_STEADY_DURATION (10m) how long the steady-usage scenario counts resizes.
+# E2E_STEADY_DURATION (unset: not run; e.g. 10m) how long the steady-usage scenario counts resizes.
 # Logs: _output/e2e/<profile>/.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
