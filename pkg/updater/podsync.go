@@ -106,17 +106,21 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		in.MemoryUsage = u
 	}
 	d := resize.Decide(in)
-	if reason, _ := c.withheld(vpa); d.Action == resize.ActionPatch && reason == "" && fitsNodeOnly(vpa, pod) {
-		if fits, why := c.fitsNode(pod, d.Target); !fits {
-			d = resize.WaitForNode(d, why)
-		}
-	}
 	var waiting *disruption.Verdict
-	if reason, _ := c.withheld(vpa); d.Action == resize.ActionPatch && d.Disruptive && reason == "" {
-		// Check and reservation in one step, before the resize is sent.
-		if v := c.reserveRestart(pod); !v.Allowed {
-			in.DisruptionAllowed, in.DisruptionRefused = false, v.Blocker+": "+v.Message
-			d, waiting = resize.Decide(in), &v
+	// A resize that is withheld (paused, dry run) is neither checked
+	// against its node nor given a place in the budget.
+	if reason, _ := c.withheld(vpa); d.Action == resize.ActionPatch && reason == "" {
+		if fitsNodeOnly(vpa, pod) {
+			if fits, why := c.fitsNode(pod, d.Target); !fits {
+				d = resize.WaitForNode(d, why)
+			}
+		}
+		if d.Action == resize.ActionPatch && d.Disruptive {
+			// Check and reservation in one step, before the resize is sent.
+			if v := c.reserveRestart(pod); !v.Allowed {
+				in.DisruptionAllowed, in.DisruptionRefused = false, v.Blocker+": "+v.Message
+				d, waiting = resize.Decide(in), &v
+			}
 		}
 	}
 	c.metrics.decided(d, c.now().Sub(start))

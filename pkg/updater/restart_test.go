@@ -150,3 +150,17 @@ func (f *fixture) kubeletDone(name string) {
 		return err == nil && c.ResourceVersion == written.ResourceVersion
 	}, 10*time.Second, 10*time.Millisecond)
 }
+
+// A withheld resize (dry run, paused) restarts nothing: it takes no place
+// in the budget, and the other pods are not held back by it.
+func TestWithheldRestartingResizeReservesNothing(t *testing.T) {
+	f := newFixture(t, restartingPods(2), []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "200Mi")}, fixtureOpts{tolerance: 0.5, dryRun: true})
+	require.NoError(t, f.sync("p0"))
+	require.NoError(t, f.sync("p1"))
+	assert.Empty(t, f.resizePatches())
+	assert.Empty(t, f.ctrl.budget.Reserved())
+	assert.Len(t, f.ctrl.tracker.podsOf("default/web"), 2)
+	for _, st := range f.ctrl.tracker.podsOf("default/web") {
+		assert.Equal(t, PodWithheld, st.state, "%s is withheld, not waiting for the budget", st.name)
+	}
+}
