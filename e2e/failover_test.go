@@ -56,10 +56,7 @@ func TestFailoverKeepsRecordsAndPatchesOnce(t *testing.T) {
 
 	// A record made by the first leader.
 	infNS, infPod, infBefore := infeasibleSetup(t)
-	waitFor(t, eventually, "the record written onto the VPA", func(ctx context.Context) (bool, error) {
-		v, err := vpas.AutoscalingV1().VerticalPodAutoscalers(infNS).Get(ctx, "web", metav1.GetOptions{})
-		return err == nil && strings.Contains(v.Annotations[annotationRecords], string(infPod.UID)), nil
-	})
+	waitRecordWritten(t, infNS, "web", "infeasible", infPod.UID)
 	infGeneration := getPod(t, infNS, infPod.Name).Generation
 
 	// A workload resized once by the first leader.
@@ -99,9 +96,9 @@ func TestFailoverKeepsRecordsAndPatchesOnce(t *testing.T) {
 	requireStable(t, infNS, infPod.Name)
 	assert.Equal(t, infGeneration, getPod(t, infNS, infPod.Name).Generation, "no new attempt of the recorded resize")
 	assert.Equal(t, int32(1), eventCount(t, infNS, infPod.Name, eventInfeasible), "no repeated Infeasible attempt")
-	v, err := vpas.AutoscalingV1().VerticalPodAutoscalers(infNS).Get(ctxFor(t), "web", metav1.GetOptions{})
+	kept, err := recordWritten(ctxFor(t), infNS, "web", "infeasible", infPod.UID)
 	require.NoError(t, err)
-	assert.Contains(t, v.Annotations[annotationRecords], string(infPod.UID), "the record is kept")
+	assert.True(t, kept, "the record is kept")
 
 	requireStable(t, ns, pods[0].Name)
 	requireNotDisrupted(t, ns, "web", before)

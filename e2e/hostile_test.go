@@ -81,4 +81,16 @@ func TestHostileAnnotationsHoldNothingBack(t *testing.T) {
 	assert.Zero(t, eventCount(t, victim, pods[0].Name, eventInfeasible), "no record of another VPA's making is reported")
 	assert.GreaterOrEqual(t, updaterSeries("vpa_inplace_updater_records_dropped_total", ""), 2.0,
 		"the records of both annotations are dropped and counted")
+	// Records now live in ConfigMaps of the updater's namespace: the
+	// annotations were read once, to move what they held, and removed.
+	for _, name := range []string{"cross-tenant", "slow"} {
+		waitFor(t, eventually, "the records annotation of "+name+" removed", func(ctx context.Context) (bool, error) {
+			v, err := vpas.AutoscalingV1().VerticalPodAutoscalers(attacker).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			_, has := v.Annotations[annotationRecords]
+			return !has, nil
+		})
+	}
 }

@@ -11,14 +11,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 )
 
 const (
 	eventMemoryLimitRefused = "InPlaceResizeMemoryLimitRefused"
-	annotationMemoryHolds   = "vpa-inplace.dev/memory-limit-holds"
 	// hollowMemoryUsage sets the memory usage of a pod's cgroup on a hollow
 	// kubelet, the figure the kubelet checks a lower limit against; the
 	// container's usage in the metrics API stays as it was
@@ -66,10 +64,7 @@ func TestKubeletRefusedMemoryLimitDecrease(t *testing.T) {
 	// The CPU change completes with the running memory limit.
 	got := waitLimits(t, ns, pod.Name, "200m", "50Mi", "200Mi")
 	assert.Equal(t, pod.Generation+2, got.Generation, "two resize patches: the refused one, and the one keeping the limit")
-	waitFor(t, eventually, "the memory record written onto the VPA", func(ctx context.Context) (bool, error) {
-		v, err := vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Get(ctx, "mem", metav1.GetOptions{})
-		return err == nil && strings.Contains(v.Annotations[annotationMemoryHolds], string(pod.UID)), nil
-	})
+	waitRecordWritten(t, ns, "mem", "memory", pod.UID)
 	c := waitCondition(t, ns, "mem", "MemoryLimitKept")
 	assert.Equal(t, corev1.ConditionTrue, c.Status)
 	assert.Contains(t, c.Message, pod.Name)

@@ -33,6 +33,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -44,9 +45,13 @@ const (
 	eventDeferredTooLong = "InPlaceResizeDeferredTooLong"
 	eventWithheld        = "InPlaceResizeWithheld"
 	conditionBlocked     = "InPlaceResizeBlocked"
-	annotationRecords    = "vpa-inplace.dev/infeasible-attempts"
-	annotationPaused     = "vpa-inplace.dev/paused"
-	metricDecisions      = "vpa_inplace_updater_decisions_total"
+	// annotationRecords is where records were kept before they moved to
+	// ConfigMaps; the updater still reads it once, to move what it holds.
+	annotationRecords = "vpa-inplace.dev/infeasible-attempts"
+	// recordsNamespace holds the records' ConfigMaps, one per VPA and store.
+	recordsNamespace = "vpa-inplace-system"
+	annotationPaused = "vpa-inplace.dev/paused"
+	metricDecisions  = "vpa_inplace_updater_decisions_total"
 )
 
 // A record made before a restart is loaded before any decision: the same
@@ -59,10 +64,7 @@ func TestInfeasibleRecordSurvivesRestart(t *testing.T) {
 		t.Skip("E2E_UPDATER_RESTART is not set: no way to restart the updater")
 	}
 	ns, pod, before := infeasibleSetup(t)
-	waitFor(t, eventually, "the record written onto the VPA", func(ctx context.Context) (bool, error) {
-		v, err := vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Get(ctx, "web", metav1.GetOptions{})
-		return err == nil && strings.Contains(v.Annotations[annotationRecords], string(pod.UID)), nil
-	})
+	waitRecordWritten(t, ns, "web", "infeasible", pod.UID)
 	g := getPod(t, ns, pod.Name).Generation
 
 	out, err := exec.CommandContext(ctxFor(t), script).CombinedOutput()
@@ -229,4 +231,30 @@ func sumSeries(resp *http.Response, name, match string) float64 {
 		}
 	}
 	return sum
+}
+
+// recordWritten tells whether the records ConfigMap of store ("infeasible"
+// or "memory") of the VPA ns/name holds a record of uid.
+func recordWritten(ctx context.Context, ns, name, store string, uid types.UID) (bool, error) {
+	v, err := vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	cm, err := kube.CoreV1().ConfigMaps(recordsNamespace).Get(ctx, "vpa-inplace-records-"+store+"-"+string(v.UID), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return strings.Contains(cm.Data["records"], string(uid)+":"), nil
+}
+
+// waitRecordWritten waits until the records of the VPA ns/name hold a record
+// of uid in their ConfigMap.
+func waitRecordWritten(t *testing.T, ns, name, store string, uid types.UID) {
+	t.Helper()
+	waitFor(t, eventually, "the "+store+" record written into the VPA's records ConfigMap", func(ctx context.Context) (bool, error) {
+		return recordWritten(ctx, ns, name, store, uid)
+	})
 }

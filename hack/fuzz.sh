@@ -9,3 +9,4 @@ cd "$(dirname "$0")/.."
 
 go test -run '^$' -fuzz '^FuzzHandleAdmissionReview$' -fuzztime "${FUZZTIME:-5m}" ./pkg/admission/
 go test -run '^$' -fuzz '^FuzzDecodeAnnotation$' -fuzztime "${FUZZTIME:-5m}" ./pkg/records/
+go test -run '^$' -fuzz '^FuzzDecodeCompact$' -fuzztime "${FUZZTIME:-5m}" ./pkg/records/

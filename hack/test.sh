@@ -8,3 +8,4 @@ go test -race -count=1 ./cmd/... ./pkg/...
 go test -run '^$' -fuzz '^FuzzHandleAdmissionReview$' -fuzztime 10000x -parallel 2 ./pkg/admission/
 # And of the records decoder, over random and adversarial annotations.
 go test -run '^$' -fuzz '^FuzzDecodeAnnotation$' -fuzztime 10000x -parallel 2 ./pkg/records/
+go test -run '^$' -fuzz '^FuzzDecodeCompact$' -fuzztime 10000x -parallel 2 ./pkg/records/

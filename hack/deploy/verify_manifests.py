@@ -239,11 +239,18 @@ def check_updater_rbac(c, where, objs):
     for verb in READ:
         c.check(allows(namespaced, "", "configmaps", verb),
                 f"{w} can {verb} configmaps in {NAMESPACE} (the kill switch)")
-    for verb in ("create", "update", "patch", "delete", "deletecollection"):
+    records = [r for r in namespaced
+               if rule_covers(r, "", "configmaps") and not r.get("resourceNames")]
+    for verb in ("get", "list", "create", "update", "delete"):
+        c.check(allows(records, "", "configmaps", verb),
+                f"{w} can {verb} configmaps in {NAMESPACE} (the records)")
+    for verb in ("patch", "deletecollection"):
         c.check(not allows(rules, "", "configmaps", verb), f"{w} cannot {verb} configmaps")
-    c.check(all((r.get("resourceNames") or []) == [UPDATER_CONFIG]
-                for r in namespaced if rule_covers(r, "", "configmaps")),
-            f"{w} reads only the ConfigMap {UPDATER_CONFIG}")
+    c.check(all(set(r.get("verbs") or []) <= set(READ) and (r.get("resourceNames") or []) == [UPDATER_CONFIG]
+                for r in namespaced if rule_covers(r, "", "configmaps") and r.get("resourceNames")),
+            f"{w} reads only the ConfigMap {UPDATER_CONFIG} by name")
+    c.check(not any("watch" in (r.get("verbs") or []) for r in records),
+            f"{w} does not watch every ConfigMap of {NAMESPACE}")
 
 
 def check_admission_rbac(c, where, objs):

@@ -70,6 +70,13 @@ type annotationEntry struct {
 // are left out (they are still held in memory) and their UIDs returned. The
 // same records always give the same value.
 func EncodeAnnotation(records map[types.UID]*Record, maxBytes int) (string, []types.UID, error) {
+	return encodeNewestFirst(records, maxBytes, buildAnnotation)
+}
+
+// encodeNewestFirst builds the value of records, leaving the oldest out
+// while it is longer than maxBytes; it returns their UIDs.
+func encodeNewestFirst(records map[types.UID]*Record, maxBytes int,
+	build func(map[types.UID]*Record, []types.UID) (string, error)) (string, []types.UID, error) {
 	if len(records) == 0 {
 		return "", nil, nil
 	}
@@ -87,7 +94,7 @@ func EncodeAnnotation(records map[types.UID]*Record, maxBytes int) (string, []ty
 	})
 	kept := uids
 	for {
-		value, err := buildAnnotation(records, kept)
+		value, err := build(records, kept)
 		if err != nil {
 			return "", nil, err
 		}
@@ -104,6 +111,26 @@ func EncodeAnnotation(records map[types.UID]*Record, maxBytes int) (string, []ty
 }
 
 func buildAnnotation(records map[types.UID]*Record, uids []types.UID) (string, error) {
+	attempts, indexOf := sharedAttempts(records, uids)
+	doc := annotationDoc{Version: annotationVersion, Attempts: attempts, Pods: map[types.UID]annotationEntry{}}
+	for _, uid := range uids {
+		at := records[uid].RecordedAt
+		if !at.IsZero() {
+			at = at.UTC().Truncate(time.Second)
+		}
+		doc.Pods[uid] = annotationEntry{Attempt: indexOf[uid], RecordedAt: metav1.NewTime(at), Generation: records[uid].Generation}
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return "", fmt.Errorf("encoding records: %w", err)
+	}
+	return string(b), nil
+}
+
+// sharedAttempts groups the records of uids by what they say (attemptKey):
+// one attempt for each group, in a stable order, and each UID's index in
+// it.
+func sharedAttempts(records map[types.UID]*Record, uids []types.UID) ([]annotationAttempt, map[types.UID]int) {
 	firstOf := map[string]*Record{}
 	keyOf := make(map[types.UID]string, len(uids))
 	for _, uid := range uids {
@@ -119,25 +146,18 @@ func buildAnnotation(records map[types.UID]*Record, uids []types.UID) (string, e
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	doc := annotationDoc{Version: annotationVersion, Attempts: make([]annotationAttempt, len(keys)), Pods: map[types.UID]annotationEntry{}}
+	attempts := make([]annotationAttempt, len(keys))
 	index := make(map[string]int, len(keys))
 	for i, k := range keys {
 		r := firstOf[k]
-		doc.Attempts[i] = annotationAttempt{Kind: r.Kind, Resources: r.Attempted, Message: truncate(r.Message, maxMessageBytes)}
+		attempts[i] = annotationAttempt{Kind: r.Kind, Resources: r.Attempted, Message: truncate(r.Message, maxMessageBytes)}
 		index[k] = i
 	}
-	for _, uid := range uids {
-		at := records[uid].RecordedAt
-		if !at.IsZero() {
-			at = at.UTC().Truncate(time.Second)
-		}
-		doc.Pods[uid] = annotationEntry{Attempt: index[keyOf[uid]], RecordedAt: metav1.NewTime(at), Generation: records[uid].Generation}
+	indexOf := make(map[types.UID]int, len(uids))
+	for uid, k := range keyOf {
+		indexOf[uid] = index[k]
 	}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return "", fmt.Errorf("encoding records: %w", err)
-	}
-	return string(b), nil
+	return attempts, indexOf
 }
 
 // attemptKey identifies what a record says, apart from its pod and time.

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -45,14 +47,7 @@ func uuid(vpa, pod int) types.UID {
 func realisticVPAs(b *testing.B, vpas, pods int) *vpatypes.VerticalPodAutoscalerList {
 	list := &vpatypes.VerticalPodAutoscalerList{}
 	for v := range vpas {
-		records := make(map[types.UID]*Record, pods)
-		for p := range pods {
-			r := rec(KindNodeCapacity, "8", "Node didn't have enough capacity: cpu, requested: 8000, capacity: 4000", t0.Add(-time.Duration(p)*time.Second))
-			if p%2 == 1 {
-				r = rec(KindInfeasible, "6", `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`, t0.Add(-time.Duration(p)*time.Second))
-			}
-			records[uuid(v, p)] = r
-		}
+		records := realisticRecords(v, pods)
 		value, _, err := EncodeAnnotation(records, DefaultMaxAnnotationBytes)
 		if err != nil {
 			b.Fatal(err)
@@ -64,6 +59,20 @@ func realisticVPAs(b *testing.B, vpas, pods int) *vpatypes.VerticalPodAutoscaler
 		list.Items = append(list.Items, *obj)
 	}
 	return list
+}
+
+// realisticRecords returns the records of the pods of VPA v, of two
+// attempts (a workload's pods fail alike).
+func realisticRecords(v, pods int) map[types.UID]*Record {
+	records := make(map[types.UID]*Record, pods)
+	for p := range pods {
+		r := rec(KindNodeCapacity, "8", "Node didn't have enough capacity: cpu, requested: 8000, capacity: 4000", t0.Add(-time.Duration(p)*time.Second))
+		if p%2 == 1 {
+			r = rec(KindInfeasible, "6", `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`, t0.Add(-time.Duration(p)*time.Second))
+		}
+		records[uuid(v, p)] = r
+	}
+	return records
 }
 
 // BenchmarkLoad prints the time of one Load and the heap the loaded records
@@ -88,30 +97,96 @@ func BenchmarkLoad(b *testing.B) {
 			owns := func(Owner, types.UID) bool { return bc.owned }
 			lister := vpalisters.NewVerticalPodAutoscalerLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 			ctx := klog.NewContext(context.Background(), klog.Background().V(1))
-			var heap float64
-			var kept int
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				b.StopTimer()
-				s := NewVPAStore(listedGetter{listedVPAs{list: list}}, lister, VPAStoreConfig{Owns: owns, Now: func() time.Time { return t0.Add(time.Hour) }})
-				var before, after runtime.MemStats
-				runtime.GC()
-				runtime.ReadMemStats(&before)
-				b.StartTimer()
-				if err := s.Load(ctx); err != nil {
+			measureLoad(b, ctx, func() loadable {
+				return NewVPAStore(listedGetter{listedVPAs{list: list}}, lister, VPAStoreConfig{Owns: owns, Now: func() time.Time { return t0.Add(time.Hour) }})
+			})
+		})
+	}
+}
+
+type loadable interface {
+	Load(context.Context) error
+	Len() int
+	shutDown()
+}
+
+func (s *durable) shutDown() { s.queue.ShutDown() }
+
+// measureLoad runs Load on a new store b.N times and reports the heap the
+// loaded records hold and how many were kept.
+func measureLoad(b *testing.B, ctx context.Context, newStore func() loadable) {
+	var heap float64
+	var kept int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		s := newStore()
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		if err := s.Load(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heap = float64(after.HeapAlloc-before.HeapAlloc) / (1 << 20)
+		kept = s.Len()
+		s.shutDown()
+		b.StartTimer()
+	}
+	b.ReportMetric(heap, "heap-MiB")
+	b.ReportMetric(float64(kept), "records-kept")
+}
+
+// listedConfigMaps serves a prebuilt list of ConfigMaps.
+type listedConfigMaps struct {
+	corev1client.ConfigMapInterface
+	list *corev1.ConfigMapList
+}
+
+func (l listedConfigMaps) List(context.Context, metav1.ListOptions) (*corev1.ConfigMapList, error) {
+	return l.list, nil
+}
+
+type listedConfigMapsGetter struct{ l listedConfigMaps }
+
+func (g listedConfigMapsGetter) ConfigMaps(string) corev1client.ConfigMapInterface { return g.l }
+
+// BenchmarkConfigMapLoad is BenchmarkLoad for ConfigMapStore: the time of
+// one Load and the heap held for 1,000 VPAs of 10 pods each and for one VPA
+// of 10,000 pods, every record in a ConfigMap.
+func BenchmarkConfigMapLoad(b *testing.B) {
+	for _, bc := range []struct {
+		name       string
+		vpas, pods int
+	}{
+		{"vpas=1000,pods=10", 1000, 10},
+		{"vpas=1,pods=10000", 1, 10000},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			vpas := realisticVPAs(b, bc.vpas, 0)
+			configMaps := &corev1.ConfigMapList{}
+			for v := range vpas.Items {
+				vpa := &vpas.Items[v]
+				vpa.Annotations = nil
+				records := realisticRecords(v, bc.pods)
+				owner := Owner{Namespace: vpa.Namespace, Name: vpa.Name, UID: vpa.UID}
+				configMaps.Items = append(configMaps.Items, *recordsConfigMap(StoreInfeasible, owner, records))
+			}
+			lister := vpalisters.NewVerticalPodAutoscalerLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
+			ctx := klog.NewContext(context.Background(), klog.Background().V(1))
+			owns := func(Owner, types.UID) bool { return true }
+			measureLoad(b, ctx, func() loadable {
+				s, err := NewConfigMapStore(listedConfigMapsGetter{listedConfigMaps{list: configMaps}}, listedGetter{listedVPAs{list: vpas}}, lister,
+					ConfigMapStoreConfig{Namespace: recordsNamespace, Store: StoreInfeasible, Owns: owns, Now: func() time.Time { return t0.Add(time.Hour) }})
+				if err != nil {
 					b.Fatal(err)
 				}
-				b.StopTimer()
-				runtime.GC()
-				runtime.ReadMemStats(&after)
-				heap = float64(after.HeapAlloc-before.HeapAlloc) / (1 << 20)
-				kept = s.Len()
-				s.queue.ShutDown()
-				b.StartTimer()
-			}
-			b.ReportMetric(heap, "heap-MiB")
-			b.ReportMetric(float64(kept), "records-kept")
+				return s
+			})
 		})
 	}
 }

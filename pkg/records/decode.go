@@ -102,6 +102,9 @@ type DecodeOptions struct {
 	// Keep tells whether a well-formed record of uid is kept; nil keeps
 	// every one. It is asked before the record's quantities are parsed.
 	Keep func(uid types.UID) bool
+	// MaxEntries bounds the records kept; 0 means MaxEntries. Records past
+	// it are dropped (DropTooMany).
+	MaxEntries int
 }
 
 // rawDoc is annotationDoc with the resources kept as strings, so that every
@@ -116,6 +119,9 @@ type rawAttempt struct {
 	Kind      Kind                       `json:"kind"`
 	Resources map[string]rawRequirements `json:"resources"`
 	Message   string                     `json:"message"`
+	// Pods lists the records of the attempt in the compact format
+	// (version 2, EncodeCompact); absent in version 1.
+	Pods string `json:"pods"`
 }
 
 type rawRequirements struct {
@@ -129,76 +135,114 @@ type rawEntry struct {
 	Generation int64  `json:"generation"`
 }
 
-// DecodeAnnotation reads the records of an annotation value. It returns an
-// error only when the whole value is refused (too large, not JSON, unknown
-// version); malformed records are dropped one by one and counted. Its work
-// is bounded by the value's length: no quantity is parsed before
-// quantity.Check, nor for a record that opts.Keep refuses.
+// DecodeAnnotation reads the records of an annotation value (version 1).
+// It returns an error only when the whole value is refused (too large, not
+// JSON, unknown version); malformed records are dropped one by one and
+// counted. Its work is bounded by the value's length: no quantity is parsed
+// before quantity.Check, nor for a record that opts.Keep refuses.
 func DecodeAnnotation(value string, opts DecodeOptions) (Decoded, error) {
-	out := Decoded{Records: map[types.UID]*Record{}}
+	d, doc, err := decodeDoc(value, opts, annotationVersion)
+	if err != nil {
+		return d.out, err
+	}
+	for key, e := range doc.Pods {
+		if !d.room() {
+			continue
+		}
+		at, err := parseTime(e.RecordedAt)
+		d.add(key, e.Attempt, at, err, e.Generation)
+	}
+	return d.out, nil
+}
+
+// decodeDoc bounds and parses the JSON of a value of the given version and
+// returns the decoder its records are added to.
+func decodeDoc(value string, opts DecodeOptions, version int) (*decoder, *rawDoc, error) {
+	d := &decoder{opts: opts, out: Decoded{Records: map[types.UID]*Record{}}}
 	maxBytes := opts.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxAnnotationBytes
 	}
 	if len(value) > maxBytes {
-		out.drop(DropTooLarge, 1)
-		return out, fmt.Errorf("decoding records: %d bytes, more than %d", len(value), maxBytes)
+		d.out.drop(DropTooLarge, 1)
+		return d, nil, fmt.Errorf("decoding records: %d bytes, more than %d", len(value), maxBytes)
 	}
 	var doc rawDoc
 	if err := json.Unmarshal([]byte(value), &doc); err != nil {
-		out.drop(DropUnreadable, 1)
-		return out, fmt.Errorf("decoding records: %w", err)
+		d.out.drop(DropUnreadable, 1)
+		return d, nil, fmt.Errorf("decoding records: %w", err)
 	}
-	if doc.Version != annotationVersion {
-		out.drop(DropUnreadable, 1)
-		return out, fmt.Errorf("decoding records: unknown version %d", doc.Version)
+	if doc.Version != version {
+		d.out.drop(DropUnreadable, 1)
+		return d, nil, fmt.Errorf("decoding records: unknown version %d", doc.Version)
 	}
 	if len(doc.Attempts) > MaxAttempts {
-		// Records of the attempts beyond the bound are dropped below, as
+		// Records of the attempts beyond the bound are dropped, as
 		// referring to no attempt.
 		doc.Attempts = doc.Attempts[:MaxAttempts]
 	}
+	d.attempts = doc.Attempts
 	// Attempts are parsed when a kept record first refers to them.
-	parsed := make([]*Record, len(doc.Attempts))
-	refused := make([]DropReason, len(doc.Attempts))
-	kept := 0
-	for key, e := range doc.Pods {
-		uid := types.UID(key)
-		switch {
-		case kept >= MaxEntries:
-			out.drop(DropTooMany, 1)
-			continue
-		case !uidShaped(key):
-			out.drop(DropBadUID, 1)
-			continue
-		case e.Attempt < 0 || e.Attempt >= len(doc.Attempts):
-			out.drop(DropBadAttempt, 1)
-			continue
-		}
-		at, err := parseTime(e.RecordedAt)
-		switch {
-		case err != nil:
-			out.drop(DropBadTime, 1)
-			continue
-		case !opts.Now.IsZero() && at.After(opts.Now.Add(FutureSkew)):
-			out.drop(DropFuture, 1)
-			continue
-		case opts.Keep != nil && !opts.Keep(uid):
-			out.drop(DropNotOwned, 1)
-			continue
-		}
-		if parsed[e.Attempt] == nil && refused[e.Attempt] == "" {
-			parsed[e.Attempt], refused[e.Attempt] = parseAttempt(doc.Attempts[e.Attempt])
-		}
-		a := parsed[e.Attempt]
-		if a == nil {
-			out.drop(refused[e.Attempt], 1)
-			continue
-		}
-		kept++
-		out.Records[uid] = &Record{Kind: a.Kind, Attempted: a.Attempted, Message: a.Message, RecordedAt: at, Generation: max(e.Generation, 0)}
+	d.parsed = make([]*Record, len(doc.Attempts))
+	d.refused = make([]DropReason, len(doc.Attempts))
+	return d, &doc, nil
+}
+
+// decoder checks and keeps the records of one value, one by one.
+type decoder struct {
+	opts     DecodeOptions
+	attempts []rawAttempt
+	parsed   []*Record
+	refused  []DropReason
+	kept     int
+	out      Decoded
+}
+
+// room tells whether another record may be kept; when not, the record
+// asked about is counted as dropped.
+func (d *decoder) room() bool {
+	limit := d.opts.MaxEntries
+	if limit <= 0 {
+		limit = MaxEntries
 	}
-	return out, nil
+	if d.kept >= limit {
+		d.out.drop(DropTooMany, 1)
+		return false
+	}
+	return true
+}
+
+// add keeps the record of key when it is well formed and kept by
+// opts.Keep, and counts it as dropped otherwise.
+func (d *decoder) add(key string, attempt int, at time.Time, timeErr error, generation int64) {
+	uid := types.UID(key)
+	switch {
+	case !uidShaped(key):
+		d.out.drop(DropBadUID, 1)
+		return
+	case attempt < 0 || attempt >= len(d.attempts):
+		d.out.drop(DropBadAttempt, 1)
+		return
+	case timeErr != nil:
+		d.out.drop(DropBadTime, 1)
+		return
+	case !d.opts.Now.IsZero() && at.After(d.opts.Now.Add(FutureSkew)):
+		d.out.drop(DropFuture, 1)
+		return
+	case d.opts.Keep != nil && !d.opts.Keep(uid):
+		d.out.drop(DropNotOwned, 1)
+		return
+	}
+	if d.parsed[attempt] == nil && d.refused[attempt] == "" {
+		d.parsed[attempt], d.refused[attempt] = parseAttempt(d.attempts[attempt])
+	}
+	a := d.parsed[attempt]
+	if a == nil {
+		d.out.drop(d.refused[attempt], 1)
+		return
+	}
+	d.kept++
+	d.out.Records[uid] = &Record{Kind: a.Kind, Attempted: a.Attempted, Message: a.Message, RecordedAt: at, Generation: max(generation, 0)}
 }
 
 // parseAttempt checks an attempt and parses its quantities; the reason is

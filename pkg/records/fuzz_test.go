@@ -46,6 +46,36 @@ func FuzzDecodeAnnotation(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
+	fuzzDecoder(f, DecodeAnnotation, EncodeAnnotation, MaxEntries)
+}
+
+// FuzzDecodeCompact is FuzzDecodeAnnotation for the compact format the
+// ConfigMaps hold.
+func FuzzDecodeCompact(f *testing.F) {
+	valid, _, err := EncodeCompact(map[types.UID]*Record{
+		goodUID: rec(KindNodeCapacity, "8", "no room", t0),
+		"b":     {Kind: KindJobRejected, Attempted: resources.Resources{"app": res("250m", "200Mi", "", "")}, RecordedAt: t0, Generation: 3},
+		"c":     {Kind: KindMemoryLimitRefused, Attempted: resources.Resources{"app": res("", "", "", "100Mi")}, RecordedAt: t0},
+	}, DefaultMaxCompactBytes)
+	require.NoError(f, err)
+	for _, seed := range []string{
+		valid,
+		"",
+		`{"version":2}`,
+		`{"version":2,"attempts":[{"pods":"a:1"}]}`,
+		compactDocOf(goodAttempt, "a:1 b:2:3  c: :: d:99999999999999999999 e:-1 f:1:-1"),
+		compactDocOf(`{"kind":"Infeasible","resources":{"c":{"requests":{"cpu":"1e-99999999"}}}}`, "a:1"),
+		compactDocOf(goodAttempt, strings.Repeat("x:1 ", 1000)),
+	} {
+		f.Add(seed)
+	}
+	fuzzDecoder(f, DecodeCompact, EncodeCompact, MaxCompactEntries)
+}
+
+// fuzzDecoder checks what decode keeps of each fuzzed value against the
+// decoder's bounds, and that it encodes and decodes to the same records.
+func fuzzDecoder(f *testing.F, decode func(string, DecodeOptions) (Decoded, error),
+	encode func(map[types.UID]*Record, int) (string, []types.UID, error), maxEntries int) {
 	now := t0.Add(time.Hour)
 	// The work of a decode is bounded by counting: every quantity parsed
 	// has passed quantity.Check (which bounds the cost of one parse), and
@@ -64,7 +94,7 @@ func FuzzDecodeAnnotation(f *testing.F) {
 	f.Fuzz(func(t *testing.T, value string) {
 		parsed, refused = 0, 0
 		start := time.Now()
-		d, err := DecodeAnnotation(value, DecodeOptions{Now: now, Keep: func(uid types.UID) bool { return !strings.HasPrefix(string(uid), "x") }})
+		d, err := decode(value, DecodeOptions{Now: now, Keep: func(uid types.UID) bool { return !strings.HasPrefix(string(uid), "x") }})
 		if elapsed := time.Since(start); elapsed > 5*time.Second {
 			t.Fatalf("decoding %d bytes took %s", len(value), elapsed)
 		}
@@ -75,7 +105,7 @@ func FuzzDecodeAnnotation(f *testing.F) {
 			require.Equal(t, 1, d.DroppedTotal())
 			return
 		}
-		require.LessOrEqual(t, len(d.Records), MaxEntries)
+		require.LessOrEqual(t, len(d.Records), maxEntries)
 		for uid, r := range d.Records {
 			require.True(t, uidShaped(string(uid)), "uid %q", uid)
 			require.False(t, strings.HasPrefix(string(uid), "x"), "kept a record Keep refused")
@@ -95,13 +125,13 @@ func FuzzDecodeAnnotation(f *testing.F) {
 			require.Positive(t, values)
 		}
 		// What is kept is written back as it was read.
-		again, left, err := EncodeAnnotation(d.Records, 1<<30)
+		again, left, err := encode(d.Records, 1<<30)
 		require.NoError(t, err)
 		require.Empty(t, left)
 		if len(d.Records) == 0 {
 			return
 		}
-		back, err := DecodeAnnotation(again, DecodeOptions{MaxBytes: 1 << 30, Now: now})
+		back, err := decode(again, DecodeOptions{MaxBytes: 1 << 30, MaxEntries: maxEntries, Now: now})
 		require.NoError(t, err)
 		require.Len(t, back.Records, len(d.Records))
 		for uid, r := range d.Records {

@@ -9,9 +9,12 @@
 // in place). The rules deciding whether a new target may be tried against a
 // record follow AEP-8818.
 //
-// Records survive a restart of the updater and a change of leader: VPAStore
-// writes the records of a VPA's pods into an annotation on that VPA
-// (annotation.go) and reads them all back before the first decision.
+// Records survive a restart of the updater and a change of leader:
+// ConfigMapStore writes the records of a VPA's pods into a ConfigMap of the
+// updater's namespace (compact.go) and reads them all back before the first
+// decision. VPAStore, which kept them in an annotation on the VPA
+// (annotation.go), is what earlier versions used; ConfigMapStore moves its
+// records.
 package records
 
 import (

@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	vpaclient "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1"
@@ -38,26 +36,19 @@ import (
 // write is retried with backoff (500 ms to 5 min) while the records stay in
 // memory; nothing is dropped except for a VPA that no longer exists.
 type VPAStore struct {
-	mem    *InMemoryStore
+	durable
 	client vpaclient.VerticalPodAutoscalersGetter
 	lister vpalisters.VerticalPodAutoscalerLister
 	cfg    VPAStoreConfig
 	key    string
-	queue  workqueue.TypedRateLimitingInterface[string]
 
-	mu sync.Mutex
-	// owners holds the UID of each VPA records were put for: writes carry it,
-	// so that a record never lands on a new VPA of the same name.
-	owners map[string]types.UID
-	// written holds the value this store last wrote to each VPA, or read
+	// written (guarded by mu) holds the value this store last wrote to each VPA, or read
 	// from it by Load. It is what the VPA carries even while the cache
 	// still shows an older value: a record put and deleted before the
 	// cache saw it written must still be removed from the annotation, and
 	// so must a record a new leader loaded and deleted before its cache
 	// saw the previous leader's last write.
 	written map[string]string
-	// loadErr is what Loaded returns.
-	loadErr error
 }
 
 var _ Store = (*VPAStore)(nil)
@@ -105,63 +96,15 @@ func NewVPAStore(client vpaclient.VerticalPodAutoscalersGetter, lister vpalister
 	if cfg.LoadTimeout <= 0 {
 		cfg.LoadTimeout = DefaultLoadTimeout
 	}
-	queueName := "vpa-inplace-records"
-	if cfg.AnnotationKey != AnnotationKey {
-		queueName += ":" + cfg.AnnotationKey
-	}
-	return &VPAStore{
-		mem:    NewInMemoryStore(),
-		client: client,
-		lister: lister,
-		cfg:    cfg,
-		key:    cfg.AnnotationKey,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: queueName},
-		),
-		owners:  map[string]types.UID{},
+	s := &VPAStore{
+		client:  client,
+		lister:  lister,
+		cfg:     cfg,
+		key:     cfg.AnnotationKey,
 		written: map[string]string{},
-		loadErr: ErrNotLoaded,
 	}
-}
-
-// Get implements Store.
-func (s *VPAStore) Get(uid types.UID) (*Record, bool) { return s.mem.Get(uid) }
-
-// Len implements Store.
-func (s *VPAStore) Len() int { return s.mem.Len() }
-
-// Put implements Store.
-func (s *VPAStore) Put(owner Owner, uid types.UID, r *Record) {
-	key := owner.Key()
-	s.mu.Lock()
-	if owner.UID != "" {
-		s.owners[key] = owner.UID
-	}
-	s.mu.Unlock()
-	previous, had := s.mem.put(key, uid, r)
-	s.queue.Add(key)
-	if had && previous != key {
-		s.queue.Add(previous)
-	}
-}
-
-// Delete implements Store.
-func (s *VPAStore) Delete(uid types.UID) bool {
-	owner, ok := s.mem.delete(uid)
-	if ok {
-		s.queue.Add(owner)
-	}
-	return ok
-}
-
-// Retain implements Store.
-func (s *VPAStore) Retain(live func(types.UID) bool) []types.UID {
-	forgotten, owners := s.mem.retain(live)
-	for _, key := range owners {
-		s.queue.Add(key)
-	}
-	return forgotten
+	s.durable = newDurable(cfg.AnnotationKey, s.write)
+	return s
 }
 
 // ForgetOwner implements Store. The VPA is gone and its annotation with it:
@@ -193,26 +136,6 @@ func (s *VPAStore) Load(ctx context.Context) error {
 	return err
 }
 
-// ErrNotLoaded is what Loaded returns before a Load has ended, and while
-// one runs.
-var ErrNotLoaded = errors.New("records not loaded yet")
-
-// Loaded implements Store: nil once the last Load has succeeded,
-// ErrNotLoaded before and while a Load runs, the error of the last Load if
-// it failed (then the records held are those of the last Load that
-// succeeded, if any).
-func (s *VPAStore) Loaded() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.loadErr
-}
-
-func (s *VPAStore) setLoaded(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.loadErr = err
-}
-
 func (s *VPAStore) load(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LoadTimeout)
@@ -221,117 +144,39 @@ func (s *VPAStore) load(ctx context.Context) error {
 	if s.cfg.Now != nil {
 		now = s.cfg.Now()
 	}
-	loaded := map[types.UID]entry{}
-	owners := map[string]types.UID{}
+	l := newLoading(s.cfg.Metrics, s.key)
 	written := map[string]string{}
-	rewrite := map[string]bool{}
-	vpas, dropped := 0, 0
-	opts := metav1.ListOptions{Limit: loadPageSize}
-	for {
-		list, err := s.client.VerticalPodAutoscalers(s.cfg.Namespace).List(ctx, opts)
-		if err != nil {
-			return fmt.Errorf("listing VPAs to load the records of %s: %w", s.key, err)
+	vpas := 0
+	err := listVPAs(ctx, s.client, s.cfg.Namespace, func(owner Owner, annotations map[string]string) {
+		vpas++
+		// What the VPA carries, as of this consistent read: a write
+		// compares with it, not with a cache that may lag.
+		value, ok := annotations[s.key]
+		written[owner.Key()] = value
+		if !ok {
+			return
 		}
-		for i := range list.Items {
-			vpa := &list.Items[i]
-			vpas++
-			key := Owner{Namespace: vpa.Namespace, Name: vpa.Name}.Key()
-			value, ok := vpa.Annotations[s.key]
-			if !ok {
-				written[key] = ""
-				continue
-			}
-			// What the VPA carries, as of this consistent read: a write
-			// compares with it, not with a cache that may lag.
-			written[key] = value
-			owners[key] = vpa.UID
-			d := s.decode(vpa.Namespace, vpa.Name, vpa.UID, value, now)
-			if n := d.DroppedTotal(); n > 0 {
-				dropped += n
-				rewrite[key] = true
-				for reason, c := range d.Dropped {
-					s.cfg.Metrics.recordsDropped(s.key, reason, c)
-				}
-				logger.Info("Dropped records of a VPA annotation", "vpa", klog.KObj(vpa), "annotation", s.key,
-					"dropped", d.Dropped, "kept", len(d.Records))
-			}
-			for uid, r := range d.Records {
-				// A pod that moved between VPAs: its newest record wins,
-				// and the other VPA's annotation is rewritten without it.
-				if prev, ok := loaded[uid]; ok {
-					if !r.RecordedAt.After(prev.rec.RecordedAt) {
-						rewrite[key] = true
-						continue
-					}
-					rewrite[prev.owner] = true
-				}
-				loaded[uid] = entry{owner: key, rec: r}
-			}
-		}
-		if list.Continue == "" {
-			break
-		}
-		opts.Continue = list.Continue
+		d, _ := DecodeAnnotation(value, decodeOptions(owner, now, s.cfg.Owns, s.cfg.MaxBytes))
+		l.add(ctx, owner, "annotation "+s.key, d)
+	})
+	if err != nil {
+		return fmt.Errorf("listing VPAs to load the records of %s: %w", s.key, err)
 	}
-	s.mem.replace(loaded)
+	s.mem.replace(l.loaded)
 	s.mu.Lock()
-	s.owners = owners
+	s.owners = l.owners
 	s.written = written
 	s.mu.Unlock()
-	for key := range rewrite {
+	for key := range l.rewrite {
 		s.queue.Add(key)
 	}
-	logger.Info("Loaded records", "annotation", s.key, "records", len(loaded), "vpas", vpas, "dropped", dropped, "rewritten", len(rewrite))
+	logger.Info("Loaded records", "annotation", s.key, "records", len(l.loaded), "vpas", vpas, "dropped", l.dropped, "rewritten", len(l.rewrite))
 	return nil
 }
 
-// loadPageSize is the number of VPAs Load asks for at once: the largest
-// page holds loadPageSize annotations of at most 256 KiB.
+// loadPageSize is the number of objects Load asks for at once: the largest
+// page holds loadPageSize values of at most 1 MiB.
 const loadPageSize = 100
-
-// decode reads one VPA's annotation, keeping the records of the UIDs the
-// VPA owns.
-func (s *VPAStore) decode(namespace, name string, vpaUID types.UID, value string, now time.Time) Decoded {
-	owner := Owner{Namespace: namespace, Name: name, UID: vpaUID}
-	opts := DecodeOptions{MaxBytes: s.cfg.MaxBytes, Now: now}
-	if s.cfg.Owns != nil {
-		opts.Keep = func(uid types.UID) bool { return s.cfg.Owns(owner, uid) }
-	}
-	d, _ := DecodeAnnotation(value, opts)
-	return d
-}
-
-// Run implements Store: it writes the annotations of VPAs whose records
-// changed until ctx is cancelled.
-func (s *VPAStore) Run(ctx context.Context) {
-	go func() {
-		<-ctx.Done()
-		s.queue.ShutDown()
-	}()
-	for s.processNext(ctx) {
-	}
-}
-
-func (s *VPAStore) processNext(ctx context.Context) bool {
-	key, shutdown := s.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer s.queue.Done(key)
-	err := s.write(ctx, key)
-	if err == nil {
-		s.queue.Forget(key)
-		return true
-	}
-	logger := klog.FromContext(ctx)
-	if ctx.Err() != nil {
-		logger.Error(err, "Records not written before shutdown; the next leader retries the attempt once", "vpa", key, "annotation", s.key)
-		return true
-	}
-	logger.Error(err, "Writing records failed; kept in memory, retrying", "vpa", key, "annotation", s.key, "retries", s.queue.NumRequeues(key))
-	s.queue.AddRateLimited(key)
-	return true
-}
 
 // write brings the annotation of one VPA up to date with the records held.
 func (s *VPAStore) write(ctx context.Context, key string) error {

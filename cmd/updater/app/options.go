@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	componentbaseconfig "k8s.io/component-base/config"
 	componentbaseoptions "k8s.io/component-base/config/options"
 	"k8s.io/component-base/featuregate"
@@ -31,6 +32,7 @@ type Options struct {
 	DryRun               bool
 	DeferredWarningAfter time.Duration
 	ConfigMap            string
+	RecordsNamespace     string
 	// MemoryLimitDecreaseMargin: a memory limit is lowered only above the
 	// memory in use x (1 + margin), when the metrics API tells the usage.
 	MemoryLimitDecreaseMargin float64
@@ -50,6 +52,7 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		Address:                   ":8943",
 		DeferredWarningAfter:      10 * time.Minute,
 		ConfigMap:                 "vpa-inplace-system/vpa-inplace-updater-config",
+		RecordsNamespace:          "vpa-inplace-system",
 		FeatureGate:               gate,
 		MemoryLimitDecreaseMargin: 0.2,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
@@ -96,6 +99,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"How long the kubelet may hold a resize Deferred before a warning event on the pod and its VPA. The pod keeps waiting and is never evicted. 0 disables the warning.")
 	fs.StringVar(&o.ConfigMap, "config-map", o.ConfigMap,
 		`Namespace/name of the ConfigMap whose key paused: "true" pauses every resize cluster-wide, without a redeploy. Empty: no cluster-wide switch.`)
+	fs.StringVar(&o.RecordsNamespace, "records-namespace", o.RecordsNamespace,
+		"Namespace of the ConfigMaps holding the records of resizes that cannot succeed (one ConfigMap per VPA and kind of record), so that a restart or a new leader does not send them again. The updater's own namespace: tenants must not be able to write there.")
 	fs.Float64Var(&o.MemoryLimitDecreaseMargin, "memory-limit-decrease-margin", o.MemoryLimitDecreaseMargin,
 		"A container's memory limit is lowered in place only to a value above its memory in use times (1 + this margin), with the usage read from the metrics API (metrics.k8s.io) when it is served; otherwise the limit is kept and the rest of the resize is applied. 0.2 means 20%. Without the metrics API, the kubelet's own check (1.34+) decides, and its refusal is recorded and not tried again.")
 	o.FeatureGate.AddFlag(fs)
@@ -122,6 +127,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.RestartMinReady <= 0 {
 		errs = append(errs, fmt.Errorf("--restart-min-ready must be positive, got %s", o.RestartMinReady))
+	}
+	if errs1123 := validation.IsDNS1123Label(o.RecordsNamespace); len(errs1123) > 0 {
+		errs = append(errs, fmt.Errorf("--records-namespace %q is no namespace name: %s", o.RecordsNamespace, strings.Join(errs1123, "; ")))
 	}
 	if o.VPAObjectNamespace != "" && len(o.IgnoredVPANamespaces) > 0 {
 		errs = append(errs, fmt.Errorf("--vpa-object-namespace and --ignored-vpa-object-namespaces cannot be used together"))

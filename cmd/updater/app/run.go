@@ -124,13 +124,13 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	defer stopEvents()
 
-	// Infeasible records and memory records live on the VPAs (an annotation
-	// each), so that neither a restart nor a new leader tries them again. A
-	// dry run writes nothing.
+	// Infeasible records and memory records live in ConfigMaps of the
+	// updater's namespace (one per VPA and store), so that neither a restart
+	// nor a new leader tries them again; records a previous version left on
+	// the VPAs' annotations are moved there. A dry run writes nothing.
 	var store, memStore records.Store = records.NewInMemoryStore(), records.NewInMemoryStore()
-	// A record read from a VPA's annotation is kept only for that VPA's own
-	// pods and Jobs (anyone who may edit a VPA writes its annotations).
-	// Load runs after the controller's caches have synced.
+	// A record is kept only for its VPA's own pods and Jobs. Load runs after
+	// the controller's caches have synced.
 	var ctrl *updater.Controller
 	owns := func(owner records.Owner, uid types.UID) bool { return ctrl.OwnsRecord(ctx, owner, uid) }
 	if !o.DryRun {
@@ -138,10 +138,18 @@ func Run(ctx context.Context, o *Options) error {
 		if err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
-		store = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaInformer.Lister(),
-			records.VPAStoreConfig{Namespace: namespace, Metrics: recordsMetrics, Now: time.Now, Owns: owns})
-		memStore = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaInformer.Lister(),
-			records.VPAStoreConfig{Namespace: namespace, AnnotationKey: records.MemoryAnnotationKey, Metrics: recordsMetrics, Now: time.Now, Owns: owns})
+		newStore := func(name, annotation string) (records.Store, error) {
+			return records.NewConfigMapStore(kube.CoreV1(), vpaClient.AutoscalingV1(), vpaInformer.Lister(), records.ConfigMapStoreConfig{
+				Namespace: o.RecordsNamespace, Store: name, AnnotationKey: annotation, VPANamespace: namespace,
+				Metrics: recordsMetrics, Now: time.Now, Owns: owns,
+			})
+		}
+		if store, err = newStore(records.StoreInfeasible, records.AnnotationKey); err != nil {
+			return err
+		}
+		if memStore, err = newStore(records.StoreMemory, records.MemoryAnnotationKey); err != nil {
+			return err
+		}
 	}
 	// Memory usage for safe memory-limit decreases, when the metrics API is
 	// served; looked for now and again later, never waited for.

@@ -1,0 +1,123 @@
+package records
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+)
+
+func TestCompactRoundTrip(t *testing.T) {
+	records := map[types.UID]*Record{
+		goodUID: rec(KindNodeCapacity, "8", "no room", t0),
+		"b":     rec(KindNodeCapacity, "8", "no room", t0.Add(time.Minute)),
+		"c":     {Kind: KindJobRejected, Attempted: resources.Resources{"app": res("250m", "200Mi", "", "")}, RecordedAt: t0, Generation: 3},
+		"d":     {Kind: KindInvalid, Attempted: resources.Resources{"app": res("1", "", "", "")}},
+	}
+	value, left, err := EncodeCompact(records, DefaultMaxCompactBytes)
+	require.NoError(t, err)
+	assert.Empty(t, left)
+	assert.Contains(t, value, `"pods":"b:`+fmt.Sprint(t0.Add(time.Minute).Unix())+" "+goodUID+":"+fmt.Sprint(t0.Unix())+`"`,
+		"pods sharing an attempt share it, newest first")
+	d, err := DecodeCompact(value, DecodeOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, d.Dropped)
+	require.Len(t, d.Records, len(records))
+	for uid, want := range records {
+		got := d.Records[uid]
+		require.NotNil(t, got, uid)
+		assert.Equal(t, want.Kind, got.Kind, uid)
+		assert.Equal(t, Same, got.Compare(want.Attempted), uid)
+		assert.True(t, want.RecordedAt.Equal(got.RecordedAt), "%s: %v, want %v", uid, got.RecordedAt, want.RecordedAt)
+		assert.Equal(t, want.Generation, got.Generation, uid)
+		assert.Equal(t, want.Message, got.Message, uid)
+	}
+	again, _, err := EncodeCompact(d.Records, DefaultMaxCompactBytes)
+	require.NoError(t, err)
+	assert.Equal(t, value, again, "the same records give the same value")
+}
+
+func TestCompactHoldsTenThousandPodsInAConfigMap(t *testing.T) {
+	records := map[types.UID]*Record{}
+	for i := range 10000 {
+		records[uuid(0, i)] = rec(KindNodeCapacity, "8", "0/1 nodes are available: 1 Insufficient cpu.", t0.Add(time.Duration(i)*time.Second))
+	}
+	value, left, err := EncodeCompact(records, DefaultMaxCompactBytes)
+	require.NoError(t, err)
+	assert.Empty(t, left, "every record is kept")
+	assert.Less(t, len(value), 500_000, "about 48 bytes a pod")
+	t.Logf("10,000 records: %d bytes (%.1f a pod)", len(value), float64(len(value))/10000)
+
+	// Past the bound the oldest are left out, never the value refused.
+	value, left, err = EncodeCompact(records, 100_000)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(value), 100_000)
+	assert.NotEmpty(t, left)
+	d, err := DecodeCompact(value, DecodeOptions{})
+	require.NoError(t, err)
+	for _, uid := range left {
+		assert.NotContains(t, d.Records, uid)
+		assert.True(t, records[uid].RecordedAt.Before(records[uuid(0, 9999)].RecordedAt))
+	}
+	assert.Contains(t, d.Records, uuid(0, 9999), "the newest is kept")
+}
+
+func compactDocOf(attempt, pods string) string {
+	return `{"version":2,"attempts":[` + strings.TrimSuffix(attempt, "}") + `,"pods":"` + pods + `"}]}`
+}
+
+func TestDecodeCompactDropsMalformedRecords(t *testing.T) {
+	good := goodUID + ":1777629600"
+	tests := []struct {
+		name string
+		pods string
+		drop DropReason
+	}{
+		{"a key that is no UID", "a/b:1777629600", DropBadUID},
+		{"no time", goodUID, DropBadTime},
+		{"a time that is no number", goodUID + ":soon", DropBadTime},
+		{"a negative time", goodUID + ":-5", DropBadTime},
+		{"a time of too many digits", goodUID + ":" + strings.Repeat("9", 40), DropBadTime},
+		{"a generation of too many digits", goodUID + ":1777629600:" + strings.Repeat("9", 40), DropBadTime},
+		{"a generation that is no number", goodUID + ":1777629600:x", DropBadTime},
+		{"a time far in the future", goodUID + ":4070908800", DropFuture},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := DecodeCompact(compactDocOf(goodAttempt, good+" "+tt.pods), DecodeOptions{Now: t0})
+			require.NoError(t, err)
+			assert.Equal(t, map[DropReason]int{tt.drop: 1}, d.Dropped)
+			assert.Len(t, d.Records, 1, "the good record is kept")
+		})
+	}
+}
+
+func TestDecodeCompactBounds(t *testing.T) {
+	var pods []string
+	for i := range 30 {
+		pods = append(pods, fmt.Sprintf("pod-%d:1777629600", i))
+	}
+	d, err := DecodeCompact(compactDocOf(goodAttempt, strings.Join(pods, " ")), DecodeOptions{MaxEntries: 10})
+	require.NoError(t, err)
+	assert.Len(t, d.Records, 10)
+	assert.Equal(t, map[DropReason]int{DropTooMany: 20}, d.Dropped)
+
+	_, err = DecodeCompact(compactDocOf(goodAttempt, strings.Join(pods, " ")), DecodeOptions{MaxBytes: 100})
+	require.Error(t, err, "a value over the bound is refused unread")
+
+	d, err = DecodeCompact(doc(goodAttempt, `"`+goodUID+`":{"attempt":0}`), DecodeOptions{})
+	require.Error(t, err, "an annotation (version 1) is no compact value")
+	assert.Equal(t, map[DropReason]int{DropUnreadable: 1}, d.Dropped)
+
+	d, err = DecodeCompact(compactDocOf(`{"kind":"Infeasible","resources":{"c":{"requests":{"cpu":"1e-99999999"}}}}`, goodCompactEntry()), DecodeOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, map[DropReason]int{DropBadResources: 1}, d.Dropped, "quantities are bounded before they are parsed")
+}
+
+func goodCompactEntry() string { return goodUID + ":1777629600" }

@@ -1,0 +1,264 @@
+package records
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+)
+
+const recordsNamespace = "vpa-inplace-system"
+
+type cmFixture struct {
+	*storeFixture
+	kube *kubefake.Clientset
+}
+
+func newCMFixture(t *testing.T, configMaps []runtime.Object, vpas ...*vpatypes.VerticalPodAutoscaler) *cmFixture {
+	return &cmFixture{storeFixture: newStoreFixture(t, vpas...), kube: kubefake.NewClientset(configMaps...)}
+}
+
+// startCM returns a loaded store whose writer runs until stop is called or
+// the test ends.
+func (f *cmFixture) startCM(cfg ConfigMapStoreConfig) (s *ConfigMapStore, stop func()) {
+	f.t.Helper()
+	cfg.Namespace = recordsNamespace
+	if cfg.Store == "" {
+		cfg.Store = StoreInfeasible
+	}
+	s, err := NewConfigMapStore(f.kube.CoreV1(), f.client.AutoscalingV1(), f.lister, cfg)
+	require.NoError(f.t, err)
+	require.NoError(f.t, s.Load(f.ctx))
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	stop = func() { cancel(); <-done }
+	f.t.Cleanup(stop)
+	return s, stop
+}
+
+// configMaps returns the names of the records ConfigMaps in the API.
+func (f *cmFixture) configMaps() []string {
+	list, err := f.kube.CoreV1().ConfigMaps(recordsNamespace).List(context.Background(), metav1.ListOptions{})
+	require.NoError(f.t, err)
+	var names []string
+	for _, cm := range list.Items {
+		names = append(names, cm.Name)
+	}
+	return names
+}
+
+// cmRecords decodes the ConfigMap of the VPA of uid; nil when there is none.
+func (f *cmFixture) cmRecords(vpaUID types.UID) map[types.UID]*Record {
+	cm, err := f.kube.CoreV1().ConfigMaps(recordsNamespace).Get(context.Background(), ConfigMapName(StoreInfeasible, vpaUID), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(f.t, err)
+	d, err := DecodeCompact(cm.Data[ConfigMapDataKey], DecodeOptions{})
+	require.NoError(f.t, err)
+	return d.Records
+}
+
+func recordsConfigMap(store string, owner Owner, records map[types.UID]*Record) *corev1.ConfigMap {
+	value, _, err := EncodeCompact(records, DefaultMaxCompactBytes)
+	if err != nil {
+		panic(err)
+	}
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ConfigMapName(store, owner.UID), Namespace: recordsNamespace,
+			Labels:      map[string]string{LabelStore: store},
+			Annotations: map[string]string{AnnotationVPANamespace: owner.Namespace, AnnotationVPAName: owner.Name, AnnotationVPAUID: string(owner.UID)},
+		},
+		Data: map[string]string{ConfigMapDataKey: value},
+	}
+}
+
+func TestConfigMapStoreRecordsOfTenThousandPodsSurviveARestart(t *testing.T) {
+	f := newCMFixture(t, nil, vpa("web"))
+	s, stop := f.startCM(ConfigMapStoreConfig{})
+	for i := range 10000 {
+		s.Put(webVPA, uuid(0, i), rec(KindNodeCapacity, "8", "0/1 nodes are available: 1 Insufficient cpu.", t0.Add(time.Duration(i)*time.Second)))
+	}
+	require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 10000 }, wait, tick)
+	stop()
+
+	// A new process: every record is back, so not one of these resizes is
+	// sent again.
+	again, _ := f.startCM(ConfigMapStoreConfig{})
+	assert.Equal(t, 10000, again.Len())
+	for i := range 10000 {
+		r, ok := again.Get(uuid(0, i))
+		require.True(t, ok, "record %d", i)
+		require.Equal(t, NotLower, r.Compare(rec(KindNodeCapacity, "9", "", t0).Attempted))
+	}
+	assert.Equal(t, []string{ConfigMapName(StoreInfeasible, webVPA.UID)}, f.configMaps(), "one ConfigMap for the VPA")
+	assert.Empty(t, f.patches(), "the VPA is not written")
+}
+
+func TestConfigMapStoreMovesTheAnnotationsRecordsIntoItsConfigMap(t *testing.T) {
+	old := map[types.UID]*Record{"pod-a": rec(KindNodeCapacity, "8", "no room", t0), "pod-b": rec(KindInfeasible, "4", "", t0)}
+	f := newCMFixture(t, nil, annotated("web", old))
+	s, stop := f.startCM(ConfigMapStoreConfig{})
+	assert.Equal(t, 2, s.Len(), "the annotation's records are held at once")
+	require.Eventually(t, func() bool { return f.annotation("web") == "" }, wait, tick, "the annotation is removed")
+	got := f.cmRecords(webVPA.UID)
+	require.Len(t, got, 2, "after its records are in the ConfigMap")
+	stop()
+	patches := f.patches()
+	require.Len(t, patches, 1)
+	assert.JSONEq(t, `{"metadata":{"uid":"uid-web","annotations":{"`+AnnotationKey+`":null}}}`, patches[0], "guarded by the VPA's UID")
+
+	again, _ := f.startCM(ConfigMapStoreConfig{})
+	assert.Equal(t, 2, again.Len(), "read back from the ConfigMap")
+}
+
+func TestConfigMapStoreDeletesTheConfigMapsOfGoneVPAs(t *testing.T) {
+	gone := Owner{Namespace: "default", Name: "gone", UID: "uid-gone"}
+	elsewhere := Owner{Namespace: "other", Name: "db", UID: "uid-db"}
+	f := newCMFixture(t, []runtime.Object{
+		recordsConfigMap(StoreInfeasible, webVPA, map[types.UID]*Record{"pod-a": rec(KindNodeCapacity, "8", "", t0)}),
+		recordsConfigMap(StoreInfeasible, gone, map[types.UID]*Record{"pod-g": rec(KindNodeCapacity, "8", "", t0)}),
+		recordsConfigMap(StoreInfeasible, elsewhere, map[types.UID]*Record{"pod-d": rec(KindNodeCapacity, "8", "", t0)}),
+		recordsConfigMap(StoreMemory, gone, map[types.UID]*Record{"pod-g": rec(KindNodeCapacity, "8", "", t0)}),
+	}, vpa("web"))
+	s, _ := f.startCM(ConfigMapStoreConfig{VPANamespace: "default"})
+	assert.Equal(t, 1, s.Len(), "only the live VPA's record is held")
+	assert.ElementsMatch(t, []string{
+		ConfigMapName(StoreInfeasible, webVPA.UID),
+		ConfigMapName(StoreInfeasible, elsewhere.UID), // not this updater's namespace
+		ConfigMapName(StoreMemory, gone.UID),          // not this store
+	}, f.configMaps(), "Load deletes the ConfigMap of a VPA that is gone")
+
+	s.ForgetOwner(webVPA)
+	require.Eventually(t, func() bool { return f.cmRecords(webVPA.UID) == nil }, wait, tick, "and so does ForgetOwner")
+}
+
+func TestConfigMapStoreDeletesTheConfigMapWhenNoRecordIsLeft(t *testing.T) {
+	f := newCMFixture(t, nil, vpa("web"))
+	s, _ := f.startCM(ConfigMapStoreConfig{})
+	s.Put(webVPA, "pod-a", rec(KindNodeCapacity, "8", "", t0))
+	require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 1 }, wait, tick)
+	s.Delete("pod-a")
+	require.Eventually(t, func() bool { return len(f.configMaps()) == 0 }, wait, tick)
+}
+
+func TestConfigMapStoreANewVPAOfTheSameNameStartsAfresh(t *testing.T) {
+	f := newCMFixture(t, nil, vpa("web"))
+	s, _ := f.startCM(ConfigMapStoreConfig{})
+	s.Put(webVPA, "pod-a", rec(KindNodeCapacity, "8", "", t0))
+	require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 1 }, wait, tick)
+	renewed := Owner{Namespace: "default", Name: "web", UID: "uid-web-2"}
+	s.Put(renewed, "pod-b", rec(KindNodeCapacity, "8", "", t0))
+	require.Eventually(t, func() bool {
+		names := f.configMaps()
+		return len(names) == 1 && names[0] == ConfigMapName(StoreInfeasible, renewed.UID)
+	}, wait, tick, "the old VPA's ConfigMap goes, the new one's holds both records")
+	assert.Len(t, f.cmRecords(renewed.UID), 2)
+}
+
+func TestConfigMapStoreLoadKeepsOnlyWellFormedRecordsOfTheVPAsOwnPods(t *testing.T) {
+	value := compactDocOf(goodAttempt, "pod-a:1777629600 pod-foreign:1777629600 pod-b:4070908800 not/a/uid:1")
+	cm := recordsConfigMap(StoreInfeasible, webVPA, nil)
+	cm.Data = map[string]string{ConfigMapDataKey: value}
+	f := newCMFixture(t, []runtime.Object{cm}, vpa("web"))
+	reg := prometheus.NewRegistry()
+	metrics, err := NewMetrics(reg)
+	require.NoError(t, err)
+	s, _ := f.startCM(ConfigMapStoreConfig{
+		Metrics: metrics, Now: func() time.Time { return t0 },
+		Owns: owns(map[string][]types.UID{"default/web": {"pod-a", "pod-b"}}),
+	})
+	_, ok := s.Get("pod-a")
+	assert.True(t, ok)
+	assert.Equal(t, 1, s.Len())
+	for reason, want := range map[DropReason]float64{DropNotOwned: 1, DropFuture: 1, DropBadUID: 1} {
+		assert.Equal(t, want, testutil.ToFloat64(metrics.dropped.WithLabelValues(StoreInfeasible, string(reason))), reason)
+	}
+	require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 1 }, wait, tick, "rewritten with what was kept")
+}
+
+func TestConfigMapStoreRetriesFailedWrites(t *testing.T) {
+	f := newCMFixture(t, nil, vpa("web"))
+	failures := 0
+	var mu sync.Mutex
+	f.kube.PrependReactor("update", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failures < 2 {
+			failures++
+			return true, nil, apierrors.NewInternalError(fmt.Errorf("etcd is slow"))
+		}
+		return false, nil, nil
+	})
+	metrics, err := NewMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	s, _ := f.startCM(ConfigMapStoreConfig{Metrics: metrics})
+	s.Put(webVPA, "pod-a", rec(KindNodeCapacity, "8", "", t0))
+	require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 1 }, wait, tick)
+	assert.Equal(t, 2.0, testutil.ToFloat64(metrics.failures.WithLabelValues(StoreInfeasible, WriteOther)))
+}
+
+func TestConfigMapStoreConcurrentWorkersEndWithTheRecordsHeld(t *testing.T) {
+	names := []string{"web", "db", "cache"}
+	var vpas []*vpatypes.VerticalPodAutoscaler
+	for _, n := range names {
+		vpas = append(vpas, vpa(n))
+	}
+	f := newCMFixture(t, nil, vpas...)
+	s, _ := f.startCM(ConfigMapStoreConfig{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				name := names[(w+i)%len(names)]
+				owner := Owner{Namespace: "default", Name: name, UID: types.UID("uid-" + name)}
+				uid := types.UID(fmt.Sprintf("pod-%d-%d", w, i%5))
+				if i%3 == 2 {
+					s.Delete(uid)
+					continue
+				}
+				s.Put(owner, uid, rec(KindNodeCapacity, fmt.Sprintf("%dm", 1000+i), "no room", t0.Add(time.Duration(i)*time.Second)))
+			}
+		})
+	}
+	wg.Wait()
+	for _, n := range names {
+		want := s.mem.byOwner(Owner{Namespace: "default", Name: n}.Key())
+		require.Eventually(t, func() bool {
+			got := f.cmRecords(types.UID("uid-" + n))
+			if len(got) != len(want) {
+				return false
+			}
+			for uid, r := range want {
+				if g, ok := got[uid]; !ok || g.Compare(r.Attempted) != Same {
+					return false
+				}
+			}
+			return true
+		}, wait, tick, "the ConfigMap of VPA %s holds the records held", n)
+	}
+}
+
+func TestNewConfigMapStoreRefusesABadConfig(t *testing.T) {
+	_, err := NewConfigMapStore(nil, nil, nil, ConfigMapStoreConfig{Store: StoreInfeasible})
+	require.ErrorContains(t, err, "no namespace")
+	_, err = NewConfigMapStore(nil, nil, nil, ConfigMapStoreConfig{Namespace: "ns", Store: "Not A Label"})
+	require.Error(t, err)
+}

@@ -1,0 +1,213 @@
+package records
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	vpaclient "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// durable is what the stores that keep records beyond the process share:
+// the records in memory, where decisions read them; a queue of the VPAs
+// whose records changed, written one at a time by Run with backoff (500 ms
+// to 5 min) while the records stay in memory; and the state of Load.
+type durable struct {
+	mem   *InMemoryStore
+	queue workqueue.TypedRateLimitingInterface[string]
+	// name is the store in logs and in the store label of the metrics.
+	name string
+	// write brings what is kept of one VPA's records up to date.
+	write func(ctx context.Context, key string) error
+
+	mu sync.Mutex
+	// owners holds the UID of each VPA records were put for: writes carry it,
+	// so that a record never lands on a new VPA of the same name.
+	owners map[string]types.UID
+	// loadErr is what Loaded returns.
+	loadErr error
+}
+
+func newDurable(name string, write func(ctx context.Context, key string) error) durable {
+	return durable{
+		mem:   NewInMemoryStore(),
+		name:  name,
+		write: write,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 5*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-records:" + name},
+		),
+		owners:  map[string]types.UID{},
+		loadErr: ErrNotLoaded,
+	}
+}
+
+// ErrNotLoaded is what Loaded returns before a Load has ended, and while
+// one runs.
+var ErrNotLoaded = errors.New("records not loaded yet")
+
+// Get implements Store.
+func (s *durable) Get(uid types.UID) (*Record, bool) { return s.mem.Get(uid) }
+
+// Len implements Store.
+func (s *durable) Len() int { return s.mem.Len() }
+
+// Put implements Store.
+func (s *durable) Put(owner Owner, uid types.UID, r *Record) {
+	key := owner.Key()
+	s.mu.Lock()
+	if owner.UID != "" {
+		s.owners[key] = owner.UID
+	}
+	s.mu.Unlock()
+	previous, had := s.mem.put(key, uid, r)
+	s.queue.Add(key)
+	if had && previous != key {
+		s.queue.Add(previous)
+	}
+}
+
+// Delete implements Store.
+func (s *durable) Delete(uid types.UID) bool {
+	owner, ok := s.mem.delete(uid)
+	if ok {
+		s.queue.Add(owner)
+	}
+	return ok
+}
+
+// Retain implements Store.
+func (s *durable) Retain(live func(types.UID) bool) []types.UID {
+	forgotten, owners := s.mem.retain(live)
+	for _, key := range owners {
+		s.queue.Add(key)
+	}
+	return forgotten
+}
+
+// Loaded implements Store: nil once the last Load has succeeded,
+// ErrNotLoaded before and while a Load runs, the error of the last Load if
+// it failed (then the records held are those of the last Load that
+// succeeded, if any).
+func (s *durable) Loaded() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.loadErr
+}
+
+func (s *durable) setLoaded(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loadErr = err
+}
+
+// Run implements Store: it writes the records of VPAs whose records changed
+// until ctx is cancelled.
+func (s *durable) Run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		s.queue.ShutDown()
+	}()
+	for s.processNext(ctx) {
+	}
+}
+
+func (s *durable) processNext(ctx context.Context) bool {
+	key, shutdown := s.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer s.queue.Done(key)
+	err := s.write(ctx, key)
+	if err == nil {
+		s.queue.Forget(key)
+		return true
+	}
+	logger := klog.FromContext(ctx)
+	if ctx.Err() != nil {
+		logger.Error(err, "Records not written before shutdown; the next leader retries the attempt once", "vpa", key, "store", s.name)
+		return true
+	}
+	logger.Error(err, "Writing records failed; kept in memory, retrying", "vpa", key, "store", s.name, "retries", s.queue.NumRequeues(key))
+	s.queue.AddRateLimited(key)
+	return true
+}
+
+// loading gathers the records a Load reads, value by value.
+type loading struct {
+	metrics *Metrics
+	store   string
+	loaded  map[types.UID]entry
+	owners  map[string]types.UID
+	// rewrite holds the VPAs whose records are to be written again: some
+	// were dropped, or a pod's record is also held under another VPA.
+	rewrite map[string]bool
+	dropped int
+}
+
+func newLoading(metrics *Metrics, store string) *loading {
+	return &loading{metrics: metrics, store: store, loaded: map[types.UID]entry{}, owners: map[string]types.UID{}, rewrite: map[string]bool{}}
+}
+
+// add holds what was decoded of one value of owner's, read from source.
+func (l *loading) add(ctx context.Context, owner Owner, source string, d Decoded) {
+	key := owner.Key()
+	l.owners[key] = owner.UID
+	if n := d.DroppedTotal(); n > 0 {
+		l.dropped += n
+		l.rewrite[key] = true
+		for reason, c := range d.Dropped {
+			l.metrics.recordsDropped(l.store, reason, c)
+		}
+		klog.FromContext(ctx).Info("Dropped records", "vpa", key, "store", l.store, "source", source,
+			"dropped", d.Dropped, "kept", len(d.Records))
+	}
+	for uid, r := range d.Records {
+		// A pod that moved between VPAs: its newest record wins, and the
+		// other VPA's records are written again without it.
+		if prev, ok := l.loaded[uid]; ok {
+			if !r.RecordedAt.After(prev.rec.RecordedAt) {
+				l.rewrite[key] = true
+				continue
+			}
+			l.rewrite[prev.owner] = true
+		}
+		l.loaded[uid] = entry{owner: key, rec: r}
+	}
+}
+
+// listVPAs calls visit for each VPA of namespace ("" for all), read from
+// the API server in pages.
+func listVPAs(ctx context.Context, client vpaclient.VerticalPodAutoscalersGetter, namespace string,
+	visit func(owner Owner, annotations map[string]string)) error {
+	opts := metav1.ListOptions{Limit: loadPageSize}
+	for {
+		list, err := client.VerticalPodAutoscalers(namespace).List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			vpa := &list.Items[i]
+			visit(Owner{Namespace: vpa.Namespace, Name: vpa.Name, UID: vpa.UID}, vpa.Annotations)
+		}
+		if list.Continue == "" {
+			return nil
+		}
+		opts.Continue = list.Continue
+	}
+}
+
+// decodeOptions bound the decoding of one of owner's values and keep the
+// records of the UIDs it owns.
+func decodeOptions(owner Owner, now time.Time, owns func(Owner, types.UID) bool, maxBytes int) DecodeOptions {
+	opts := DecodeOptions{MaxBytes: maxBytes, Now: now}
+	if owns != nil {
+		opts.Keep = func(uid types.UID) bool { return owns(owner, uid) }
+	}
+	return opts
+}
