@@ -71,8 +71,12 @@ func TestReachableOwners(t *testing.T) {
 	}
 	longChain, longChainPod := chain(MaxOwnerDepth + 3)
 	manyRefs := make([]metav1.OwnerReference, 3*MaxOwnerObjects)
+	var firstRefs []string // the names of the first MaxOwnerObjects
 	for i := range manyRefs {
 		manyRefs[i] = ref(testGroup, "Link", fmt.Sprintf("m%d", i), false)
+		if i < MaxOwnerObjects {
+			firstRefs = append(firstRefs, manyRefs[i].Name)
+		}
 	}
 
 	tests := []struct {
@@ -146,20 +150,8 @@ func TestReachableOwners(t *testing.T) {
 			name:        "the objects reached are bounded",
 			podRefs:     manyRefs,
 			want:        []string{key(testGroup, "Link", "unreached")},
-			wantReached: func() []string {
-				var names []string
-				for _, r := range manyRefs[:MaxOwnerObjects] {
-					names = append(names, r.Name)
-				}
-				return names
-			}(),
-			wantReads: func() []string {
-				var names []string
-				for _, r := range manyRefs[:MaxOwnerObjects] {
-					names = append(names, r.Name)
-				}
-				return names
-			}(),
+			wantReached: firstRefs,
+			wantReads:   firstRefs,
 		},
 		{
 			name: "a well-known controller in the middle is not walked through",
