@@ -33,6 +33,21 @@ type KindInfo struct {
 	Scalable bool
 }
 
+// KindResource is how objects of a served kind are read: the resource (in
+// the first version discovery lists for the kind, its preferred one) and
+// whether objects of it live in a namespace.
+type KindResource struct {
+	Resource   schema.GroupVersionResource
+	Namespaced bool
+}
+
+// Resources maps kinds to the resources that serve them.
+type Resources interface {
+	// Resource returns the resource serving gk; ok is false when no
+	// resource serves it. An error means discovery could not tell.
+	Resource(ctx context.Context, gk schema.GroupKind) (r KindResource, ok bool, err error)
+}
+
 // Kinds looks kinds up in API discovery.
 type Kinds interface {
 	Lookup(ctx context.Context, gk schema.GroupKind) (KindInfo, error)
@@ -44,7 +59,17 @@ type ResourceDiscovery interface {
 	ServerGroupsAndResourcesWithContext(ctx context.Context) ([]*metav1.APIGroup, []*metav1.APIResourceList, error)
 }
 
-var _ ResourceDiscovery = (*discovery.DiscoveryClient)(nil)
+var (
+	_ ResourceDiscovery = (*discovery.DiscoveryClient)(nil)
+	_ Kinds             = (*DiscoveryKinds)(nil)
+	_ Resources         = (*DiscoveryKinds)(nil)
+)
+
+// kindEntry is what discovery says about one served kind.
+type kindEntry struct {
+	scalable bool
+	resource KindResource
+}
 
 // DiscoveryKinds answers Lookup from the API server's discovery documents,
 // which every authenticated client may read: no RBAC rule is needed. It
@@ -55,8 +80,9 @@ type DiscoveryKinds struct {
 	now    func() time.Time
 
 	mu sync.Mutex
-	// kinds holds every served kind and whether it has /scale.
-	kinds map[schema.GroupKind]bool
+	// kinds holds every served kind: whether it has /scale, and its
+	// resource.
+	kinds map[schema.GroupKind]kindEntry
 	// failedGroups holds the groups whose discovery failed in the last read.
 	failedGroups map[string]error
 	loadedAt     time.Time
@@ -74,28 +100,45 @@ func NewDiscoveryKinds(client ResourceDiscovery, now func() time.Time) *Discover
 // means discovery could not tell (it failed, for all groups or for gk's).
 // Concurrent lookups wait for a read in progress.
 func (d *DiscoveryKinds) Lookup(ctx context.Context, gk schema.GroupKind) (KindInfo, error) {
+	e, ok, err := d.lookup(ctx, gk)
+	if err != nil || !ok {
+		return KindInfo{}, err
+	}
+	return KindInfo{Served: true, Scalable: e.scalable}, nil
+}
+
+// Resource returns the resource serving gk, as Lookup finds it.
+func (d *DiscoveryKinds) Resource(ctx context.Context, gk schema.GroupKind) (KindResource, bool, error) {
+	e, ok, err := d.lookup(ctx, gk)
+	if err != nil || !ok {
+		return KindResource{}, false, err
+	}
+	return e.resource, true, nil
+}
+
+func (d *DiscoveryKinds) lookup(ctx context.Context, gk schema.GroupKind) (kindEntry, bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now()
 	if !d.loaded || now.Sub(d.loadedAt) >= DiscoveryTTL {
 		if err := d.load(ctx, now); err != nil && !d.loaded {
-			return KindInfo{}, err
+			return kindEntry{}, false, err
 		}
 	}
-	if scalable, ok := d.kinds[gk]; ok {
-		return KindInfo{Served: true, Scalable: scalable}, nil
+	if e, ok := d.kinds[gk]; ok {
+		return e, true, nil
 	}
 	// Not seen: maybe installed since the last read.
 	if err := d.load(ctx, now); err != nil {
-		return KindInfo{}, err
+		return kindEntry{}, false, err
 	}
-	if scalable, ok := d.kinds[gk]; ok {
-		return KindInfo{Served: true, Scalable: scalable}, nil
+	if e, ok := d.kinds[gk]; ok {
+		return e, true, nil
 	}
 	if err := d.failedGroups[gk.Group]; err != nil {
-		return KindInfo{}, fmt.Errorf("discovery of group %q failed: %w", gk.Group, err)
+		return kindEntry{}, false, fmt.Errorf("discovery of group %q failed: %w", gk.Group, err)
 	}
-	return KindInfo{}, nil
+	return kindEntry{}, false, nil
 }
 
 // load reads discovery again unless it was read (or tried) less than
@@ -128,9 +171,10 @@ func (d *DiscoveryKinds) load(ctx context.Context, now time.Time) error {
 }
 
 // kindsOf maps every kind of the resource lists to whether some version of
-// it has a /scale subresource.
-func kindsOf(lists []*metav1.APIResourceList) map[schema.GroupKind]bool {
-	kinds := map[schema.GroupKind]bool{}
+// it has a /scale subresource, and to its resource in the first version
+// listed.
+func kindsOf(lists []*metav1.APIResourceList) map[schema.GroupKind]kindEntry {
+	kinds := map[schema.GroupKind]kindEntry{}
 	for _, list := range lists {
 		if list == nil {
 			continue
@@ -145,7 +189,7 @@ func kindsOf(lists []*metav1.APIResourceList) map[schema.GroupKind]bool {
 				resources[r.Name] = r.Kind
 				gk := schema.GroupKind{Group: gv.Group, Kind: r.Kind}
 				if _, seen := kinds[gk]; !seen {
-					kinds[gk] = false
+					kinds[gk] = kindEntry{resource: KindResource{Resource: gv.WithResource(r.Name), Namespaced: r.Namespaced}}
 				}
 			}
 		}
@@ -155,7 +199,10 @@ func kindsOf(lists []*metav1.APIResourceList) map[schema.GroupKind]bool {
 				continue
 			}
 			if kind, ok := resources[resource]; ok {
-				kinds[schema.GroupKind{Group: gv.Group, Kind: kind}] = true
+				gk := schema.GroupKind{Group: gv.Group, Kind: kind}
+				e := kinds[gk]
+				e.scalable = true
+				kinds[gk] = e
 			}
 		}
 	}

@@ -156,3 +156,28 @@ func TestDiscoveryKindsFailures(t *testing.T) {
 		assert.Contains(t, err.Error(), "service unavailable")
 	})
 }
+
+func TestDiscoveryKindsResource(t *testing.T) {
+	client := &fakeDiscovery{lists: []*metav1.APIResourceList{
+		resourceList(coreGroup+"/v1", res("strimzipodsets", "StrimziPodSet"), res("strimzipodsets/status", "StrimziPodSet")),
+		resourceList(coreGroup+"/v1beta2", res("strimzipodsets", "StrimziPodSet")),
+		resourceList(testGroup+"/v1", metav1.APIResource{Name: "clusterthings", Kind: "ClusterThing"}),
+	}}
+	d := NewDiscoveryKinds(client, func() time.Time { return time.Unix(0, 0) })
+	ctx := context.Background()
+
+	got, ok, err := d.Resource(ctx, schema.GroupKind{Group: coreGroup, Kind: "StrimziPodSet"})
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, KindResource{Resource: schema.GroupVersionResource{Group: coreGroup, Version: "v1", Resource: "strimzipodsets"}, Namespaced: true}, got,
+		"the first version listed, the resource rather than its status")
+
+	got, ok, err = d.Resource(ctx, schema.GroupKind{Group: testGroup, Kind: "ClusterThing"})
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.False(t, got.Namespaced)
+
+	_, ok, err = d.Resource(ctx, schema.GroupKind{Group: testGroup, Kind: "Missing"})
+	require.NoError(t, err)
+	assert.False(t, ok)
+}

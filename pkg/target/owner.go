@@ -24,9 +24,10 @@ var wellKnownKinds = map[string]bool{
 	"StatefulSet":           true,
 }
 
-// Owner is a custom resource that controls pods directly: the pods' targets
-// are found through their controller ownerReference instead of a label
-// selector.
+// Owner names a custom resource in a namespace: one that controls pods
+// directly (the pods' targets are found through their controller
+// ownerReference instead of a label selector), or one a pod reaches through
+// its ownerReferences (reachableOwners).
 type Owner struct {
 	Namespace string
 	// Group is the API group (the version does not matter: every version of

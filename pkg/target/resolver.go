@@ -1,21 +1,31 @@
 // Package target finds the VPA that controls a pod and the pods a VPA
 // targets.
 //
-// Upstream VPA's rule, kept as it is: the VPA's targetRef names a controller
-// (a well-known workload, or any resource exposing /scale); the pod's
-// top-most well-known or scalable controller must be that controller, and the
-// pod's labels must match the controller's selector.
+// Three rules say which VPAs may control a pod:
 //
-// Added for custom controllers that own pods directly (StrimziPodSet and the
-// like): when the targetRef names a resource outside the core API group, of
-// a kind that is not well-known, which API discovery serves without a /scale
-// subresource, the VPA's pods are those whose controller ownerReference names
-// it: same namespace, API group, kind and name. Upstream resolves no such
-// target, and its walk from a pod up its owners stops at such a controller,
-// so the two rules never claim the same pod.
+//  1. Upstream VPA's rule, kept as it is: the VPA's targetRef names a
+//     controller (a well-known workload, or any resource exposing /scale);
+//     the pod's top-most well-known or scalable controller must be that
+//     controller, and the pod's labels must match the controller's selector.
+//  2. For custom controllers that own pods directly (StrimziPodSet and the
+//     like): when the targetRef names a resource outside the core API group,
+//     of a kind that is not well-known, which API discovery serves without a
+//     /scale subresource, the VPA's pods are those whose controller
+//     ownerReference names it: same namespace, API group, kind and name.
+//     Upstream resolves no such target, and its walk from a pod up its
+//     owners stops at such a controller.
+//  3. For targets that own pods through objects of their own (a
+//     KafkaNodePool owns a StrimziPodSet, which controls the broker pods,
+//     through an ownerReference with controller: false): when the targetRef
+//     names a custom resource with /scale, the VPA's pods are those its
+//     selector matches which reach it through ownerReferences, controller or
+//     not, via objects that are neither well-known controllers nor of the
+//     core API group (reachableOwners: at most MaxOwnerDepth steps, each
+//     object once). The objects in between are read (their metadata only),
+//     so the components need get on their resources.
 //
-// When several VPAs match a pod, the oldest wins (then the first by name),
-// under either rule.
+// When several VPAs may control a pod, under one rule or several, the
+// oldest wins (then the first by name).
 package target
 
 import (
@@ -30,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -58,6 +69,23 @@ const SelectorErrorTTL = time.Second
 // resource that controls it.
 const targetRefIndex = "vpa-inplace.dev/target-ref"
 
+// customTargetIndex is the index of VPAs whose targetRef may name a custom
+// resource (customOwner) by namespace: the targets the walk up a pod's
+// owners looks for (rule 3).
+const customTargetIndex = "vpa-inplace.dev/custom-target-namespace"
+
+func indexByCustomTarget(obj any) ([]string, error) {
+	vpa, ok := obj.(*vpatypes.VerticalPodAutoscaler)
+	if !ok || vpa.Spec.TargetRef == nil {
+		return nil, nil
+	}
+	ref := vpa.Spec.TargetRef
+	if _, ok := customOwner(vpa.Namespace, ref.APIVersion, ref.Kind, ref.Name); !ok {
+		return nil, nil
+	}
+	return []string{vpa.Namespace}, nil
+}
+
 func targetRefKey(namespace, kind, name string) string {
 	return namespace + "/" + kind + "/" + name
 }
@@ -82,6 +110,9 @@ func indexVPAs(indexer cache.Indexer) error {
 	if _, ok := have[cache.NamespaceIndex]; !ok {
 		add[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
 	}
+	if _, ok := have[customTargetIndex]; !ok {
+		add[customTargetIndex] = indexByCustomTarget
+	}
 	if len(add) == 0 {
 		return nil
 	}
@@ -97,6 +128,7 @@ type Resolver struct {
 	selectors   vpatarget.VpaTargetSelectorFetcher
 	controllers controllerfetcher.ControllerFetcher
 	kinds       Kinds
+	owners      OwnerReader
 	now         func() time.Time
 
 	mu    sync.Mutex
@@ -110,27 +142,48 @@ type cachedTarget struct {
 	at        time.Time
 }
 
+// Option configures a Resolver.
+type Option func(*Resolver)
+
+// WithOwners makes the Resolver follow ownerReferences up from pods through
+// the objects owners reads (rule 3 of the package comment). Without it,
+// only rules 1 and 2 apply.
+func WithOwners(owners OwnerReader) Option {
+	return func(r *Resolver) { r.owners = owners }
+}
+
 // NewResolver builds a Resolver from its parts. vpas is the VPA indexer
 // (an informer's); NewResolver adds the indexes it reads (indexVPAs). kinds
 // tells which targets are custom resources without /scale (nil: upstream's
 // rule only). now is the clock (time.Now in production).
 func NewResolver(vpas cache.Indexer, selectors vpatarget.VpaTargetSelectorFetcher,
-	controllers controllerfetcher.ControllerFetcher, kinds Kinds, now func() time.Time) (*Resolver, error) {
+	controllers controllerfetcher.ControllerFetcher, kinds Kinds, now func() time.Time, opts ...Option) (*Resolver, error) {
 	if err := indexVPAs(vpas); err != nil {
 		return nil, err
 	}
-	return &Resolver{vpas: vpas, selectors: selectors, controllers: controllers, kinds: kinds, now: now, cache: map[types.UID]cachedTarget{}}, nil
+	r := &Resolver{vpas: vpas, selectors: selectors, controllers: controllers, kinds: kinds, now: now, cache: map[types.UID]cachedTarget{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r, nil
 }
 
 // NewClusterResolver wires upstream VPA's selector and controller fetchers,
-// and API discovery, to a cluster. It registers informers for the well-known
+// API discovery, and the metadata of the objects between pods and their
+// targets, to a cluster. It registers informers for the well-known
 // controllers on factory and indexes vpas: call it before starting either.
 func NewClusterResolver(ctx context.Context, config *rest.Config, kube kubernetes.Interface, factory informers.SharedInformerFactory,
 	vpas cache.SharedIndexInformer) (*Resolver, error) {
 	selectors := vpatarget.NewVpaTargetSelectorFetcher(config, kube, factory, ctx.Done())
 	controllers := controllerfetcher.NewControllerFetcher(config, kube, factory, 10*time.Minute, time.Hour, 0.1, ctx.Done())
 	controllers.Start(ctx, time.Minute)
-	return NewResolver(vpas.GetIndexer(), selectors, controllers, NewDiscoveryKinds(kube.Discovery(), time.Now), time.Now)
+	meta, err := metadata.NewForConfig(config)
+	if err != nil {
+		return nil, fmt.Errorf("building the metadata client: %w", err)
+	}
+	kinds := NewDiscoveryKinds(kube.Discovery(), time.Now)
+	return NewResolver(vpas.GetIndexer(), selectors, controllers, kinds, time.Now,
+		WithOwners(NewMetadataOwners(meta, kinds, time.Now)))
 }
 
 // Target returns how the VPA's pods are found: a label selector, or the
@@ -195,79 +248,151 @@ func (r *Resolver) Forget(uid types.UID) {
 }
 
 // VPAForPod returns the VPA controlling pod, or nil when there is none. VPAs
-// whose target cannot be resolved are passed over (and logged).
+// whose target cannot be resolved are passed over (and logged). An error
+// means the pod's owners could not all be read: the answer may change once
+// they can.
 //
-// Only the VPAs indexed under the pod's controller are looked at, never all
-// VPAs of the namespace: a pod is decided in the same time whether its
-// namespace holds one VPA or thousands.
+// Only the VPAs indexed under the pod's controller, or under an object the
+// pod reaches through its owners, are looked at, never all VPAs of the
+// namespace: a pod is decided in the same time whether its namespace holds
+// one VPA or thousands.
 func (r *Resolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error) {
 	if !r.hasVPAs(pod.Namespace) {
 		// Nothing to find: not even the pod's controllers are looked up.
 		return nil, nil
 	}
 	logger := klog.FromContext(ctx)
+	var best *vpatypes.VerticalPodAutoscaler
 
-	// A custom resource without /scale that controls the pod: its oldest
-	// VPA.
-	if owner, ok := CustomOwnerOf(pod); ok {
+	// Rule 2: a custom resource without /scale that controls the pod.
+	owner, custom := CustomOwnerOf(pod)
+	if custom {
 		vpas, err := r.byTargetRef(pod.Namespace, owner.Kind, owner.Name)
 		if err != nil {
 			return nil, err
 		}
-		var owned *vpatypes.VerticalPodAutoscaler
 		for _, vpa := range vpas {
 			t, err := r.Target(ctx, vpa)
 			if err != nil {
 				logger.V(4).Info("Cannot resolve VPA target", "vpa", klog.KObj(vpa), "err", err)
 				continue
 			}
-			if t.Owner != nil && *t.Owner == owner && vpaapiutil.Stronger(vpa, owned) {
-				owned = vpa
+			if t.Owner != nil && *t.Owner == owner && vpaapiutil.Stronger(vpa, best) {
+				best = vpa
 			}
-		}
-		if owned != nil {
-			return owned, nil
-		}
-		if r.ownerHasNoScale(ctx, owner) {
-			// Upstream's walk stops at such a controller and finds no VPA:
-			// not walking also spares its REST mapper a lookup, which
-			// would load discovery before the CRDs created after it.
-			return nil, nil
 		}
 	}
 
-	// Upstream's rule (vpaapiutil.GetControllingVPAForPod): the strongest
-	// VPA whose targetRef names the pod's top-most well-known or scalable
-	// controller and whose selector matches the pod's labels.
+	// Rule 3: a target with /scale reached through the pod's owners.
+	reached, err := r.reachedTargets(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
+	for _, vpa := range reached {
+		if vpaapiutil.Stronger(vpa, best) {
+			best = vpa
+		}
+	}
+
+	if custom && r.ownerHasNoScale(ctx, owner) {
+		// Upstream's walk stops at such a controller and finds no VPA:
+		// not walking also spares its REST mapper a lookup, which would
+		// load discovery before the CRDs created after it.
+		return best, nil
+	}
+
+	// Rule 1, upstream's (vpaapiutil.GetControllingVPAForPod): the
+	// strongest VPA whose targetRef names the pod's top-most well-known or
+	// scalable controller and whose selector matches the pod's labels.
 	parent, err := vpaapiutil.FindParentControllerForPod(ctx, pod, r.controllers)
 	if err != nil {
 		// Upstream passes such a pod over too: a controller that is gone or
 		// cannot be walked (a custom resource without /scale and no VPA).
 		logger.V(4).Info("Cannot find the pod's top-most controller", "err", err)
-		return nil, nil
+		return best, nil
 	}
 	if parent == nil {
-		return nil, nil
+		return best, nil
 	}
 	vpas, err := r.byTargetRef(parent.Namespace, parent.Kind, parent.Name)
 	if err != nil {
 		return nil, err
 	}
-	var controlling *vpatypes.VerticalPodAutoscaler
 	for _, vpa := range vpas {
-		t, err := r.Target(ctx, vpa)
-		if err != nil {
-			logger.V(4).Info("Cannot resolve VPA target", "vpa", klog.KObj(vpa), "err", err)
-			continue
-		}
-		if t.Owner != nil || t.Selector == nil {
-			continue
-		}
-		if vpaapiutil.PodMatchesVPA(pod, &vpaapiutil.VpaWithSelector{Vpa: vpa, Selector: t.Selector}) && vpaapiutil.Stronger(vpa, controlling) {
-			controlling = vpa
+		if t, ok := r.selectorTarget(ctx, vpa); ok && matches(pod, vpa, t) && vpaapiutil.Stronger(vpa, best) {
+			best = vpa
 		}
 	}
-	return controlling, nil
+	return best, nil
+}
+
+// reachedTargets returns the VPAs of rule 3 for pod: those whose target,
+// a custom resource with a selector, the pod reaches through its owners and
+// whose selector matches the pod. Nothing is walked when the Resolver reads
+// no owners, or when no VPA of the namespace may target a custom resource
+// with /scale.
+func (r *Resolver) reachedTargets(ctx context.Context, pod *corev1.Pod) ([]*vpatypes.VerticalPodAutoscaler, error) {
+	if r.owners == nil {
+		return nil, nil
+	}
+	want := r.scalableCustomTargets(ctx, pod.Namespace)
+	if len(want) == 0 {
+		return nil, nil
+	}
+	owners, err := reachableOwners(ctx, r.owners, pod, want)
+	if err != nil {
+		return nil, fmt.Errorf("walking the owners of pod %s: %w", klog.KObj(pod), err)
+	}
+	var out []*vpatypes.VerticalPodAutoscaler
+	for _, o := range owners {
+		for _, vpa := range want[o.Key()] {
+			if t, ok := r.selectorTarget(ctx, vpa); ok && matches(pod, vpa, t) {
+				out = append(out, vpa)
+			}
+		}
+	}
+	return out, nil
+}
+
+// scalableCustomTargets returns the VPAs of namespace whose targetRef names
+// a custom resource that may have /scale, by the target's Owner.Key.
+// Targets discovery serves without /scale are left out: rule 2 finds their
+// pods, and reading further up for them would be wasted.
+func (r *Resolver) scalableCustomTargets(ctx context.Context, namespace string) map[string][]*vpatypes.VerticalPodAutoscaler {
+	objs, err := r.vpas.ByIndex(customTargetIndex, namespace)
+	if err != nil || len(objs) == 0 {
+		return nil
+	}
+	out := map[string][]*vpatypes.VerticalPodAutoscaler{}
+	for _, obj := range objs {
+		vpa, ok := obj.(*vpatypes.VerticalPodAutoscaler)
+		if !ok || vpa.Spec.TargetRef == nil {
+			continue
+		}
+		ref := vpa.Spec.TargetRef
+		o, ok := customOwner(vpa.Namespace, ref.APIVersion, ref.Kind, ref.Name)
+		if !ok || r.ownerHasNoScale(ctx, o) {
+			continue
+		}
+		out[o.Key()] = append(out[o.Key()], vpa)
+	}
+	return out
+}
+
+// selectorTarget returns the VPA's target when it selects pods by label.
+func (r *Resolver) selectorTarget(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) (Target, bool) {
+	t, err := r.Target(ctx, vpa)
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("Cannot resolve VPA target", "vpa", klog.KObj(vpa), "err", err)
+		return Target{}, false
+	}
+	return t, t.Owner == nil && t.Selector != nil
+}
+
+// matches reports whether the target's selector matches the pod, in the
+// VPA's namespace.
+func matches(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, t Target) bool {
+	return vpaapiutil.PodMatchesVPA(pod, &vpaapiutil.VpaWithSelector{Vpa: vpa, Selector: t.Selector})
 }
 
 // ownerHasNoScale reports whether discovery serves the owner's kind without

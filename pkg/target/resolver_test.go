@@ -71,13 +71,13 @@ func (upstreamWalk) FindTopMostWellKnownOrScalable(_ context.Context, key *contr
 
 // newResolver is NewResolver over an indexer holding vpas.
 func newResolver(t *testing.T, vpas []*vpatypes.VerticalPodAutoscaler, selectors vpatarget.VpaTargetSelectorFetcher,
-	controllers controllerfetcher.ControllerFetcher, kinds Kinds, now func() time.Time) *Resolver {
+	controllers controllerfetcher.ControllerFetcher, kinds Kinds, now func() time.Time, opts ...Option) *Resolver {
 	t.Helper()
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, v := range vpas {
 		require.NoError(t, idx.Add(v))
 	}
-	r, err := NewResolver(idx, selectors, controllers, kinds, now)
+	r, err := NewResolver(idx, selectors, controllers, kinds, now, opts...)
 	require.NoError(t, err)
 	return r
 }

@@ -1,0 +1,173 @@
+package target
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
+	"k8s.io/klog/v2"
+
+	"golang.org/x/sync/singleflight"
+)
+
+const (
+	// OwnerTTL is how long the ownerReferences read of an object are
+	// reused. An object recreated under the same name is read again at
+	// once: the ownerReference naming it carries the new UID.
+	OwnerTTL = time.Minute
+	// OwnerErrorTTL is how long a failed read, or an object found missing,
+	// is reused before it is read again.
+	OwnerErrorTTL = 5 * time.Second
+	// ownerReadTimeout bounds one read.
+	ownerReadTimeout = 10 * time.Second
+	// ownerCacheSweep is the size of the cache at which expired entries
+	// are first dropped; after each sweep, twice the size left.
+	ownerCacheSweep = 1024
+)
+
+// MetadataOwners reads the ownerReferences of custom resources with the
+// metadata client (objects' metadata only, whatever their kind), finding
+// the resource of a kind through discovery. What it reads is reused for
+// OwnerTTL, failures and missing objects for OwnerErrorTTL, and concurrent
+// reads of one object are one request: pods of one owner, synced
+// together, cost one read. Safe for concurrent use.
+type MetadataOwners struct {
+	client    metadata.Interface
+	resources Resources
+	now       func() time.Time
+	reads     singleflight.Group
+
+	mu        sync.Mutex
+	cache     map[string]ownersEntry
+	sweepAt   int
+	forbidden map[schema.GroupResource]bool
+}
+
+var _ OwnerReader = (*MetadataOwners)(nil)
+
+// ownersEntry is one read of an object.
+type ownersEntry struct {
+	uid   types.UID
+	refs  []metav1.OwnerReference
+	found bool
+	err   error
+	at    time.Time
+}
+
+// NewMetadataOwners builds a MetadataOwners; now is the clock.
+func NewMetadataOwners(client metadata.Interface, resources Resources, now func() time.Time) *MetadataOwners {
+	return &MetadataOwners{client: client, resources: resources, now: now,
+		cache: map[string]ownersEntry{}, sweepAt: ownerCacheSweep, forbidden: map[schema.GroupResource]bool{}}
+}
+
+// OwnersOf implements OwnerReader. An object that may not be read (RBAC)
+// is not walked through; that is logged once per resource.
+func (m *MetadataOwners) OwnersOf(ctx context.Context, o Owner, uid types.UID) ([]metav1.OwnerReference, bool, error) {
+	key := o.Key()
+	m.mu.Lock()
+	e, ok := m.cache[key]
+	m.mu.Unlock()
+	if ok && e.usable(m.now(), uid) {
+		return e.answer(uid)
+	}
+	v, _, _ := m.reads.Do(key, func() (any, error) {
+		// A read that ended between the look above and now is used.
+		m.mu.Lock()
+		e, ok := m.cache[key]
+		m.mu.Unlock()
+		if ok && e.usable(m.now(), uid) {
+			return e, nil
+		}
+		e = m.read(ctx, o)
+		m.store(key, e)
+		return e, nil
+	})
+	return v.(ownersEntry).answer(uid)
+}
+
+// usable reports whether a cached read still answers for an object named
+// with uid.
+func (e ownersEntry) usable(now time.Time, uid types.UID) bool {
+	age := now.Sub(e.at)
+	if e.err != nil || !e.found {
+		return age < OwnerErrorTTL
+	}
+	if uid != "" && uid != e.uid {
+		// Another object than the one read: maybe recreated since. Read
+		// again, but no more often than a failure.
+		return age < OwnerErrorTTL
+	}
+	return age < OwnerTTL
+}
+
+func (e ownersEntry) answer(uid types.UID) ([]metav1.OwnerReference, bool, error) {
+	switch {
+	case e.err != nil:
+		return nil, false, e.err
+	case !e.found, uid != "" && uid != e.uid:
+		return nil, false, nil
+	}
+	return e.refs, true, nil
+}
+
+// read reads the object's metadata. It does not end with the caller's
+// context: concurrent callers share the read.
+func (m *MetadataOwners) read(ctx context.Context, o Owner) ownersEntry {
+	logger := klog.FromContext(ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ownerReadTimeout)
+	defer cancel()
+	gk := schema.GroupKind{Group: o.Group, Kind: o.Kind}
+	res, ok, err := m.resources.Resource(ctx, gk)
+	switch {
+	case err != nil:
+		return ownersEntry{err: fmt.Errorf("finding the resource of %s: %w", o, err), at: m.now()}
+	case !ok || !res.Namespaced:
+		return ownersEntry{at: m.now()}
+	}
+	obj, err := m.client.Resource(res.Resource).Namespace(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return ownersEntry{at: m.now()}
+	case apierrors.IsForbidden(err):
+		gr := res.Resource.GroupResource()
+		m.mu.Lock()
+		first := !m.forbidden[gr]
+		m.forbidden[gr] = true
+		m.mu.Unlock()
+		if first {
+			logger.Info("Cannot read the owners of an object that owns pods: VPAs targeting its owners do not reach its pods; grant get on the resource",
+				"resource", gr.String(), "object", o.String(), "err", err)
+		}
+		return ownersEntry{at: m.now()}
+	case err != nil:
+		return ownersEntry{err: fmt.Errorf("reading the owners of %s: %w", o, err), at: m.now()}
+	}
+	refs := obj.OwnerReferences
+	if len(refs) > MaxOwnerObjects {
+		refs = refs[:MaxOwnerObjects]
+	}
+	return ownersEntry{uid: obj.UID, refs: refs, found: true, at: m.now()}
+}
+
+// store caches a read, dropping expired reads once the cache has grown.
+func (m *MetadataOwners) store(key string, e ownersEntry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cache[key] = e
+	if len(m.cache) < m.sweepAt {
+		return
+	}
+	now := m.now()
+	for k, c := range m.cache {
+		if now.Sub(c.at) >= OwnerTTL {
+			delete(m.cache, k)
+		}
+	}
+	m.sweepAt = max(ownerCacheSweep, 2*len(m.cache))
+}
