@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -72,6 +73,9 @@ type ConfigMapStoreConfig struct {
 	// VPANamespace limits Load to the VPAs of one namespace, and to their
 	// ConfigMaps; empty: all.
 	VPANamespace string
+	// IgnoredNamespaces are namespaces whose VPAs this updater does not
+	// serve: their records and ConfigMaps are left to the updater that does.
+	IgnoredNamespaces []string
 	// MaxBytes bounds each ConfigMap's value; 0 means
 	// DefaultMaxCompactBytes.
 	MaxBytes int
@@ -178,7 +182,11 @@ func (s *ConfigMapStore) load(ctx context.Context) error {
 	l := newLoading(s.cfg.Metrics, s.name)
 	live := map[types.UID]Owner{}
 	migrate := map[string]types.UID{}
+	ignored := sets.New(s.cfg.IgnoredNamespaces...)
 	err := listVPAs(ctx, s.vpas, s.cfg.VPANamespace, func(owner Owner, annotations map[string]string) {
+		if ignored.Has(owner.Namespace) {
+			return
+		}
 		live[owner.UID] = owner
 		value, ok := annotations[s.cfg.AnnotationKey]
 		if !ok {
@@ -198,6 +206,8 @@ func (s *ConfigMapStore) load(ctx context.Context) error {
 		owner, ok := live[uid]
 		switch {
 		case ok && cm.Name == ConfigMapName(s.cfg.Store, uid):
+		case ignored.Has(cm.Annotations[AnnotationVPANamespace]):
+			return // served by another updater
 		case s.cfg.VPANamespace == "" || cm.Annotations[AnnotationVPANamespace] == s.cfg.VPANamespace:
 			// Its VPA is gone (or it names none): its records hold
 			// nothing any more.

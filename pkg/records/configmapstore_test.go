@@ -146,6 +146,10 @@ func TestConfigMapStoreDeletesTheConfigMapsOfGoneVPAs(t *testing.T) {
 		ConfigMapName(StoreMemory, gone.UID),          // not this store
 	}, f.configMaps(), "Load deletes the ConfigMap of a VPA that is gone")
 
+	ignoring, _ := f.startCM(ConfigMapStoreConfig{IgnoredNamespaces: []string{"default"}})
+	assert.Zero(t, ignoring.Len(), "an updater ignoring a namespace holds none of its records")
+	assert.Contains(t, f.configMaps(), ConfigMapName(StoreInfeasible, webVPA.UID), "and deletes none of its ConfigMaps")
+
 	s.ForgetOwner(webVPA)
 	require.Eventually(t, func() bool { return f.cmRecords(webVPA.UID) == nil }, wait, tick, "and so does ForgetOwner")
 }

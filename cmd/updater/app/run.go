@@ -140,7 +140,8 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		newStore := func(name, annotation string) (records.Store, error) {
 			return records.NewConfigMapStore(kube.CoreV1(), vpaClient.AutoscalingV1(), vpaInformer.Lister(), records.ConfigMapStoreConfig{
-				Namespace: o.RecordsNamespace, Store: name, AnnotationKey: annotation, VPANamespace: namespace,
+				Namespace: o.RecordsNamespace, Store: name, AnnotationKey: annotation,
+				VPANamespace: namespace, IgnoredNamespaces: o.IgnoredVPANamespaces,
 				Metrics: recordsMetrics, Now: time.Now, Owns: owns,
 			})
 		}
