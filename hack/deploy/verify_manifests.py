@@ -39,8 +39,8 @@ VPA_WEBHOOK = "vpa-inplace-vpas"
 UPDATER_CONFIG = "vpa-inplace-updater-config"
 CERTIFICATE = "vpa-inplace-admission"
 INJECT_CA = "cert-manager.io/inject-ca-from"
-# Metrics the alerts and the dashboard may use besides ours (kube-state-metrics).
-EXTERNAL_METRICS = {"kube_lease_renew_time"}
+# Metrics the alerts and the dashboard may use besides ours (none today).
+EXTERNAL_METRICS = set()
 
 CLUSTER_SCOPED = {
     "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
