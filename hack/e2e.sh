@@ -157,6 +157,7 @@ run_profile() {
   local rc=0
   if ! KUBECONFIG=${KUBECONFIG} E2E_PROFILE=${profile} E2E_UPDATER_METRICS="http://127.0.0.1:${updater_metrics}/metrics" \
     E2E_UPDATER_RESTART="${logs}/restart-updater-a.sh" E2E_UPDATER_PIDFILE="${logs}/updater-a.pid" \
+    E2E_UPDATER_KUBECONFIG="${out}/updater.kubeconfig" \
     E2E_STANDBY_RESTART="${logs}/restart-updater-b.sh" E2E_STANDBY_PIDFILE="${logs}/updater-b.pid" \
     E2E_STANDBY_METRICS="http://127.0.0.1:${standby_metrics}/metrics" E2E_DEFERRED_WARNING_AFTER=5s \
     E2E_RECOMMENDER_NAME="${CLUSTER_RECOMMENDER_NAME}" E2E_RECOMMENDER_INTERVAL="${CLUSTER_RECOMMENDER_INTERVAL}" \
