@@ -184,6 +184,18 @@ else
   fi
 fi
 
+# The updater's ValidatingAdmissionPolicies, evaluated by the API server's own
+# admission code (hack/deploy/policytest, a module of its own): what the
+# updater writes is allowed, anything else by its ServiceAccount refused with
+# the rule's message, and the expressions' cost stays far within the budget.
+if ! (cd hack/deploy/policytest && GOWORK=off go test -count=1 . >"${work}/policytest.out" 2>&1); then
+  echo "FAIL: the updater's admission policies (hack/deploy/policytest):"
+  sed -e 's/^/    /' "${work}/policytest.out" | tail -n 30
+  status=1
+elif [[ ${1:-} == -v ]]; then
+  echo "ok    the updater's admission policies allow and refuse what hack/deploy/policytest expects"
+fi
+
 # The alerting rules of the chart, as rendered, against their unit tests.
 if ! hack/monitoring/test-rules.sh "${helm}" "${promtool}" "${chart_dir}"; then
   status=1

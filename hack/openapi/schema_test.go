@@ -126,7 +126,9 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name: "unknown field in a list item behind a $ref",
-			edit: func(s string) string { return strings.Replace(s, "    - name: b\n", "    - name: b\n      wieght: 2\n", 1) },
+			edit: func(s string) string {
+				return strings.Replace(s, "    - name: b\n", "    - name: b\n      wieght: 2\n", 1)
+			},
 			want: []string{"spec.parts[1].wieght: unknown field"},
 		},
 		{
