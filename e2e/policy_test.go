@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
@@ -36,16 +37,26 @@ const (
 	policyVPAStatus         = "vpa-inplace-updater may change only its InPlaceResizeBlocked condition in a VerticalPodAutoscaler's status"
 )
 
-// updaterClients are clients authenticated as the updater's ServiceAccount,
+// updaterClients are clients authenticated as the updater's ServiceAccount:
 // from the kubeconfig the updater runs with (E2E_UPDATER_KUBECONFIG, written
-// by hack/deploy/local-apply.sh).
+// by hack/deploy/local-apply.sh), or else the cluster admin impersonating
+// that ServiceAccount (E2E_UPDATER_SERVICEACCOUNT, default
+// vpa-inplace-system:vpa-inplace-updater), which is what RBAC and the
+// policies see either way.
 func updaterClients(t *testing.T) (kubernetes.Interface, vpaclientset.Interface) {
 	t.Helper()
-	path := os.Getenv("E2E_UPDATER_KUBECONFIG")
-	if path == "" {
-		t.Fatalf("E2E_UPDATER_KUBECONFIG is not set")
+	var config *rest.Config
+	var err error
+	if path := os.Getenv("E2E_UPDATER_KUBECONFIG"); path != "" {
+		config, err = clientcmd.BuildConfigFromFlags("", path)
+	} else {
+		config, err = clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+		if err == nil {
+			config.Impersonate = rest.ImpersonationConfig{
+				UserName: "system:serviceaccount:" + env("E2E_UPDATER_SERVICEACCOUNT", "vpa-inplace-system:vpa-inplace-updater"),
+			}
+		}
 	}
-	config, err := clientcmd.BuildConfigFromFlags("", path)
 	require.NoError(t, err)
 	return kubernetes.NewForConfigOrDie(config), vpaclientset.NewForConfigOrDie(config)
 }
