@@ -48,6 +48,7 @@ func updaterClients(t *testing.T) (kubernetes.Interface, vpaclientset.Interface)
 	var config *rest.Config
 	var err error
 	if path := os.Getenv("E2E_UPDATER_KUBECONFIG"); path != "" {
+		t.Logf("as the updater, with the token of %s", path)
 		config, err = clientcmd.BuildConfigFromFlags("", path)
 	} else {
 		config, err = clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
@@ -55,6 +56,7 @@ func updaterClients(t *testing.T) (kubernetes.Interface, vpaclientset.Interface)
 			config.Impersonate = rest.ImpersonationConfig{
 				UserName: "system:serviceaccount:" + env("E2E_UPDATER_SERVICEACCOUNT", "vpa-inplace-system:vpa-inplace-updater"),
 			}
+			t.Logf("as the updater, impersonating %s", config.Impersonate.UserName)
 		}
 	}
 	require.NoError(t, err)
