@@ -40,7 +40,7 @@ fuzz: ## Fuzz the webhook's request handling and the records decoder, FUZZTIME e
 ##@ Deploy
 
 .PHONY: verify-deploy
-verify-deploy: ## Check deploy/ and the chart: kustomize, helm lint/template, RBAC, webhooks, CRD copies, alert tests.
+verify-deploy: ## Check deploy/ and the chart: kustomize, helm lint/template, RBAC, admission policies, webhooks, CRD copies, OpenAPI of 1.33-1.37, alert tests.
 	hack/deploy/verify-manifests.sh
 
 .PHONY: update-crd

@@ -10,7 +10,8 @@
 # Env: E2E_PROFILES (default "v1.37 v1.35-kubelet"), E2E_RUN (go test -run
 # pattern), E2E_KEEP=1 keeps the last cluster running for inspection,
 # E2E_DEPLOY_FROM=deploy applies deploy/overlays/local instead of the chart,
-# E2E_STEADY_DURATION (unset: not run; e.g. 10m) how long the steady-usage scenario counts resizes.
+# E2E_STEADY_DURATION (unset: not run; e.g. 10m) how long the steady-usage scenario counts resizes,
+# E2E_UPDATER_KUBECONFIG= (empty) makes the policy test impersonate the updater instead of using its token.
 # Logs: _output/e2e/<profile>/.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
@@ -157,6 +158,7 @@ run_profile() {
   local rc=0
   if ! KUBECONFIG=${KUBECONFIG} E2E_PROFILE=${profile} E2E_UPDATER_METRICS="http://127.0.0.1:${updater_metrics}/metrics" \
     E2E_UPDATER_RESTART="${logs}/restart-updater-a.sh" E2E_UPDATER_PIDFILE="${logs}/updater-a.pid" \
+    E2E_UPDATER_KUBECONFIG="${E2E_UPDATER_KUBECONFIG-${out}/updater.kubeconfig}" \
     E2E_STANDBY_RESTART="${logs}/restart-updater-b.sh" E2E_STANDBY_PIDFILE="${logs}/updater-b.pid" \
     E2E_STANDBY_METRICS="http://127.0.0.1:${standby_metrics}/metrics" E2E_DEFERRED_WARNING_AFTER=5s \
     E2E_RECOMMENDER_NAME="${CLUSTER_RECOMMENDER_NAME}" E2E_RECOMMENDER_INTERVAL="${CLUSTER_RECOMMENDER_INTERVAL}" \

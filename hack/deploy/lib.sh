@@ -121,6 +121,8 @@ deploy::api_path() {
     ClusterRoleBinding) plural=clusterrolebindings namespaced=false ;;
     MutatingWebhookConfiguration) plural=mutatingwebhookconfigurations namespaced=false ;;
     ValidatingWebhookConfiguration) plural=validatingwebhookconfigurations namespaced=false ;;
+    ValidatingAdmissionPolicy) plural=validatingadmissionpolicies namespaced=false ;;
+    ValidatingAdmissionPolicyBinding) plural=validatingadmissionpolicybindings namespaced=false ;;
     ServiceAccount) plural=serviceaccounts ;;
     Role) plural=roles ;;
     RoleBinding) plural=rolebindings ;;

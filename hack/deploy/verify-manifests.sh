@@ -6,7 +6,9 @@
 # pods/resize patch for the updater, ...), the webhooks and Deployments have
 # the settings deploy/README.md promises, the CRD is the one of the VPA module
 # in go.mod, and the chart (helm lint, helm template with its schema) renders
-# deploy/'s CRDs, RBAC and webhook settings; the chart's alerting rules pass
+# deploy/'s CRDs, RBAC, admission policies and webhook settings; every
+# rendered object validates against the OpenAPI of Kubernetes 1.33 to 1.37
+# (hack/openapi/check.sh); the chart's alerting rules pass
 # `promtool test rules`. Prints FAIL lines and a final OK/FAIL line.
 #
 # Usage: hack/deploy/verify-manifests.sh [-v]   (-v also prints passing checks)
@@ -126,6 +128,13 @@ for f in hack/deploy/chart-invalid/*.yaml; do
   fi
 done
 
+# The rendered objects, for the checks below, with the caBundle placeholder
+# (not base64, on purpose) replaced by a valid value.
+(cd "${work}" && find rendered chart -name '*.yaml') | while IFS= read -r f; do
+  mkdir -p "$(dirname "${work}/decode/${f}")"
+  sed -e "s#${DEPLOY_CA_BUNDLE_PLACEHOLDER}#Cg==#" "${work}/${f}" >"${work}/decode/${f}"
+done
+
 # Every rendered object decodes strictly (no unknown field, no wrong type) into
 # the Kubernetes API types of 1.37 (the product's go.mod) and 1.35 (the
 # go.mod of hack/cluster/kubelet-v1.35): a throwaway program built outside the
@@ -143,14 +152,6 @@ for api in product:go.mod 1.35:hack/cluster/kubelet-v1.35/go.mod; do
     status=1
     continue
   fi
-  if [[ ! -d ${work}/decode ]]; then
-    # The caBundle placeholder is not base64 (on purpose): a valid value for
-    # decoding.
-    (cd "${work}" && find rendered chart -name '*.yaml') | while IFS= read -r f; do
-      mkdir -p "$(dirname "${work}/decode/${f}")"
-      sed -e "s#${DEPLOY_CA_BUNDLE_PLACEHOLDER}#Cg==#" "${work}/${f}" >"${work}/decode/${f}"
-    done
-  fi
   mapfile -t rendered < <(find "${work}/decode" -name '*.yaml' | sort)
   if ! "${dir}/strictdecode" "${rendered[@]}" >"${dir}/out.txt"; then
     echo "FAIL: rendered objects do not decode strictly into the API types of ${mod}:"
@@ -160,6 +161,40 @@ for api in product:go.mod 1.35:hack/cluster/kubelet-v1.35/go.mod; do
     sed -e "s#${work}/decode/##" -e "s#^ok    #ok    API types of ${mod}: #" "${dir}/out.txt"
   fi
 done
+
+# Every rendered object against the OpenAPI v3 schemas of Kubernetes 1.33 to
+# 1.37 (hack/openapi/check.sh), after the checker's own tests, which show it
+# refusing bad objects.
+if ! (cd hack/openapi && GOWORK=off go test -count=1 . >"${work}/openapi-test.out" 2>&1); then
+  echo "FAIL: the tests of hack/openapi:"
+  sed -e 's/^/    /' "${work}/openapi-test.out" | tail -n 20
+  status=1
+fi
+mapfile -t rendered < <(find "${work}/decode" -name '*.yaml' | sort)
+verbose=()
+[[ ${1:-} == -v ]] && verbose=(-v)
+if ! hack/openapi/check.sh "${verbose[@]}" "${rendered[@]}" >"${work}/openapi.out" 2>&1; then
+  echo "FAIL: rendered objects do not validate against the Kubernetes OpenAPI:"
+  grep -v '^ok\|^skip' "${work}/openapi.out" | sed -e "s#${work}/decode/##" -e 's/^/    /'
+  status=1
+else
+  sed -e "s#${work}/decode/##" -e 's/^/ok    OpenAPI: /' "${work}/openapi.out" | grep -v '^ok    OpenAPI: \(ok\|skip\) ' || true
+  if [[ ${1:-} == -v ]]; then
+    sed -e "s#${work}/decode/##" "${work}/openapi.out" | grep '^\(ok\|skip\) '
+  fi
+fi
+
+# The updater's ValidatingAdmissionPolicies, evaluated by the API server's own
+# admission code (hack/deploy/policytest, a module of its own): what the
+# updater writes is allowed, anything else by its ServiceAccount refused with
+# the rule's message, and the expressions' cost stays far within the budget.
+if ! (cd hack/deploy/policytest && GOWORK=off go test -count=1 . >"${work}/policytest.out" 2>&1); then
+  echo "FAIL: the updater's admission policies (hack/deploy/policytest):"
+  sed -e 's/^/    /' "${work}/policytest.out" | tail -n 30
+  status=1
+elif [[ ${1:-} == -v ]]; then
+  echo "ok    the updater's admission policies allow and refuse what hack/deploy/policytest expects"
+fi
 
 # The alerting rules of the chart, as rendered, against their unit tests.
 if ! hack/monitoring/test-rules.sh "${helm}" "${promtool}" "${chart_dir}"; then
@@ -246,7 +281,7 @@ fi
 
 if ! python3 hack/deploy/verify_manifests.py --deploy-dir "${deploy_dir}" \
   --rendered-dir "${work}/rendered" "${kustomized[@]}" --chart-dir "${chart_dir}" \
-  --chart-rendered-dir "${work}/chart" --metrics-source pkg/updater/metrics.go \
+  --chart-rendered-dir "${work}/chart" --metrics-source pkg/updater/metrics.go --metrics-source cmd/updater/app/leadermetric.go \
   --metrics-source pkg/admission/metrics.go "${mirror[@]}" "$@"; then
   status=1
 fi

@@ -39,12 +39,13 @@ VPA_WEBHOOK = "vpa-inplace-vpas"
 UPDATER_CONFIG = "vpa-inplace-updater-config"
 CERTIFICATE = "vpa-inplace-admission"
 INJECT_CA = "cert-manager.io/inject-ca-from"
-# Metrics the alerts and the dashboard may use besides ours (kube-state-metrics).
-EXTERNAL_METRICS = {"kube_lease_renew_time"}
+# Metrics the alerts and the dashboard may use besides ours (none today).
+EXTERNAL_METRICS = set()
 
 CLUSTER_SCOPED = {
     "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
     "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
 }
 READ = ["get", "list", "watch"]
 CONTROLLERS = [
@@ -471,6 +472,74 @@ def check_workloads(c, where, objs, chart=False):
                     f"{where}: Service {SERVICE} maps 443 to the webhook port", json.dumps(sp))
 
 
+# ---------------------------------------------------------------- admission policies
+
+POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+JOBS_POLICY = "vpa-inplace-updater-jobs"
+VPAS_POLICY = "vpa-inplace-updater-vpas"
+
+
+def go_strings(root, pattern):
+    """The string literals matching pattern in the non-test Go files under root."""
+    found = set()
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(".go") and not name.endswith("_test.go"):
+                with open(os.path.join(dirpath, name), encoding="utf-8") as f:
+                    found.update(re.findall(pattern, f.read()))
+    return found
+
+
+def policy_text(policy):
+    return json.dumps(policy.get("spec") or {})
+
+
+def check_admission_policies(c, where, objs, namespace=NAMESPACE):
+    """The updater's ValidatingAdmissionPolicies: one for Jobs and one for
+    VPAs, failing closed, matching the updater's ServiceAccount only, denying
+    through a binding, every rule with a message; the VPA policy knows the
+    updater's condition and leaves the users' annotations alone."""
+    user = f"system:serviceaccount:{namespace}:{UPDATER_SA}"
+    for name, group, resource in ((JOBS_POLICY, "batch", "jobs"),
+                                  (VPAS_POLICY, "autoscaling.k8s.io", "verticalpodautoscalers")):
+        policy = (find(objs, "ValidatingAdmissionPolicy", name) or [None])[0]
+        if not c.check(policy is not None, f"{where}: has ValidatingAdmissionPolicy {name}"):
+            continue
+        spec = policy.get("spec") or {}
+        c.check(spec.get("failurePolicy") == "Fail", f"{where}: {name} fails closed")
+        rules = ((spec.get("matchConstraints") or {}).get("resourceRules")) or []
+        c.check(any(group in r.get("apiGroups", []) and resource in r.get("resources", [])
+                    and f"{resource}/*" in r.get("resources", []) and "UPDATE" in r.get("operations", [])
+                    for r in rules), f"{where}: {name} matches {resource} and their subresources", json.dumps(rules))
+        conds = spec.get("matchConditions") or []
+        c.check(len(conds) == 1 and conds[0].get("expression") == f"request.userInfo.username == '{user}'",
+                f"{where}: {name} matches only {user}", json.dumps(conds))
+        vals = spec.get("validations") or []
+        c.check(bool(vals) and all(v.get("message") and v.get("reason") == "Forbidden" for v in vals),
+                f"{where}: {name}: every rule refuses with Forbidden and a message")
+        bindings = [b for b in find(objs, "ValidatingAdmissionPolicyBinding")
+                    if (b.get("spec") or {}).get("policyName") == name]
+        c.check(len(bindings) == 1 and bindings[0]["spec"].get("validationActions") == ["Deny"]
+                and not bindings[0]["spec"].get("matchResources") and not bindings[0]["spec"].get("paramRef"),
+                f"{where}: {name} is bound once, to deny everywhere")
+    vpas = (find(objs, "ValidatingAdmissionPolicy", VPAS_POLICY) or [None])[0]
+    if vpas is None:
+        return
+    text = policy_text(vpas)
+    conditions = go_strings("pkg/updater", r'ConditionInPlaceResizeBlocked\s+[\w.]*\s*=\s*"([^"]+)"')
+    c.check(len(conditions) == 1 and all(f"'{t}'" in text for t in conditions),
+            f"{where}: {VPAS_POLICY} allows the condition the updater writes", str(sorted(conditions)))
+    settings = [v.get("expression", "") for v in (vpas.get("spec") or {}).get("variables") or []
+                if v.get("name") == "settings"]
+    settings = set(re.findall(r"'([^']+)'", settings[0] if len(settings) == 1 else ""))
+    read = go_strings("pkg/updater", r'"(vpa-inplace\.dev/[a-z0-9-]+)"')
+    written = go_strings("pkg/records", r'"(vpa-inplace\.dev/[a-z0-9-]+)"')
+    c.check(bool(read) and read <= settings, f"{where}: {VPAS_POLICY} keeps the users' vpa-inplace.dev/ annotations "
+            "(those pkg/updater reads) from the updater", f"settings {sorted(settings)}, read {sorted(read)}")
+    c.check(bool(written) and not written & settings, f"{where}: {VPAS_POLICY} lets the updater write its records' "
+            "annotations (those of pkg/records)", f"settings {sorted(settings)}, written {sorted(written)}")
+
+
 # ---------------------------------------------------------------- per root
 
 def check_identity(c, where, objs):
@@ -589,9 +658,16 @@ def check_chart(c, case, objs, base, values):
                 else f"{where}: no {component} RBAC when disabled")
         if not enabled:
             c.check(not find(objs, "Deployment", f"vpa-inplace-{component}"), f"{where}: no {component} when disabled")
+            if component == "updater":
+                c.check(not [o for o in objs if o["kind"] in POLICY_KINDS], f"{where}: no admission policies without the updater")
             continue
         if component == "updater":
             check_updater_rbac(c, where, objs)
+            policies = [o for o in objs if o["kind"] in POLICY_KINDS]
+            on = ((values.get("updater") or {}).get("admissionPolicy") or {}).get("enabled", True)
+            c.check(canonical(policies) == canonical([o for o in base if o["kind"] in POLICY_KINDS] if on else []),
+                    f"{where}: the updater's admission policies are deploy/base's" if on
+                    else f"{where}: no admission policies when updater.admissionPolicy.enabled is false")
         else:
             check_admission_rbac(c, where, objs)
         dep = (find(objs, "Deployment", f"vpa-inplace-{component}") or [None])[0]
@@ -712,6 +788,7 @@ def main():
         check_rbac_hygiene(c, root, objs)
         if find(objs, "ServiceAccount", UPDATER_SA):
             check_updater_rbac(c, root, objs)
+            check_admission_policies(c, root, objs)
         if find(objs, "ServiceAccount", ADMISSION_SA):
             check_admission_rbac(c, root, objs)
         if find(objs, "MutatingWebhookConfiguration") or find(objs, "ValidatingWebhookConfiguration"):
@@ -738,7 +815,7 @@ def main():
         for o in shared:
             c.check(base_by_id.get(ident(o)) == o, f"overlays/local: {show(o)} is identical to base")
         for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-                     "CustomResourceDefinition"):
+                     "CustomResourceDefinition") + POLICY_KINDS:
             c.check({ident(o) for o in find(local, kind)} == {ident(o) for o in find(base, kind)},
                     f"overlays/local: has every {kind} of base")
         hooks = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")

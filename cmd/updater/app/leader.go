@@ -21,8 +21,9 @@ var errLeadershipLost = errors.New("leader election lost")
 
 // runAsLeader runs work only while holding the Lease. Losing the lease
 // cancels work's context and, once work has returned, returns
-// errLeadershipLost. Cancelling ctx releases the lease.
-func runAsLeader(ctx context.Context, kube kubernetes.Interface, cfg componentbaseconfig.LeaderElectionConfiguration, work func(context.Context) error) error {
+// errLeadershipLost. Cancelling ctx releases the lease. leader (may be nil)
+// is 1 from winning the lease until losing or releasing it.
+func runAsLeader(ctx context.Context, kube kubernetes.Interface, cfg componentbaseconfig.LeaderElectionConfiguration, leader *leaderGauge, work func(context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	identity := os.Getenv("POD_NAME")
 	if identity == "" {
@@ -47,8 +48,14 @@ func runAsLeader(ctx context.Context, kube kubernetes.Interface, cfg componentba
 		ReleaseOnCancel: true,
 		Name:            UserAgent,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leaderCtx context.Context) { leading <- leaderCtx },
-			OnStoppedLeading: func() { logger.Info("No longer the leader", "identity", identity) },
+			OnStartedLeading: func(leaderCtx context.Context) {
+				leader.set(true)
+				leading <- leaderCtx
+			},
+			OnStoppedLeading: func() {
+				leader.set(false)
+				logger.Info("No longer the leader", "identity", identity)
+			},
 			OnNewLeader: func(current string) {
 				if current != identity {
 					logger.Info("Another replica leads", "leader", current)

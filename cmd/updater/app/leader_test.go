@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -53,9 +54,9 @@ func TestOnlyOneReplicaWorksAndTheOtherTakesOver(t *testing.T) {
 	defer stopB()
 	doneA, doneB := make(chan error, 1), make(chan error, 1)
 	t.Setenv("POD_NAME", "a")
-	go func() { doneA <- runAsLeader(ctxA, kube, fastLease(), work) }()
+	go func() { doneA <- runAsLeader(ctxA, kube, fastLease(), nil, work) }()
 	require.Eventually(t, func() bool { return working.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
-	go func() { doneB <- runAsLeader(ctxB, kube, fastLease(), work) }()
+	go func() { doneB <- runAsLeader(ctxB, kube, fastLease(), nil, work) }()
 	time.Sleep(500 * time.Millisecond)
 	assert.Equal(t, int32(1), working.Load(), "the second replica waits")
 
@@ -87,8 +88,9 @@ func TestLosingTheLeaseStopsWorkAndReturns(t *testing.T) {
 	})
 	var stopped atomic.Bool
 	done := make(chan error, 1)
+	leader, _ := newTestLeaderGauge(t)
 	go func() {
-		done <- runAsLeader(ctx, kube, fastLease(), func(c context.Context) error {
+		done <- runAsLeader(ctx, kube, fastLease(), leader, func(c context.Context) error {
 			<-c.Done()
 			stopped.Store(true)
 			return nil
@@ -98,6 +100,8 @@ func TestLosingTheLeaseStopsWorkAndReturns(t *testing.T) {
 		_, err := kube.CoordinationV1().Leases("vpa-inplace-system").Get(ctx, "vpa-inplace-updater", metav1.GetOptions{})
 		return err == nil
 	}, 10*time.Second, 10*time.Millisecond)
+
+	require.Eventually(t, func() bool { return testutil.ToFloat64(leader.gauge) == 1 }, 10*time.Second, 10*time.Millisecond, "leading")
 
 	// Another replica takes the lease over. From now on this replica's
 	// updates are refused: set before the takeover, or a renewal slipping in
@@ -118,6 +122,7 @@ func TestLosingTheLeaseStopsWorkAndReturns(t *testing.T) {
 	case err := <-done:
 		assert.True(t, errors.Is(err, errLeadershipLost), "got %v", err)
 		assert.True(t, stopped.Load(), "work was stopped")
+		assert.Equal(t, 0.0, testutil.ToFloat64(leader.gauge), "no longer the leader")
 	case <-time.After(20 * time.Second):
 		t.Fatal("losing the lease did not stop the updater")
 	}

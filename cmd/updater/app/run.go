@@ -68,6 +68,10 @@ func Run(ctx context.Context, o *Options) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	config.Wrap(metrics.InstrumentTransport)
+	leader, err := newLeaderGauge(registry)
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
 
 	kube, err := kubernetes.NewForConfig(config)
 	if err != nil {
@@ -266,9 +270,11 @@ func Run(ctx context.Context, o *Options) error {
 		return nil
 	}
 	if !o.LeaderElection.LeaderElect {
+		leader.set(true)
+		defer leader.set(false)
 		return ctrl.Run(ctx)
 	}
-	return runAsLeader(ctx, kube, o.LeaderElection, ctrl.Run)
+	return runAsLeader(ctx, kube, o.LeaderElection, leader, ctrl.Run)
 }
 
 // newRecorder returns an event recorder for pods and VPAs, and the function

@@ -1,0 +1,277 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
+)
+
+// The messages of deploy/base/updater/policy/admission-policy.yaml.
+const (
+	policyJobsOnlySuspended = "vpa-inplace-updater may change only suspended Jobs, and may not resume them"
+	policyJobsMetadata      = "vpa-inplace-updater may not change a Job's metadata"
+	policyJobsResourcesOnly = "vpa-inplace-updater may change only the resources of a suspended Job's containers and init containers"
+	policyVPASpec           = "vpa-inplace-updater may not change a VerticalPodAutoscaler's spec"
+	policyVPAMetadata       = "vpa-inplace-updater may change only its own annotations in a VerticalPodAutoscaler's metadata"
+	policyVPAAnnotations    = "vpa-inplace-updater may change only its own annotations (vpa-inplace.dev/..., not vpa-inplace.dev/paused or vpa-inplace.dev/resize-when)"
+	policyVPAStatus         = "vpa-inplace-updater may change only its InPlaceResizeBlocked condition in a VerticalPodAutoscaler's status"
+)
+
+// updaterClients are clients authenticated as the updater's ServiceAccount:
+// from the kubeconfig the updater runs with (E2E_UPDATER_KUBECONFIG, written
+// by hack/deploy/local-apply.sh), or else the cluster admin impersonating
+// that ServiceAccount (E2E_UPDATER_SERVICEACCOUNT, default
+// vpa-inplace-system:vpa-inplace-updater), which is what RBAC and the
+// policies see either way.
+func updaterClients(t *testing.T) (kubernetes.Interface, vpaclientset.Interface) {
+	t.Helper()
+	var config *rest.Config
+	var err error
+	if path := os.Getenv("E2E_UPDATER_KUBECONFIG"); path != "" {
+		t.Logf("as the updater, with the token of %s", path)
+		config, err = clientcmd.BuildConfigFromFlags("", path)
+	} else {
+		config, err = clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+		if err == nil {
+			config.Impersonate = rest.ImpersonationConfig{
+				UserName: "system:serviceaccount:" + env("E2E_UPDATER_SERVICEACCOUNT", "vpa-inplace-system:vpa-inplace-updater"),
+			}
+			t.Logf("as the updater, impersonating %s", config.Impersonate.UserName)
+		}
+	}
+	require.NoError(t, err)
+	return kubernetes.NewForConfigOrDie(config), vpaclientset.NewForConfigOrDie(config)
+}
+
+// requireRefusedByPolicy checks that err is the policy's refusal: 403 with
+// its message.
+func requireRefusedByPolicy(t *testing.T, err error, message, what string) {
+	t.Helper()
+	require.Error(t, err, "%s must be refused", what)
+	assert.True(t, apierrors.IsForbidden(err), "%s: want 403 from the admission policy, got %v", what, err)
+	assert.Contains(t, err.Error(), message, what)
+}
+
+// suspendedRef is the target of the test's VPA: the suspended Job.
+func suspendedRef() *autoscalingv1.CrossVersionObjectReference {
+	return &autoscalingv1.CrossVersionObjectReference{APIVersion: "batch/v1", Kind: "Job", Name: "suspended"}
+}
+
+func mergePatch(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
+
+// TestUpdaterIdentityIsNarrowedByAdmissionPolicy: with the updater's own
+// token, what the updater writes (resources of a suspended Job's containers
+// and init containers; its record annotations, added and removed; its
+// InPlaceResizeBlocked condition) is accepted, and anything else on Jobs and
+// VPAs that RBAC would let through is refused by the shipped
+// ValidatingAdmissionPolicies with their message. The same changes by the
+// cluster admin are accepted: the policies match the updater alone.
+func TestUpdaterIdentityIsNarrowedByAdmissionPolicy(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ctx := ctxFor(t)
+	updKube, updVPAs := updaterClients(t)
+
+	template := jobTemplate("policy")
+	template.Spec.InitContainers = []corev1.Container{{
+		Name:      "init",
+		Image:     "registry.invalid/init:1",
+		Resources: corev1.ResourceRequirements{Requests: rl("50m", "32Mi")},
+	}}
+	suspended := createSuspendedJob(t, ns, &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "suspended"},
+		Spec:       batchv1.JobSpec{Template: template},
+	})
+	running, err := kube.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "running"},
+		Spec:       batchv1.JobSpec{Template: jobTemplate("policy-running"), BackoffLimit: ptr.To[int32](0)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	mode := vpatypes.UpdateModeOff
+	vpa, err := vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Create(ctx, &vpatypes.VerticalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "policy", Annotations: map[string]string{
+			"team": "a", "vpa-inplace.dev/paused": "false",
+		}},
+		Spec: vpatypes.VerticalPodAutoscalerSpec{
+			TargetRef:    suspendedRef(),
+			UpdatePolicy: &vpatypes.PodUpdatePolicy{UpdateMode: &mode},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	recommend(t, ns, vpa.Name, "100m", "100Mi")
+
+	patchVPA := func(p any, subresources ...string) error {
+		_, err := updVPAs.AutoscalingV1().VerticalPodAutoscalers(ns).Patch(ctx, vpa.Name, types.MergePatchType, mergePatch(t, p), metav1.PatchOptions{}, subresources...)
+		return err
+	}
+	patchJob := func(name string, p any) error {
+		_, err := updKube.BatchV1().Jobs(ns).Patch(ctx, name, types.StrategicMergePatchType, mergePatch(t, p), metav1.PatchOptions{})
+		return err
+	}
+	resources := func(container, cpu, mem string) map[string]any {
+		return map[string]any{"name": container, "resources": map[string]any{"requests": map[string]string{"cpu": cpu, "memory": mem}}}
+	}
+
+	// The policies are applied with the cluster: wait until the API server
+	// enforces them (a refused label is the sign; one that got through is
+	// taken off again by the admin).
+	waitFor(t, eventually, "the updater's admission policy enforced", func(ctx context.Context) (bool, error) {
+		err := patchVPA(map[string]any{"metadata": map[string]any{"labels": map[string]string{"probe": "x"}}})
+		if err == nil {
+			_, err := vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Patch(ctx, vpa.Name, types.MergePatchType,
+				[]byte(`{"metadata":{"labels":{"probe":null}}}`), metav1.PatchOptions{})
+			return false, err
+		}
+		if !apierrors.IsForbidden(err) {
+			t.Logf("a label by the updater: %v", err)
+		}
+		return apierrors.IsForbidden(err), nil
+	})
+
+	t.Run("jobs", func(t *testing.T) {
+		// Allowed: what BuildJobPatch sends, on containers and init containers.
+		require.NoError(t, patchJob(suspended.Name, map[string]any{
+			"metadata": map[string]any{"resourceVersion": getJob(t, ns, suspended.Name).ResourceVersion},
+			"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+				"containers": []any{resources("app", "200m", "200Mi")},
+			}}},
+		}), "the resources of a suspended Job's container")
+		require.NoError(t, patchJob(suspended.Name, map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"initContainers": []any{resources("init", "60m", "40Mi")},
+		}}}}), "the resources of a suspended Job's init container")
+		got := getJob(t, ns, suspended.Name)
+		assert.Equal(t, "200m", ptr.To(got.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]).String())
+		assert.Equal(t, "60m", ptr.To(got.Spec.Template.Spec.InitContainers[0].Resources.Requests[corev1.ResourceCPU]).String())
+
+		// Refused by the policy: changes the API server itself allows.
+		requireRefusedByPolicy(t, patchJob(suspended.Name, map[string]any{"spec": map[string]any{"suspend": false}}),
+			policyJobsOnlySuspended, "resuming a suspended Job")
+		requireRefusedByPolicy(t, patchJob(suspended.Name, map[string]any{
+			"spec": map[string]any{"suspend": false, "template": map[string]any{"spec": map[string]any{"containers": []any{resources("app", "300m", "300Mi")}}}},
+		}), policyJobsOnlySuspended, "resuming a suspended Job along with new resources")
+		requireRefusedByPolicy(t, patchJob(suspended.Name, map[string]any{"spec": map[string]any{"parallelism": 3}}),
+			policyJobsResourcesOnly, "a suspended Job's parallelism")
+		requireRefusedByPolicy(t, patchJob(suspended.Name, map[string]any{"spec": map[string]any{"template": map[string]any{
+			"spec": map[string]any{"nodeSelector": map[string]string{"kubernetes.io/hostname": "hollow-2"}},
+		}}}), policyJobsResourcesOnly, "a suspended Job's node selector")
+		requireRefusedByPolicy(t, patchJob(suspended.Name, map[string]any{"spec": map[string]any{"template": map[string]any{
+			"metadata": map[string]any{"labels": map[string]string{"extra": "x"}},
+		}}}), policyJobsResourcesOnly, "a suspended Job's pod template labels")
+		requireRefusedByPolicy(t, patchJob(suspended.Name, map[string]any{"metadata": map[string]any{"labels": map[string]string{"extra": "x"}}}),
+			policyJobsMetadata, "a suspended Job's labels")
+		requireRefusedByPolicy(t, patchJob(running.Name, map[string]any{"spec": map[string]any{"parallelism": 2}}),
+			policyJobsOnlySuspended, "a running Job's parallelism")
+		requireRefusedByPolicy(t, patchJob(running.Name, map[string]any{"metadata": map[string]any{"annotations": map[string]string{"extra": "x"}}}),
+			policyJobsOnlySuspended, "a running Job's annotations")
+
+		// Refused before the policy, by the API server's own validation of
+		// Jobs (the template of a running Job, and all but resources in a
+		// suspended Job's containers, are immutable): refused all the same.
+		err := patchJob(suspended.Name, map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"containers": []any{map[string]any{"name": "app", "image": "registry.invalid/other:1"}},
+		}}}})
+		assert.True(t, isForbiddenOrInvalid(err), "a suspended Job's image: %v", err)
+		err = patchJob(running.Name, map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"containers": []any{resources("app", "300m", "300Mi")},
+		}}}})
+		assert.True(t, isForbiddenOrInvalid(err), "a running Job's resources: %v", err)
+
+		got = getJob(t, ns, suspended.Name)
+		assert.True(t, ptr.Deref(got.Spec.Suspend, false), "still suspended")
+		assert.Equal(t, int32(1), ptr.Deref(got.Spec.Parallelism, 1), "parallelism unchanged")
+		assert.Equal(t, template.Spec.NodeSelector, got.Spec.Template.Spec.NodeSelector, "node selector unchanged")
+		assert.Empty(t, got.Labels["extra"], "labels unchanged")
+		assert.Equal(t, "registry.invalid/app:1", got.Spec.Template.Spec.Containers[0].Image)
+
+		// The admin is not matched.
+		_, err = kube.BatchV1().Jobs(ns).Patch(ctx, suspended.Name, types.StrategicMergePatchType,
+			[]byte(`{"metadata":{"labels":{"extra":"x"}}}`), metav1.PatchOptions{})
+		require.NoError(t, err, "the admin labels a Job")
+	})
+
+	t.Run("vpas", func(t *testing.T) {
+		uid := string(vpa.UID)
+		annotate := func(key string, value any) map[string]any {
+			return map[string]any{"metadata": map[string]any{"uid": uid, "annotations": map[string]any{key: value}}}
+		}
+		// Allowed: the records' annotations, written and removed as
+		// pkg/records does (merge patch with a UID precondition).
+		for _, key := range []string{"vpa-inplace.dev/infeasible-attempts", "vpa-inplace.dev/memory-limit-holds"} {
+			require.NoError(t, patchVPA(annotate(key, `{"version":1}`)), "writing %s", key)
+			require.NoError(t, patchVPA(annotate(key, nil)), "removing %s", key)
+		}
+		// Allowed: the InPlaceResizeBlocked condition, next to the others.
+		current, err := vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Get(ctx, vpa.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		conditions := append(current.Status.Conditions, vpatypes.VerticalPodAutoscalerCondition{
+			Type: "InPlaceResizeBlocked", Status: corev1.ConditionFalse, Reason: "AllResized", LastTransitionTime: metav1.Now(),
+		})
+		require.NoError(t, patchVPA(map[string]any{
+			"metadata": map[string]any{"resourceVersion": current.ResourceVersion},
+			"status":   map[string]any{"conditions": conditions},
+		}, "status"), "the InPlaceResizeBlocked condition")
+
+		// Refused by the policy.
+		requireRefusedByPolicy(t, patchVPA(map[string]any{"spec": map[string]any{"updatePolicy": map[string]any{"updateMode": "Recreate"}}}),
+			policyVPASpec, "a VPA's updateMode")
+		requireRefusedByPolicy(t, patchVPA(annotate("team", "b")), policyVPAAnnotations, "a foreign annotation")
+		requireRefusedByPolicy(t, patchVPA(annotate("team", nil)), policyVPAAnnotations, "removing a foreign annotation")
+		requireRefusedByPolicy(t, patchVPA(annotate("vpa-inplace.dev/paused", "true")), policyVPAAnnotations, "the user's vpa-inplace.dev/paused")
+		requireRefusedByPolicy(t, patchVPA(map[string]any{"metadata": map[string]any{"labels": map[string]string{"extra": "x"}}}),
+			policyVPAMetadata, "a VPA's labels")
+		requireRefusedByPolicy(t, patchVPA(map[string]any{"status": map[string]any{"recommendation": map[string]any{
+			"containerRecommendations": []any{map[string]any{"containerName": "app", "target": map[string]string{"cpu": "4", "memory": "4Gi"}}},
+		}}}, "status"), policyVPAStatus, "a VPA's recommendation")
+		others := []vpatypes.VerticalPodAutoscalerCondition{{
+			Type: vpatypes.RecommendationProvided, Status: corev1.ConditionFalse, Reason: "Forged", LastTransitionTime: metav1.Now(),
+		}}
+		requireRefusedByPolicy(t, patchVPA(map[string]any{"status": map[string]any{"conditions": others}}, "status"),
+			policyVPAStatus, "another condition of a VPA")
+		// No create (RBAC grants none; the policy refuses it too).
+		_, err = updVPAs.AutoscalingV1().VerticalPodAutoscalers(ns).Create(ctx, &vpatypes.VerticalPodAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{Name: "created"},
+			Spec:       vpatypes.VerticalPodAutoscalerSpec{TargetRef: suspendedRef()},
+		}, metav1.CreateOptions{})
+		assert.True(t, apierrors.IsForbidden(err), "creating a VPA: %v", err)
+
+		got, err := vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Get(ctx, vpa.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, vpatypes.UpdateModeOff, *got.Spec.UpdatePolicy.UpdateMode)
+		assert.Equal(t, map[string]string{"team": "a", "vpa-inplace.dev/paused": "false"}, got.Annotations)
+		assert.Equal(t, "100m", ptr.To(got.Status.Recommendation.ContainerRecommendations[0].Target[corev1.ResourceCPU]).String())
+		var seen []string
+		for _, c := range got.Status.Conditions {
+			seen = append(seen, fmt.Sprintf("%s=%s", c.Type, c.Status))
+		}
+		assert.Equal(t, []string{"InPlaceResizeBlocked=False"}, seen, "only the updater's condition was written")
+
+		// The admin is not matched.
+		_, err = vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Patch(ctx, vpa.Name, types.MergePatchType, mergePatch(t, annotate("team", "b")), metav1.PatchOptions{})
+		require.NoError(t, err, "the admin annotates a VPA")
+	})
+}

@@ -1,0 +1,366 @@
+package policytest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+)
+
+const (
+	policyFile = "../../../deploy/base/updater/policy/admission-policy.yaml"
+	updater    = "system:serviceaccount:vpa-inplace-system:vpa-inplace-updater"
+
+	onlyPatch       = "vpa-inplace-updater may only patch Jobs: no create, delete or subresource"
+	onlySuspended   = "vpa-inplace-updater may change only suspended Jobs, and may not resume them"
+	jobMetadata     = "vpa-inplace-updater may not change a Job's metadata"
+	resourcesOnly   = "vpa-inplace-updater may change only the resources of a suspended Job's containers and init containers"
+	vpaOnlyPatch    = "vpa-inplace-updater may only patch VerticalPodAutoscalers and their status: no create, delete or other subresource"
+	vpaSpec         = "vpa-inplace-updater may not change a VerticalPodAutoscaler's spec"
+	vpaMetadata     = "vpa-inplace-updater may change only its own annotations in a VerticalPodAutoscaler's metadata"
+	vpaAnnotations  = "vpa-inplace-updater may change only its own annotations (vpa-inplace.dev/..., not vpa-inplace.dev/paused or vpa-inplace.dev/resize-when)"
+	vpaStatus       = "vpa-inplace-updater may change only its InPlaceResizeBlocked condition in a VerticalPodAutoscaler's status"
+	recordsKey      = "vpa-inplace.dev/infeasible-attempts"
+	memoryRecordKey = "vpa-inplace.dev/memory-limit-holds"
+)
+
+var (
+	jobs     = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
+	jobKind  = schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}
+	vpas     = schema.GroupVersionResource{Group: "autoscaling.k8s.io", Version: "v1", Resource: "verticalpodautoscalers"}
+	vpaKind  = schema.GroupVersionKind{Group: "autoscaling.k8s.io", Version: "v1", Kind: "VerticalPodAutoscaler"}
+	policies map[string]*Policy
+)
+
+func load(t testing.TB) map[string]*Policy {
+	t.Helper()
+	if policies == nil {
+		p, err := Load(policyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p["vpa-inplace-updater-jobs"] == nil || p["vpa-inplace-updater-vpas"] == nil {
+			t.Fatalf("%s: want policies vpa-inplace-updater-jobs and vpa-inplace-updater-vpas, got %d", policyFile, len(p))
+		}
+		policies = p
+	}
+	return policies
+}
+
+func requests(cpu, mem string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem),
+	}}
+}
+
+// job is a suspended Job as the API server stores it, with containers
+// containers and one init container.
+func job(containers int) *batchv1.Job {
+	j := &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "train", Namespace: "team-a", UID: "4c1f3c9e-0000-4000-8000-000000000001", ResourceVersion: "100",
+			Generation: 1, Labels: map[string]string{"app": "train"}, Annotations: map[string]string{"team": "a"},
+		},
+		Spec: batchv1.JobSpec{
+			Suspend: ptr(true), Parallelism: ptr[int32](1), Completions: ptr[int32](1), BackoffLimit: ptr[int32](0),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"batch.kubernetes.io/controller-uid": "4c1f3c9e"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "train", "batch.kubernetes.io/controller-uid": "4c1f3c9e"}},
+				Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					NodeSelector:  map[string]string{"pool": "batch"},
+					InitContainers: []corev1.Container{{
+						Name: "fetch", Image: "registry.example/fetch:1", Resources: requests("50m", "32Mi"),
+					}},
+				},
+			},
+		},
+	}
+	for i := range containers {
+		j.Spec.Template.Spec.Containers = append(j.Spec.Template.Spec.Containers, corev1.Container{
+			Name: fmt.Sprintf("app-%d", i), Image: "registry.example/app:1", Command: []string{"train", "--epochs=10"},
+			Env:       []corev1.EnvVar{{Name: "MODE", Value: "batch"}},
+			Resources: requests("100m", "100Mi"),
+		})
+	}
+	return j
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func jobUpdate(old *batchv1.Job, edit func(*batchv1.Job)) Request {
+	next := old.DeepCopy()
+	edit(next)
+	next.ResourceVersion = "101"
+	next.Generation = old.Generation + 1
+	return Request{User: updater, Operation: admission.Update, Resource: jobs, Kind: jobKind, Object: next, OldObject: old}
+}
+
+func vpa() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "autoscaling.k8s.io/v1",
+		"kind":       "VerticalPodAutoscaler",
+		"metadata": map[string]any{
+			"name": "train", "namespace": "team-a", "uid": "4c1f3c9e-0000-4000-8000-000000000002", "resourceVersion": "200",
+			"generation": int64(1),
+			"labels":     map[string]any{"app": "train"},
+			"annotations": map[string]any{
+				"team": "a", "vpa-inplace.dev/paused": "false", recordsKey: `{"version":1}`,
+			},
+		},
+		"spec": map[string]any{
+			"targetRef":    map[string]any{"apiVersion": "batch/v1", "kind": "Job", "name": "train"},
+			"updatePolicy": map[string]any{"updateMode": "InPlace"},
+		},
+		"status": map[string]any{
+			"recommendation": map[string]any{"containerRecommendations": []any{
+				map[string]any{"containerName": "app-0", "target": map[string]any{"cpu": "200m", "memory": "200Mi"}},
+			}},
+			"conditions": []any{
+				map[string]any{"type": "RecommendationProvided", "status": "True", "lastTransitionTime": "2026-11-24T10:00:00Z"},
+			},
+		},
+	}}
+}
+
+func vpaUpdate(subresource string, edit func(map[string]any)) Request {
+	old := vpa()
+	next := old.DeepCopy()
+	edit(next.Object)
+	next.SetResourceVersion("201")
+	return Request{User: updater, Operation: admission.Update, Resource: vpas, Kind: vpaKind, Subresource: subresource, Object: next, OldObject: old}
+}
+
+func annotations(o map[string]any) map[string]any {
+	return o["metadata"].(map[string]any)["annotations"].(map[string]any)
+}
+
+func conditions(o map[string]any) []any {
+	return o["status"].(map[string]any)["conditions"].([]any)
+}
+
+func blocked(status string) map[string]any {
+	return map[string]any{"type": "InPlaceResizeBlocked", "status": status, "reason": "Infeasible", "lastTransitionTime": "2026-11-24T11:00:00Z"}
+}
+
+func TestUpdaterJobChanges(t *testing.T) {
+	p := load(t)["vpa-inplace-updater-jobs"]
+	suspended := job(2)
+	running := job(2)
+	running.Spec.Suspend = ptr(false)
+	for _, tc := range []struct {
+		name string
+		req  Request
+		want string // "" allowed, else the message
+	}{
+		{"container resources of a suspended Job", jobUpdate(suspended, func(j *batchv1.Job) {
+			j.Spec.Template.Spec.Containers[1].Resources = requests("250m", "200Mi")
+		}), ""},
+		{"resources of every container and init container", jobUpdate(suspended, func(j *batchv1.Job) {
+			for i := range j.Spec.Template.Spec.Containers {
+				j.Spec.Template.Spec.Containers[i].Resources = requests("1", "1Gi")
+			}
+			j.Spec.Template.Spec.InitContainers[0].Resources = requests("60m", "40Mi")
+		}), ""},
+		{"limits added", jobUpdate(suspended, func(j *batchv1.Job) {
+			j.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
+		}), ""},
+		{"nothing changed", jobUpdate(suspended, func(*batchv1.Job) {}), ""},
+		{"resuming", jobUpdate(suspended, func(j *batchv1.Job) { j.Spec.Suspend = ptr(false) }), onlySuspended},
+		{"resuming with new resources", jobUpdate(suspended, func(j *batchv1.Job) {
+			j.Spec.Suspend = nil
+			j.Spec.Template.Spec.Containers[0].Resources = requests("1", "1Gi")
+		}), onlySuspended},
+		{"resources of a running Job", jobUpdate(running, func(j *batchv1.Job) {
+			j.Spec.Template.Spec.Containers[0].Resources = requests("1", "1Gi")
+		}), onlySuspended},
+		{"suspending a running Job", jobUpdate(running, func(j *batchv1.Job) { j.Spec.Suspend = ptr(true) }), onlySuspended},
+		{"a label", jobUpdate(suspended, func(j *batchv1.Job) { j.Labels["extra"] = "x" }), jobMetadata},
+		{"an annotation removed", jobUpdate(suspended, func(j *batchv1.Job) { j.Annotations = nil }), jobMetadata},
+		{"an owner reference", jobUpdate(suspended, func(j *batchv1.Job) {
+			j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u"}}
+		}), jobMetadata},
+		{"parallelism", jobUpdate(suspended, func(j *batchv1.Job) { j.Spec.Parallelism = ptr[int32](4) }), resourcesOnly},
+		{"active deadline added", jobUpdate(suspended, func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr[int64](60) }), resourcesOnly},
+		{"backoff limit removed", jobUpdate(suspended, func(j *batchv1.Job) { j.Spec.BackoffLimit = nil }), resourcesOnly},
+		{"pod template labels", jobUpdate(suspended, func(j *batchv1.Job) { j.Spec.Template.Labels["extra"] = "x" }), resourcesOnly},
+		{"node selector", jobUpdate(suspended, func(j *batchv1.Job) { j.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "gpu"} }), resourcesOnly},
+		{"tolerations added", jobUpdate(suspended, func(j *batchv1.Job) {
+			j.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		}), resourcesOnly},
+		{"image", jobUpdate(suspended, func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].Image = "registry.example/other:1" }), resourcesOnly},
+		{"command, along with resources", jobUpdate(suspended, func(j *batchv1.Job) {
+			j.Spec.Template.Spec.Containers[1].Command = []string{"sh"}
+			j.Spec.Template.Spec.Containers[1].Resources = requests("1", "1Gi")
+		}), resourcesOnly},
+		{"a container field added", jobUpdate(suspended, func(j *batchv1.Job) {
+			j.Spec.Template.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)}
+		}), resourcesOnly},
+		{"a container removed", jobUpdate(suspended, func(j *batchv1.Job) {
+			j.Spec.Template.Spec.Containers = j.Spec.Template.Spec.Containers[:1]
+		}), resourcesOnly},
+		{"containers renamed", jobUpdate(suspended, func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[1].Name = "other" }), resourcesOnly},
+		{"containers swapped", jobUpdate(suspended, func(j *batchv1.Job) {
+			c := j.Spec.Template.Spec.Containers
+			c[0], c[1] = c[1], c[0]
+		}), resourcesOnly},
+		{"init container image", jobUpdate(suspended, func(j *batchv1.Job) {
+			j.Spec.Template.Spec.InitContainers[0].Image = "registry.example/other:1"
+		}), resourcesOnly},
+		{"an init container added", jobUpdate(suspended, func(j *batchv1.Job) {
+			j.Spec.Template.Spec.InitContainers = append(j.Spec.Template.Spec.InitContainers, corev1.Container{Name: "more", Image: "x"})
+		}), resourcesOnly},
+		{"init containers removed", jobUpdate(suspended, func(j *batchv1.Job) { j.Spec.Template.Spec.InitContainers = nil }), resourcesOnly},
+		{"the status subresource", func() Request {
+			r := jobUpdate(suspended, func(*batchv1.Job) {})
+			r.Subresource = "status"
+			return r
+		}(), onlyPatch},
+		{"create", Request{User: updater, Operation: admission.Create, Resource: jobs, Kind: jobKind, Object: suspended}, onlyPatch},
+		{"delete", Request{User: updater, Operation: admission.Delete, Resource: jobs, Kind: jobKind, OldObject: suspended}, onlyPatch},
+		{"resuming, by someone else", func() Request {
+			r := jobUpdate(suspended, func(j *batchv1.Job) { j.Spec.Suspend = ptr(false) })
+			r.User = "system:serviceaccount:team-a:default"
+			return r
+		}(), ""},
+		{"resuming, by a ServiceAccount of the same name elsewhere", func() Request {
+			r := jobUpdate(suspended, func(j *batchv1.Job) { j.Spec.Suspend = ptr(false) })
+			r.User = "system:serviceaccount:team-a:vpa-inplace-updater"
+			return r
+		}(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) { check(t, p, tc.req, tc.want) })
+	}
+}
+
+func TestUpdaterVPAChanges(t *testing.T) {
+	p := load(t)["vpa-inplace-updater-vpas"]
+	for _, tc := range []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{"records written", vpaUpdate("", func(o map[string]any) { annotations(o)[recordsKey] = `{"version":1,"attempts":[]}` }), ""},
+		{"memory records added", vpaUpdate("", func(o map[string]any) { annotations(o)[memoryRecordKey] = `{}` }), ""},
+		{"records removed", vpaUpdate("", func(o map[string]any) { delete(annotations(o), recordsKey) }), ""},
+		{"a new annotation of ours", vpaUpdate("", func(o map[string]any) { annotations(o)["vpa-inplace.dev/records-moved"] = "true" }), ""},
+		{"the condition added", vpaUpdate("status", func(o map[string]any) {
+			o["status"].(map[string]any)["conditions"] = append(conditions(o), blocked("True"))
+		}), ""},
+		{"the condition changed", func() Request {
+			r := vpaUpdate("status", func(o map[string]any) {
+				o["status"].(map[string]any)["conditions"] = append(conditions(o), blocked("False"))
+			})
+			old := r.OldObject.(*unstructured.Unstructured)
+			old.Object["status"].(map[string]any)["conditions"] = append(conditions(old.Object), blocked("True"))
+			return r
+		}(), ""},
+		{"the condition removed", func() Request {
+			r := vpaUpdate("status", func(map[string]any) {})
+			old := r.OldObject.(*unstructured.Unstructured)
+			old.Object["status"].(map[string]any)["conditions"] = append(conditions(old.Object), blocked("True"))
+			return r
+		}(), ""},
+		{"the condition on a VPA without status", func() Request {
+			r := vpaUpdate("status", func(o map[string]any) { o["status"] = map[string]any{"conditions": []any{blocked("True")}} })
+			delete(r.OldObject.(*unstructured.Unstructured).Object, "status")
+			return r
+		}(), ""},
+		{"updateMode", vpaUpdate("", func(o map[string]any) {
+			o["spec"].(map[string]any)["updatePolicy"] = map[string]any{"updateMode": "Recreate"}
+		}), vpaSpec},
+		{"spec removed", vpaUpdate("", func(o map[string]any) { delete(o, "spec") }), vpaSpec},
+		{"a foreign annotation", vpaUpdate("", func(o map[string]any) { annotations(o)["team"] = "b" }), vpaAnnotations},
+		{"a foreign annotation removed", vpaUpdate("", func(o map[string]any) { delete(annotations(o), "team") }), vpaAnnotations},
+		{"a foreign annotation added", vpaUpdate("", func(o map[string]any) { annotations(o)["other.example/x"] = "y" }), vpaAnnotations},
+		{"the user's paused", vpaUpdate("", func(o map[string]any) { annotations(o)["vpa-inplace.dev/paused"] = "true" }), vpaAnnotations},
+		{"the user's paused removed", vpaUpdate("", func(o map[string]any) { delete(annotations(o), "vpa-inplace.dev/paused") }), vpaAnnotations},
+		{"the user's resize-when", vpaUpdate("", func(o map[string]any) { annotations(o)["vpa-inplace.dev/resize-when"] = "always" }), vpaAnnotations},
+		{"every annotation removed", vpaUpdate("", func(o map[string]any) { delete(o["metadata"].(map[string]any), "annotations") }), vpaAnnotations},
+		{"a label", vpaUpdate("", func(o map[string]any) { o["metadata"].(map[string]any)["labels"] = map[string]any{"app": "x"} }), vpaMetadata},
+		{"a finalizer", vpaUpdate("", func(o map[string]any) { o["metadata"].(map[string]any)["finalizers"] = []any{"x"} }), vpaMetadata},
+		{"the recommendation", vpaUpdate("status", func(o map[string]any) {
+			o["status"].(map[string]any)["recommendation"] = map[string]any{"containerRecommendations": []any{
+				map[string]any{"containerName": "app-0", "target": map[string]any{"cpu": "4", "memory": "4Gi"}},
+			}}
+		}), vpaStatus},
+		{"the recommendation removed", vpaUpdate("status", func(o map[string]any) { delete(o["status"].(map[string]any), "recommendation") }), vpaStatus},
+		{"the recommender's condition", vpaUpdate("status", func(o map[string]any) {
+			conditions(o)[0].(map[string]any)["status"] = "False"
+		}), vpaStatus},
+		{"the recommender's condition removed", vpaUpdate("status", func(o map[string]any) {
+			o["status"].(map[string]any)["conditions"] = []any{blocked("True")}
+		}), vpaStatus},
+		{"the scale subresource", vpaUpdate("scale", func(map[string]any) {}), vpaOnlyPatch},
+		{"create", Request{User: updater, Operation: admission.Create, Resource: vpas, Kind: vpaKind, Object: vpa()}, vpaOnlyPatch},
+		{"delete", Request{User: updater, Operation: admission.Delete, Resource: vpas, Kind: vpaKind, OldObject: vpa()}, vpaOnlyPatch},
+		{"updateMode, by someone else", func() Request {
+			r := vpaUpdate("", func(o map[string]any) {
+				o["spec"].(map[string]any)["updatePolicy"] = map[string]any{"updateMode": "Off"}
+			})
+			r.User = "alice"
+			return r
+		}(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) { check(t, p, tc.req, tc.want) })
+	}
+}
+
+func check(t *testing.T, p *Policy, req Request, want string) {
+	t.Helper()
+	got := p.Validate(context.Background(), req)
+	switch {
+	case want == "" && got.Denied:
+		t.Errorf("refused (%s): %s", got.Reason, got.Message)
+	case want != "" && !got.Denied:
+		t.Errorf("allowed, want refused with %q", want)
+	case want != "" && (got.Message != want || got.Reason != metav1.StatusReasonForbidden):
+		t.Errorf("refused with %s %q, want Forbidden %q", got.Reason, got.Message, want)
+	}
+}
+
+// TestCostStaysWithinTheAPIServersBudget evaluates every rule on the
+// updater's change of Jobs of up to 100 containers (the expressions compare
+// containers pairwise) and of a VPA, and prints the cost: each must stay
+// within the budget the API server gives one policy, with room to spare.
+func TestCostStaysWithinTheAPIServersBudget(t *testing.T) {
+	ps := load(t)
+	budget := int64(celconfig.RuntimeCELCostBudget)
+	for _, n := range []int{1, 10, 100} {
+		req := jobUpdate(job(n), func(j *batchv1.Job) {
+			for i := range j.Spec.Template.Spec.Containers {
+				j.Spec.Template.Spec.Containers[i].Resources = requests("1", "1Gi")
+			}
+		})
+		if d := ps["vpa-inplace-updater-jobs"].Validate(context.Background(), req); d.Denied {
+			t.Fatalf("%d containers: refused: %s", n, d.Message)
+		}
+		cost, err := ps["vpa-inplace-updater-jobs"].Cost(context.Background(), req)
+		if err != nil {
+			t.Fatalf("%d containers: %v", n, err)
+		}
+		t.Logf("Job of %3d containers: cost %8d (%.3f%% of the budget %d)", n, cost, 100*float64(cost)/float64(budget), budget)
+		if cost <= 0 || cost > budget/10 {
+			t.Errorf("Job of %d containers: cost %d, want within a tenth of the budget %d", n, cost, budget)
+		}
+	}
+	req := vpaUpdate("", func(o map[string]any) { annotations(o)[recordsKey] = strings.Repeat("x", 64<<10) })
+	cost, err := ps["vpa-inplace-updater-vpas"].Cost(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("VPA with a 64 KiB record annotation: cost %d (%.3f%% of the budget)", cost, 100*float64(cost)/float64(budget))
+	if cost <= 0 || cost > budget/10 {
+		t.Errorf("VPA: cost %d, want within a tenth of the budget %d", cost, budget)
+	}
+}
