@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -29,11 +30,27 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/certwatch"
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/selfcert"
 	"github.com/vpa-inplace/vpa-inplace/pkg/server"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 )
 
-var _ server.Check = (*certwatch.Watcher)(nil)
+// certificateSource serves the webhooks' key pair: from files, or kept by
+// the admission controller itself.
+type certificateSource interface {
+	server.Check
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	Run(ctx context.Context) error
+}
+
+var (
+	_ certificateSource = (*certwatch.Watcher)(nil)
+	_ certificateSource = (*selfcert.Manager)(nil)
+)
+
+// certificateWait is how often the webhook server checks, before
+// listening, whether a self-managed certificate is loaded.
+const certificateWait = 100 * time.Millisecond
 
 // Timeouts of the webhook server. Handling itself is bounded by
 // --request-timeout.
@@ -50,7 +67,8 @@ const (
 
 // Run applies the logging options, connects to the cluster and serves the
 // webhooks until ctx is cancelled. It never registers webhook
-// configurations: those ship with the deployment manifests.
+// configurations: those ship with the deployment manifests. With
+// --cert-mode=self-managed it patches their caBundle, and nothing else.
 func Run(ctx context.Context, opts *Options) error {
 	if err := logsapi.ValidateAndApply(opts.Logs, nil); err != nil {
 		return fmt.Errorf("applying the logging options: %w", err)
@@ -83,6 +101,22 @@ type listenFunc func(ctx context.Context, address string) (net.Listener, error)
 func listenTCP(ctx context.Context, address string) (net.Listener, error) {
 	var lc net.ListenConfig
 	return lc.Listen(ctx, "tcp", address)
+}
+
+// newCertificateSource returns the source of --cert-mode.
+func newCertificateSource(opts *Options, kube kubernetes.Interface) (certificateSource, error) {
+	if opts.CertMode == CertModeSelfManaged {
+		m, err := selfcert.New(kube, opts.SelfCertConfig())
+		if err != nil {
+			return nil, fmt.Errorf("self-managed certificate: %w", err)
+		}
+		return m, nil
+	}
+	w, err := certwatch.New(opts.TLSCertFile, opts.TLSPrivateKeyFile, certwatch.DefaultPollInterval)
+	if err != nil {
+		return nil, fmt.Errorf("loading the serving certificate: %w", err)
+	}
+	return w, nil
 }
 
 func restConfig(opts *Options) (*rest.Config, error) {
@@ -119,9 +153,9 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	if err != nil {
 		return err
 	}
-	certs, err := certwatch.New(opts.TLSCertFile, opts.TLSPrivateKeyFile, certwatch.DefaultPollInterval)
+	certs, err := newCertificateSource(opts, c.kube)
 	if err != nil {
-		return fmt.Errorf("loading the serving certificate: %w", err)
+		return err
 	}
 
 	registry := prometheus.NewRegistry()
@@ -224,6 +258,13 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 		}
 		synced.Set()
 		logger.Info("Caches synced")
+		// A self-managed certificate may not be there yet: a TLS server
+		// without one would fail every handshake.
+		if err := wait.PollUntilContextCancel(ctx, certificateWait, true, func(context.Context) (bool, error) {
+			return certs.Ready() == nil, nil
+		}); err != nil {
+			return nil
+		}
 		// Listen only now: before, a webhook call would wait on a server
 		// that cannot answer it yet.
 		webhookListener, err := listen(ctx, opts.WebhookAddress())
