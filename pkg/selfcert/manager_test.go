@@ -265,3 +265,43 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// Two replicas starting at once serve one certificate, and rotate to the
+// same next one.
+func TestTwoReplicasServeOneCertificate(t *testing.T) {
+	client, _ := newVersionedClient(t)
+	ctx := context.Background()
+	_, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mutatingConfig(), metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, validatingConfig(), metav1.CreateOptions{})
+	require.NoError(t, err)
+	clk := testingclock.NewFakeClock(t0)
+	a, b := startManager(t, client, clk), startManager(t, client, clk)
+	sameAsSecret := func() bool {
+		secret, err := client.CoreV1().Secrets(testNS).Get(ctx, testSecret, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		st, err := parseState(secret.Data, secret.Annotations)
+		if err != nil {
+			return false
+		}
+		for _, m := range []*Manager{a, b} {
+			cert, err := m.GetCertificate(nil)
+			if err != nil || string(cert.Leaf.Raw) != string(st.current.tls.Leaf.Raw) {
+				return false
+			}
+		}
+		return allEqual(configBundles(t, client), string(st.Bundle()))
+	}
+	require.Eventually(t, sameAsSecret, eventually, tick)
+	first := stored(t, client)
+	require.Len(t, first.cas, 1, "one CA, whichever replica made it")
+
+	clk.SetTime(t0.Add(validity - managerTiming.RotateBefore))
+	require.Eventually(t, func() bool { return stored(t, client).Staged() }, eventually, tick)
+	require.Len(t, stored(t, client).cas, 2, "one new CA, not one per replica")
+	clk.Step(managerTiming.PublishDelay)
+	require.Eventually(t, func() bool { return sameAsSecret() && !stored(t, client).Staged() }, eventually, tick)
+	assert.NotEqual(t, first.current.certPEM, stored(t, client).current.certPEM)
+}
