@@ -103,6 +103,32 @@ func listenTCP(ctx context.Context, address string) (net.Listener, error) {
 	return lc.Listen(ctx, "tcp", address)
 }
 
+// MetricCertificateExpiry is when the served certificate expires.
+const MetricCertificateExpiry = "vpa_inplace_admission_certificate_expiry_timestamp_seconds"
+
+// certificateExpiry reports the served certificate's notAfter; no sample
+// while none is loaded.
+func certificateExpiry(certs certificateSource) prometheus.Collector {
+	desc := prometheus.NewDesc(MetricCertificateExpiry,
+		"When the webhooks' serving certificate expires, in seconds since the epoch (self-managed: rotated before that; files: reloaded when renewed).",
+		nil, nil)
+	return collectorFunc{desc: desc, collect: func(ch chan<- prometheus.Metric) {
+		cert, err := certs.GetCertificate(nil)
+		if err != nil || cert.Leaf == nil {
+			return
+		}
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(cert.Leaf.NotAfter.Unix()))
+	}}
+}
+
+type collectorFunc struct {
+	desc    *prometheus.Desc
+	collect func(chan<- prometheus.Metric)
+}
+
+func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
+
 // newCertificateSource returns the source of --cert-mode.
 func newCertificateSource(opts *Options, kube kubernetes.Interface) (certificateSource, error) {
 	if opts.CertMode == CertModeSelfManaged {
@@ -168,6 +194,9 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	metrics, err := admission.NewMetrics(registry)
 	if err != nil {
 		return err
+	}
+	if err := registry.Register(certificateExpiry(certs)); err != nil {
+		return fmt.Errorf("registering the certificate metric: %w", err)
 	}
 
 	g, ctx := errgroup.WithContext(ctx)

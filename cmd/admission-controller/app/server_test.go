@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -184,6 +185,7 @@ func TestRunServesTheWebhooks(t *testing.T) {
 		assert.Contains(t, body, fmt.Sprintf(`%s{reason="feature_gate"} 1`, admission.MetricVPARejections))
 		assert.Contains(t, body, fmt.Sprintf(`%s 1`, admission.MetricPodMutations))
 		assert.Contains(t, body, "go_goroutines")
+		assert.Contains(t, body, fmt.Sprintf("%s %s", MetricCertificateExpiry, strconv.FormatFloat(float64(pair.Cert.NotAfter.Unix()), 'g', -1, 64)))
 	})
 	t.Run("plain HTTP is not served on the webhook port", func(t *testing.T) {
 		code, _ := httpGet(plain, "http://"+l.get(opts.WebhookAddress())+admission.MutatePodsPath)
