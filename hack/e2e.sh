@@ -5,7 +5,10 @@
 # hack/deploy/local-apply.sh, DEPLOY_FROM=chart), run both binaries as
 # processes with the chart's ServiceAccount tokens (so the RBAC shipped is
 # what is tested), run `go test -tags e2e ./e2e/`, and tear everything down,
-# also when a test fails.
+# also when a test fails. The suite's admission controllers serve files
+# (certificates.mode secret); TestSelfManagedCertificates starts one more, in
+# --cert-mode=self-managed, from the binary and kubeconfig named by
+# E2E_ADMISSION_BINARY and E2E_ADMISSION_KUBECONFIG.
 #
 # Env: E2E_PROFILES (default "v1.37 v1.35-kubelet"), E2E_RUN (go test -run
 # pattern), E2E_KEEP=1 keeps the last cluster running for inspection,
@@ -162,6 +165,8 @@ run_profile() {
     E2E_STANDBY_RESTART="${logs}/restart-updater-b.sh" E2E_STANDBY_PIDFILE="${logs}/updater-b.pid" \
     E2E_STANDBY_METRICS="http://127.0.0.1:${standby_metrics}/metrics" E2E_DEFERRED_WARNING_AFTER=5s \
     E2E_RECOMMENDER_NAME="${CLUSTER_RECOMMENDER_NAME}" E2E_RECOMMENDER_INTERVAL="${CLUSTER_RECOMMENDER_INTERVAL}" \
+    E2E_ADMISSION_BINARY="${root}/_output/bin/admission-controller" E2E_ADMISSION_KUBECONFIG="${out}/admission-controller.kubeconfig" \
+    E2E_LOG_DIR="${logs}" \
     go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "${E2E_RUN}"} ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
     rc=1
   fi

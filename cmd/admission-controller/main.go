@@ -27,7 +27,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "Usage: admission-controller [flags]\n\n"+
 			"Serves the vpa-inplace webhooks over HTTPS: /validate-vpas (the InPlace feature gate and VPA validation)\n"+
 			"and /mutate-pods (recommendations applied to new pods of InPlace VPAs). Webhook configurations are\n"+
-			"not registered by this binary.\n\nFlags:\n%s", fs.FlagUsages())
+			"not registered by this binary; with --cert-mode=self-managed it patches their caBundle only.\n\nFlags:\n%s", fs.FlagUsages())
 	}
 	opts.AddFlags(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {

@@ -30,6 +30,10 @@ UPDATER_SA = "vpa-inplace-updater"
 ADMISSION_SA = "vpa-inplace-admission-controller"
 SERVICE = "vpa-inplace-webhook"
 TLS_SECRET = "vpa-inplace-admission-tls"
+# --cert-mode=self-managed: the Secret the admission controller keeps, and
+# the Role that lets it.
+CERT_SECRET = "vpa-inplace-admission-certs"
+CERT_ROLE = "vpa-inplace-admission-controller-certs"
 UPDATER_IMAGE = "vpa-inplace/updater:dev"
 ADMISSION_IMAGE = "vpa-inplace/admission-controller:dev"
 CA_BUNDLE = "__CA_BUNDLE__"
@@ -183,8 +187,16 @@ def check_rbac_hygiene(c, where, objs):
                     f"{where}: {show(role)} uses apiGroups '*' only for */scale", json.dumps(rule))
             c.check(not set(verbs) & {"escalate", "bind", "impersonate"},
                     f"{where}: {show(role)} grants no escalate/bind/impersonate", json.dumps(rule))
-            c.check(not rule_covers(rule, "", "secrets"),
-                    f"{where}: {show(role)} grants nothing on secrets", json.dumps(rule))
+            # Secrets: only the admission controller's own certificate
+            # Secret, by name (create cannot be limited by name).
+            own = (role.get("kind") == "Role" and ident(role)[2] == CERT_ROLE
+                   and (role.get("metadata") or {}).get("namespace") == NAMESPACE
+                   and groups == [""] and resources == ["secrets"]
+                   and ((rule.get("resourceNames") == [CERT_SECRET] and set(verbs) <= {"get", "list", "watch", "update"})
+                        or (verbs == ["create"] and not rule.get("resourceNames"))))
+            c.check(own or not rule_covers(rule, "", "secrets"),
+                    f"{where}: {show(role)} grants nothing on secrets but Secret {CERT_SECRET} to its Role",
+                    json.dumps(rule))
 
 
 def check_updater_rbac(c, where, objs):
@@ -262,9 +274,19 @@ def check_admission_rbac(c, where, objs):
         c.check(not allows(rules, "", "pods", verb), f"{w} cannot {verb} pods")
     c.check(not any(rule_covers(r, "", "pods/eviction") for r in rules), f"{w} has no access to pods/eviction")
     c.check(not any(rule_covers(r, "", "pods/resize") for r in rules), f"{w} has no access to pods/resize")
-    for resource in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
-        c.check(not any(rule_covers(r, "admissionregistration.k8s.io", resource) for r in rules),
-                f"{w} cannot touch {resource} (they ship in deploy/)")
+    for resource, name in (("mutatingwebhookconfigurations", POD_WEBHOOK),
+                           ("validatingwebhookconfigurations", VPA_WEBHOOK)):
+        covering = [r for r in rules if rule_covers(r, "admissionregistration.k8s.io", resource)]
+        c.check(all(r.get("resourceNames") == [name] and set(r.get("verbs") or []) <= {"get", "list", "watch", "patch"}
+                    for r in covering),
+                f"{w} can only read and patch {resource} {name} (no create, no delete, no other name)",
+                json.dumps(covering))
+        c.check(allows(rules, "admissionregistration.k8s.io", resource, "patch"),
+                f"{w} can patch the caBundle of {name} (--cert-mode=self-managed)")
+    for verb in ("get", "watch", "update", "create"):
+        c.check(allows(namespaced, "", "secrets", verb), f"{w} can {verb} its certificate Secret in {NAMESPACE}")
+    c.check(not any(rule_covers(r, "", "secrets") for r in cluster), f"{w} has no cluster-wide access to secrets")
+    c.check(not allows(rules, "", "secrets", "delete"), f"{w} cannot delete secrets")
     for verb in READ:
         c.check(allows(rules, "autoscaling.k8s.io", "verticalpodautoscalers", verb),
                 f"{w} can {verb} verticalpodautoscalers")
@@ -283,10 +305,22 @@ def check_admission_rbac(c, where, objs):
 
 # ---------------------------------------------------------------- webhooks
 
+def self_managed(objs):
+    """Whether the admission controller keeps its own certificate."""
+    for dep in find(objs, "Deployment", "vpa-inplace-admission-controller"):
+        for container in dep["spec"]["template"]["spec"].get("containers") or []:
+            if flag(container, "cert-mode") == "self-managed":
+                return True
+    return False
+
+
 def ca_mode(root, objs):
     """How the webhooks get their caBundle in a rendered root: the placeholder
-    of deploy/base (filled by the scripts), cert-manager's CA injector, or a
-    Secret the user provides (its ca.crt)."""
+    of deploy/base (filled by the scripts), cert-manager's CA injector, a
+    Secret the user provides (its ca.crt), or the admission controller
+    itself (self-managed)."""
+    if self_managed(objs):
+        return "self-managed"
     if find(objs, "Certificate", CERTIFICATE):
         return "cert-manager"
     if find(objs, "Secret", TLS_SECRET) or root.startswith("chart"):
@@ -304,6 +338,11 @@ def check_webhooks(c, where, objs, local, mode="placeholder"):
         if mode == "cert-manager":
             return "caBundle" not in cc and annotations.get(INJECT_CA) == f"{NAMESPACE}/{CERTIFICATE}"
         if INJECT_CA in annotations:
+            return False
+        if mode == "self-managed":
+            # The admission controller patches it; an applied value would
+            # be reset by every apply.
+            return "caBundle" not in cc
             return False
         if mode == "secret":
             ca = cc.get("caBundle")
@@ -445,10 +484,14 @@ def check_workloads(c, where, objs, chart=False):
                 c.check(flag(container, "address") == ":8943",
                         f"{where}: updater serves health and metrics on :8943")
     if find(objs, "ServiceAccount", ADMISSION_SA):
+        own = self_managed(objs)
+        certs = ([f"--cert-secret-name={CERT_SECRET}", f"--cert-secret-namespace={NAMESPACE}",
+                  f"--cert-mutating-webhook-configurations={POD_WEBHOOK}",
+                  f"--cert-validating-webhook-configurations={VPA_WEBHOOK}"] if own
+                 else ["--tls-cert-file=/etc/tls/tls.crt", "--tls-private-key-file=/etc/tls/tls.key"])
         dep = check_deployment(c, where, objs, "vpa-inplace-admission-controller", ADMISSION_SA,
                                None if chart else ADMISSION_IMAGE,
-                               ["--tls-cert-file=/etc/tls/tls.crt", "--tls-private-key-file=/etc/tls/tls.key",
-                                "--feature-gates=InPlace=true"] + ([] if chart else ["--port=8000"]))
+                               certs + ["--feature-gates=InPlace=true"] + ([] if chart else ["--port=8000"]))
         if dep is None:
             return
         spec = dep["spec"]["template"]["spec"]
@@ -456,8 +499,15 @@ def check_workloads(c, where, objs, chart=False):
         vols = {v.get("name"): v for v in spec.get("volumes") or []}
         mounts = {m.get("mountPath"): m for m in container.get("volumeMounts") or []}
         tls = mounts.get("/etc/tls") or {}
-        c.check(tls.get("readOnly") is True and (vols.get(tls.get("name")) or {}).get("secret", {}).get("secretName")
-                == TLS_SECRET, f"{where}: admission controller mounts Secret {TLS_SECRET} read-only at /etc/tls")
+        if own:
+            c.check(not tls and not any((v.get("secret") or {}).get("secretName") == TLS_SECRET for v in vols.values()),
+                    f"{where}: self-managed admission controller mounts no certificate Secret")
+            hosts = (flag(container, "cert-hosts") or "").split(",")
+            c.check(f"{SERVICE}.{NAMESPACE}.svc" in hosts, f"{where}: self-managed certificate names {SERVICE}.{NAMESPACE}.svc",
+                    flag(container, "cert-hosts"))
+        else:
+            c.check(tls.get("readOnly") is True and (vols.get(tls.get("name")) or {}).get("secret", {}).get("secretName")
+                    == TLS_SECRET, f"{where}: admission controller mounts Secret {TLS_SECRET} read-only at /etc/tls")
         ports = container_ports(container)
         c.check(ports.get("webhook") == int(flag(container, "port") or 0),
                 f"{where}: admission controller container port 'webhook' is --port")
@@ -600,9 +650,33 @@ def without_ca(objs):
     return out
 
 
+def without_certificate_flags(objs):
+    """The objects without what distinguishes the certificate modes in the
+    admission controller's Deployment: its certificate flags and the Secret
+    volume."""
+    out = []
+    for o in without_ca(objs):
+        if o.get("kind") == "Deployment" and ident(o)[2] == "vpa-inplace-admission-controller":
+            spec = o["spec"]["template"]["spec"]
+            for container in spec.get("containers") or []:
+                container["args"] = [a for a in container.get("args") or []
+                                     if not a.startswith(("--tls-cert-file=", "--tls-private-key-file=", "--cert-"))]
+                container["volumeMounts"] = [m for m in container.get("volumeMounts") or [] if m.get("name") != "tls"]
+            spec["volumes"] = [v for v in spec.get("volumes") or [] if v.get("name") != "tls"]
+        out.append(o)
+    return out
+
+
 def check_certificate_overlay(c, where, objs, base):
     """An overlay that provides the serving certificate: base's objects, the
-    webhooks' CA apart, plus what writes Secret vpa-inplace-admission-tls."""
+    webhooks' CA apart, plus what writes Secret vpa-inplace-admission-tls; or
+    base with the admission controller keeping its own (self-managed)."""
+    if self_managed(objs):
+        c.check(canonical(without_certificate_flags(objs)) == canonical(without_certificate_flags(base)),
+                f"{where}: base's objects, apart from the webhooks' caBundle and the certificate flags and volume")
+        c.check(not find(objs, "Secret") and not find(objs, "Certificate"),
+                f"{where}: ships no Secret or Certificate (the admission controller creates its Secret)")
+        return
     extra = {"Issuer", "Certificate", "Secret"}
     c.check(canonical(without_ca([o for o in objs if o["kind"] not in extra])) == canonical(without_ca(base)),
             f"{where}: base's objects, apart from the webhooks' caBundle and annotations")
@@ -688,7 +762,7 @@ def check_chart(c, case, objs, base, values):
     check_workloads(c, where, objs, chart=True)
     hooks = [o for o in objs if o["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")]
     if (values.get("admissionController") or {}).get("enabled", True):
-        mode = "cert-manager" if find(objs, "Certificate", CERTIFICATE) else "secret"
+        mode = ca_mode("chart", objs)
         check_webhooks(c, where, objs, local=False, mode=mode)
         base_hooks = [o for o in base if o["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")]
         for o in hooks + base_hooks:

@@ -18,6 +18,26 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/admission"
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/quantity"
+	"github.com/vpa-inplace/vpa-inplace/pkg/selfcert"
+)
+
+// Where the serving certificate comes from (--cert-mode).
+const (
+	// CertModeFiles serves --tls-cert-file and --tls-private-key-file,
+	// reloaded when they change (cert-manager, a provided Secret, scripts).
+	CertModeFiles = "files"
+	// CertModeSelfManaged keeps a CA and serving pair in a Secret and
+	// patches the CA into the named webhook configurations' caBundle.
+	CertModeSelfManaged = "self-managed"
+)
+
+// Defaults of the self-managed certificate options.
+const (
+	DefaultCertSecretName      = "vpa-inplace-admission-certs"
+	DefaultCertSecretNamespace = "vpa-inplace-system"
+	// DefaultCertService is the Service whose DNS names the certificate
+	// holds when --cert-hosts is not set.
+	DefaultCertService = "vpa-inplace-webhook"
 )
 
 // Defaults of the options.
@@ -47,6 +67,21 @@ type Options struct {
 	TLSPrivateKeyFile string
 	TLSMinVersion     string
 	TLSCipherSuites   []string
+
+	// CertMode is CertModeFiles or CertModeSelfManaged.
+	CertMode string
+	// CertSecretName and CertSecretNamespace name the Secret of the
+	// self-managed certificate.
+	CertSecretName, CertSecretNamespace string
+	// CertHosts are its DNS names and IP addresses; empty means the
+	// Service's DNS names in CertSecretNamespace.
+	CertHosts []string
+	// CertMutatingWebhookConfigurations and CertValidatingWebhookConfigurations
+	// are the configurations whose caBundle is kept current.
+	CertMutatingWebhookConfigurations, CertValidatingWebhookConfigurations []string
+	// CertValidity is how long a new CA and certificate are valid;
+	// CertRotateBefore how long before expiry the next ones are made.
+	CertValidity, CertRotateBefore time.Duration
 
 	// BindAddress and Port are where the webhooks are served (HTTPS).
 	BindAddress string
@@ -78,15 +113,22 @@ type Options struct {
 // NewOptions returns the options with their defaults.
 func NewOptions() *Options {
 	return &Options{
-		KubeAPIQPS:          DefaultKubeAPIQPS,
-		KubeAPIBurst:        DefaultKubeAPIBurst,
-		TLSMinVersion:       DefaultTLSMinVersion,
-		Port:                DefaultPort,
-		Address:             DefaultAddress,
-		RequestTimeout:      DefaultRequestTimeout,
-		MaxInflightRequests: admission.DefaultMaxInflight,
-		FeatureGate:         features.NewFeatureGate(),
-		Logs:                logsapi.NewLoggingConfiguration(),
+		KubeAPIQPS:                          DefaultKubeAPIQPS,
+		KubeAPIBurst:                        DefaultKubeAPIBurst,
+		TLSMinVersion:                       DefaultTLSMinVersion,
+		CertMode:                            CertModeFiles,
+		CertSecretName:                      DefaultCertSecretName,
+		CertSecretNamespace:                 DefaultCertSecretNamespace,
+		CertMutatingWebhookConfigurations:   []string{"vpa-inplace-pods"},
+		CertValidatingWebhookConfigurations: []string{"vpa-inplace-vpas"},
+		CertValidity:                        selfcert.DefaultValidity,
+		CertRotateBefore:                    selfcert.DefaultRotateBefore,
+		Port:                                DefaultPort,
+		Address:                             DefaultAddress,
+		RequestTimeout:                      DefaultRequestTimeout,
+		MaxInflightRequests:                 admission.DefaultMaxInflight,
+		FeatureGate:                         features.NewFeatureGate(),
+		Logs:                                logsapi.NewLoggingConfiguration(),
 	}
 }
 
@@ -99,10 +141,32 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
 		"Burst of queries allowed to the API server above --kube-api-qps.")
 
+	fs.StringVar(&o.CertMode, "cert-mode", o.CertMode,
+		"Where the webhooks' serving certificate comes from. files: --tls-cert-file and --tls-private-key-file, reloaded when "+
+			"they change. self-managed: a CA and certificate kept in Secret --cert-secret-namespace/--cert-secret-name (created "+
+			"when missing, rotated before expiry), the CA patched into the caBundle of the webhook configurations named by "+
+			"--cert-mutating-webhook-configurations and --cert-validating-webhook-configurations (which are never created).")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile,
-		"Path to the PEM serving certificate of the webhooks (with intermediates). Required. Reloaded when the file changes.")
+		"Path to the PEM serving certificate of the webhooks (with intermediates). Required with --cert-mode=files. Reloaded when the file changes.")
 	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile,
-		"Path to the PEM private key of --tls-cert-file. Required. Reloaded when the file changes.")
+		"Path to the PEM private key of --tls-cert-file. Required with --cert-mode=files. Reloaded when the file changes.")
+	fs.StringVar(&o.CertSecretName, "cert-secret-name", o.CertSecretName,
+		"--cert-mode=self-managed: name of the Secret holding the CA and the serving certificate.")
+	fs.StringVar(&o.CertSecretNamespace, "cert-secret-namespace", o.CertSecretNamespace,
+		"--cert-mode=self-managed: namespace of that Secret (the admission controller's own).")
+	fs.StringSliceVar(&o.CertHosts, "cert-hosts", o.CertHosts,
+		"--cert-mode=self-managed: comma-separated DNS names and IP addresses of the serving certificate. Empty: "+
+			DefaultCertService+".<--cert-secret-namespace>.svc and its .svc.cluster.local name. A change applies at the next rotation.")
+	fs.StringSliceVar(&o.CertMutatingWebhookConfigurations, "cert-mutating-webhook-configurations", o.CertMutatingWebhookConfigurations,
+		"--cert-mode=self-managed: MutatingWebhookConfigurations whose caBundle is kept current (only that field is patched).")
+	fs.StringSliceVar(&o.CertValidatingWebhookConfigurations, "cert-validating-webhook-configurations", o.CertValidatingWebhookConfigurations,
+		"--cert-mode=self-managed: ValidatingWebhookConfigurations whose caBundle is kept current (only that field is patched).")
+	fs.DurationVar(&o.CertValidity, "cert-validity", o.CertValidity,
+		"--cert-mode=self-managed: how long a new CA and serving certificate are valid.")
+	fs.DurationVar(&o.CertRotateBefore, "cert-rotate-before", o.CertRotateBefore,
+		"--cert-mode=self-managed: how long before the serving certificate expires the next CA and certificate are made. "+
+			"The new CA is published in caBundle next to the old one, and the new certificate served "+selfcert.DefaultPublishDelay.String()+
+			" after every named configuration carries it. At least "+(2*selfcert.DefaultPublishDelay+time.Second).String()+", less than --cert-validity.")
 	fs.StringVar(&o.TLSMinVersion, "tls-min-version", o.TLSMinVersion,
 		"Minimum TLS version of the webhook server: VersionTLS12 or VersionTLS13.")
 	fs.StringSliceVar(&o.TLSCipherSuites, "tls-cipher-suites", o.TLSCipherSuites,
@@ -147,11 +211,24 @@ func (o *Options) Validate() []error {
 	if o.KubeAPIBurst <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-burst must be positive, got %d", o.KubeAPIBurst))
 	}
-	if o.TLSCertFile == "" {
-		errs = append(errs, errors.New("--tls-cert-file is required"))
-	}
-	if o.TLSPrivateKeyFile == "" {
-		errs = append(errs, errors.New("--tls-private-key-file is required"))
+	switch o.CertMode {
+	case CertModeFiles:
+		if o.TLSCertFile == "" {
+			errs = append(errs, errors.New("--tls-cert-file is required"))
+		}
+		if o.TLSPrivateKeyFile == "" {
+			errs = append(errs, errors.New("--tls-private-key-file is required"))
+		}
+	case CertModeSelfManaged:
+		if o.TLSCertFile != "" || o.TLSPrivateKeyFile != "" {
+			errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file are not used with --cert-mode=self-managed"))
+		}
+		cfg := o.SelfCertConfig()
+		for _, err := range cfg.Validate() {
+			errs = append(errs, fmt.Errorf("--cert-mode=self-managed: %w", err))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--cert-mode must be %s or %s, got %q", CertModeFiles, CertModeSelfManaged, o.CertMode))
 	}
 	if _, err := o.tlsMinVersion(); err != nil {
 		errs = append(errs, err)
@@ -191,6 +268,26 @@ func (o *Options) Validate() []error {
 		errs = append(errs, fmt.Errorf("logging: %w", err))
 	}
 	return errs
+}
+
+// SelfCertConfig is the configuration of the self-managed certificate.
+func (o *Options) SelfCertConfig() selfcert.Config {
+	hosts := o.CertHosts
+	if len(hosts) == 0 {
+		hosts = []string{
+			DefaultCertService + "." + o.CertSecretNamespace + ".svc",
+			DefaultCertService + "." + o.CertSecretNamespace + ".svc.cluster.local",
+		}
+	}
+	return selfcert.Config{
+		Namespace:                       o.CertSecretNamespace,
+		SecretName:                      o.CertSecretName,
+		Hosts:                           hosts,
+		Validity:                        o.CertValidity,
+		Timing:                          selfcert.Timing{RotateBefore: o.CertRotateBefore, PublishDelay: selfcert.DefaultPublishDelay},
+		MutatingWebhookConfigurations:   o.CertMutatingWebhookConfigurations,
+		ValidatingWebhookConfigurations: o.CertValidatingWebhookConfigurations,
+	}
 }
 
 // WebhookAddress is the listen address of the webhook server.

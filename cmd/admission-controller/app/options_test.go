@@ -2,6 +2,7 @@ package app
 
 import (
 	"crypto/tls"
+	"errors"
 	"testing"
 	"time"
 
@@ -105,4 +106,48 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		assert.NotEmpty(t, f.Usage, "--%s has a description", f.Name)
 	})
 	assert.Contains(t, fs.FlagUsages(), "InPlace=true|false (ALPHA - default=false)")
+}
+
+func TestCertModeFlags(t *testing.T) {
+	t.Run("self-managed: no files, hosts from the namespace", func(t *testing.T) {
+		opts, _ := parse(t, "--cert-mode=self-managed", "--cert-secret-namespace=ops")
+		require.Empty(t, opts.Validate())
+		cfg := opts.SelfCertConfig()
+		assert.Equal(t, []string{"vpa-inplace-webhook.ops.svc", "vpa-inplace-webhook.ops.svc.cluster.local"}, cfg.Hosts)
+		assert.Equal(t, "ops", cfg.Namespace)
+		assert.Equal(t, DefaultCertSecretName, cfg.SecretName)
+		assert.Equal(t, []string{"vpa-inplace-pods"}, cfg.MutatingWebhookConfigurations)
+		assert.Equal(t, []string{"vpa-inplace-vpas"}, cfg.ValidatingWebhookConfigurations)
+	})
+	t.Run("self-managed: every flag", func(t *testing.T) {
+		opts, _ := parse(t, "--cert-mode=self-managed", "--cert-secret-name=s", "--cert-hosts=127.0.0.1,a.b",
+			"--cert-mutating-webhook-configurations=m1,m2", "--cert-validating-webhook-configurations=",
+			"--cert-validity=2m", "--cert-rotate-before=1m")
+		require.Empty(t, opts.Validate())
+		cfg := opts.SelfCertConfig()
+		assert.Equal(t, []string{"127.0.0.1", "a.b"}, cfg.Hosts)
+		assert.Equal(t, "s", cfg.SecretName)
+		assert.Equal(t, []string{"m1", "m2"}, cfg.MutatingWebhookConfigurations)
+		assert.Empty(t, cfg.ValidatingWebhookConfigurations)
+		assert.Equal(t, 2*time.Minute, cfg.Validity)
+		assert.Equal(t, time.Minute, cfg.RotateBefore)
+	})
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "unknown mode", args: []string{"--cert-mode=magic"}, want: "--cert-mode must be"},
+		{name: "files with self-managed", args: []string{"--cert-mode=self-managed", "--tls-cert-file=/a"}, want: "not used with"},
+		{name: "rotate-before not below validity", args: []string{"--cert-mode=self-managed", "--cert-validity=1h", "--cert-rotate-before=1h"}, want: "must be longer"},
+		{name: "rotate-before too short", args: []string{"--cert-mode=self-managed", "--cert-rotate-before=5s"}, want: "rotate-before must be at least"},
+		{name: "bad host", args: []string{"--cert-mode=self-managed", "--cert-hosts=a b"}, want: "neither an IP address nor a DNS name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts, _ := parse(t, tc.args...)
+			errs := opts.Validate()
+			require.NotEmpty(t, errs)
+			assert.ErrorContains(t, errors.Join(errs...), tc.want)
+		})
+	}
 }

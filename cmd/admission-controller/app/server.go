@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -29,11 +30,27 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/certwatch"
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/selfcert"
 	"github.com/vpa-inplace/vpa-inplace/pkg/server"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 )
 
-var _ server.Check = (*certwatch.Watcher)(nil)
+// certificateSource serves the webhooks' key pair: from files, or kept by
+// the admission controller itself.
+type certificateSource interface {
+	server.Check
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	Run(ctx context.Context) error
+}
+
+var (
+	_ certificateSource = (*certwatch.Watcher)(nil)
+	_ certificateSource = (*selfcert.Manager)(nil)
+)
+
+// certificateWait is how often the webhook server checks, before
+// listening, whether a self-managed certificate is loaded.
+const certificateWait = 100 * time.Millisecond
 
 // Timeouts of the webhook server. Handling itself is bounded by
 // --request-timeout.
@@ -50,7 +67,8 @@ const (
 
 // Run applies the logging options, connects to the cluster and serves the
 // webhooks until ctx is cancelled. It never registers webhook
-// configurations: those ship with the deployment manifests.
+// configurations: those ship with the deployment manifests. With
+// --cert-mode=self-managed it patches their caBundle, and nothing else.
 func Run(ctx context.Context, opts *Options) error {
 	if err := logsapi.ValidateAndApply(opts.Logs, nil); err != nil {
 		return fmt.Errorf("applying the logging options: %w", err)
@@ -83,6 +101,48 @@ type listenFunc func(ctx context.Context, address string) (net.Listener, error)
 func listenTCP(ctx context.Context, address string) (net.Listener, error) {
 	var lc net.ListenConfig
 	return lc.Listen(ctx, "tcp", address)
+}
+
+// MetricCertificateExpiry is when the served certificate expires.
+const MetricCertificateExpiry = "vpa_inplace_admission_certificate_expiry_timestamp_seconds"
+
+// certificateExpiry reports the served certificate's notAfter; no sample
+// while none is loaded.
+func certificateExpiry(certs certificateSource) prometheus.Collector {
+	desc := prometheus.NewDesc(MetricCertificateExpiry,
+		"When the webhooks' serving certificate expires, in seconds since the epoch (self-managed: rotated before that; files: reloaded when renewed).",
+		nil, nil)
+	return collectorFunc{desc: desc, collect: func(ch chan<- prometheus.Metric) {
+		cert, err := certs.GetCertificate(nil)
+		if err != nil || cert.Leaf == nil {
+			return
+		}
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(cert.Leaf.NotAfter.Unix()))
+	}}
+}
+
+type collectorFunc struct {
+	desc    *prometheus.Desc
+	collect func(chan<- prometheus.Metric)
+}
+
+func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
+
+// newCertificateSource returns the source of --cert-mode.
+func newCertificateSource(opts *Options, kube kubernetes.Interface) (certificateSource, error) {
+	if opts.CertMode == CertModeSelfManaged {
+		m, err := selfcert.New(kube, opts.SelfCertConfig())
+		if err != nil {
+			return nil, fmt.Errorf("self-managed certificate: %w", err)
+		}
+		return m, nil
+	}
+	w, err := certwatch.New(opts.TLSCertFile, opts.TLSPrivateKeyFile, certwatch.DefaultPollInterval)
+	if err != nil {
+		return nil, fmt.Errorf("loading the serving certificate: %w", err)
+	}
+	return w, nil
 }
 
 func restConfig(opts *Options) (*rest.Config, error) {
@@ -119,9 +179,9 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	if err != nil {
 		return err
 	}
-	certs, err := certwatch.New(opts.TLSCertFile, opts.TLSPrivateKeyFile, certwatch.DefaultPollInterval)
+	certs, err := newCertificateSource(opts, c.kube)
 	if err != nil {
-		return fmt.Errorf("loading the serving certificate: %w", err)
+		return err
 	}
 
 	registry := prometheus.NewRegistry()
@@ -134,6 +194,9 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	metrics, err := admission.NewMetrics(registry)
 	if err != nil {
 		return err
+	}
+	if err := registry.Register(certificateExpiry(certs)); err != nil {
+		return fmt.Errorf("registering the certificate metric: %w", err)
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
@@ -224,6 +287,13 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 		}
 		synced.Set()
 		logger.Info("Caches synced")
+		// A self-managed certificate may not be there yet: a TLS server
+		// without one would fail every handshake.
+		if err := wait.PollUntilContextCancel(ctx, certificateWait, true, func(context.Context) (bool, error) {
+			return certs.Ready() == nil, nil
+		}); err != nil {
+			return nil
+		}
 		// Listen only now: before, a webhook call would wait on a server
 		// that cannot answer it yet.
 		webhookListener, err := listen(ctx, opts.WebhookAddress())

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -182,6 +185,7 @@ func TestRunServesTheWebhooks(t *testing.T) {
 		assert.Contains(t, body, fmt.Sprintf(`%s{reason="feature_gate"} 1`, admission.MetricVPARejections))
 		assert.Contains(t, body, fmt.Sprintf(`%s 1`, admission.MetricPodMutations))
 		assert.Contains(t, body, "go_goroutines")
+		assert.Contains(t, body, fmt.Sprintf("%s %s", MetricCertificateExpiry, strconv.FormatFloat(float64(pair.Cert.NotAfter.Unix()), 'g', -1, 64)))
 	})
 	t.Run("plain HTTP is not served on the webhook port", func(t *testing.T) {
 		code, _ := httpGet(plain, "http://"+l.get(opts.WebhookAddress())+admission.MutatePodsPath)
@@ -205,4 +209,70 @@ func TestRunFailsWithoutTheCertificate(t *testing.T) {
 	l := &listeners{addrs: map[string]string{}}
 	err := run(ctx, opts, clients{config: &rest.Config{Host: "https://127.0.0.1:1"}, kube: kube, vpas: vpas}, l.listen)
 	assert.ErrorContains(t, err, "loading the serving certificate")
+}
+
+// --cert-mode=self-managed: the certificate comes from the Secret the
+// controller creates, and a client holding the caBundle it patched into the
+// webhook configuration trusts it.
+func TestRunSelfManagedServesWhatItPublishes(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	opts := NewOptions()
+	opts.CertMode = CertModeSelfManaged
+	opts.CertHosts = []string{"127.0.0.1"}
+	opts.CertValidatingWebhookConfigurations = nil
+	require.Empty(t, opts.Validate())
+	kube, vpas := cluster()
+	_, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "vpa-inplace-pods"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "pods.vpa-inplace.github.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/mutate-pods")}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	l := &listeners{addrs: map[string]string{}}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, opts, clients{config: &rest.Config{Host: "https://127.0.0.1:1"}, kube: kube, vpas: vpas}, l.listen)
+	}()
+
+	plain := &http.Client{Timeout: 5 * time.Second}
+	require.Eventually(t, func() bool { return l.get(opts.Address) != "" }, 30*time.Second, 10*time.Millisecond)
+	probes := "http://" + l.get(opts.Address)
+	require.Eventually(t, func() bool {
+		code, _ := httpGet(plain, probes+"/readyz")
+		return code == http.StatusOK
+	}, 30*time.Second, 20*time.Millisecond)
+	_, body := httpGet(plain, probes+"/readyz")
+	assert.Contains(t, body, "[+]certificate ok")
+
+	var bundle []byte
+	require.Eventually(t, func() bool {
+		config, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "vpa-inplace-pods", metav1.GetOptions{})
+		require.NoError(t, err)
+		bundle = config.Webhooks[0].ClientConfig.CABundle
+		return len(bundle) > 0
+	}, 30*time.Second, 20*time.Millisecond, "the caBundle is patched")
+	secret, err := kube.CoreV1().Secrets(DefaultCertSecretNamespace).Get(ctx, DefaultCertSecretName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, string(secret.Data["ca.crt"]), string(bundle))
+
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(bundle))
+	require.Eventually(t, func() bool { return l.get(opts.WebhookAddress()) != "" }, 30*time.Second, 10*time.Millisecond)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+	}}
+	resp := postReview(t, client, "https://"+l.get(opts.WebhookAddress())+admission.MutatePodsPath, podCreateReview)
+	assert.True(t, resp.Allowed)
+	assert.NotEmpty(t, resp.Patch)
+
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after its context ended")
+	}
 }
