@@ -670,7 +670,13 @@ def without_certificate_flags(objs):
 def check_certificate_overlay(c, where, objs, base):
     """An overlay that provides the serving certificate: base's objects, the
     webhooks' CA apart, plus what writes Secret vpa-inplace-admission-tls; or
-    base with the admission controller keeping its own (self-managed)."""
+    base with the admission controller keeping its own (self-managed).
+    These overlays are applied with kubectl apply -k alone, so they leave
+    out base's NetworkPolicy, whose API server range only a script or the
+    user can fill in."""
+    c.check(not find(objs, "NetworkPolicy"),
+            f"{where}: no NetworkPolicy with the API server range left to fill in (components/without-network-policy)")
+    base = [o for o in base if o["kind"] != "NetworkPolicy"]
     if self_managed(objs):
         c.check(canonical(without_certificate_flags(objs)) == canonical(without_certificate_flags(base)),
                 f"{where}: base's objects, apart from the webhooks' caBundle and the certificate flags and volume")
@@ -838,7 +844,10 @@ def main():
                 continue
             c.check(True, f"{path} parses")
             root = os.path.relpath(dirpath, args.deploy_dir)
-            if name == "kustomization.yaml" and root in kustomize_only:
+            if name == "kustomization.yaml" and root.startswith("components/"):
+                c.check(docs and docs[0].get("kind") == "Component",
+                        f"{path}: a kustomize Component, used by the overlays applied with kubectl apply -k alone")
+            elif name == "kustomization.yaml" and root in kustomize_only:
                 c.check(root.startswith("overlays/") and root not in ("overlays/local", "overlays/with-upstream-vpa"),
                         f"{path}: only overlays that scripts do not apply use more than resources:")
             elif name == "kustomization.yaml":
