@@ -165,20 +165,11 @@ func (s *ConfigMapStore) ForgetOwner(owner Owner) int {
 // and owns their pods, deletes the ConfigMaps of VPAs that are gone, and
 // reads the records annotations left by VPAStore for migration.
 func (s *ConfigMapStore) Load(ctx context.Context) error {
-	s.setLoaded(ErrNotLoaded)
-	err := s.load(ctx)
-	s.setLoaded(err)
-	return err
+	return s.loadWith(ctx, s.cfg.LoadTimeout, s.cfg.Now, s.load)
 }
 
-func (s *ConfigMapStore) load(ctx context.Context) error {
+func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 	logger := klog.FromContext(ctx)
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.LoadTimeout)
-	defer cancel()
-	var now time.Time
-	if s.cfg.Now != nil {
-		now = s.cfg.Now()
-	}
 	l := newLoading(s.cfg.Metrics, s.name)
 	live := map[types.UID]Owner{}
 	migrate := map[string]types.UID{}

@@ -220,44 +220,9 @@ func TestConfigMapStoreRetriesFailedWrites(t *testing.T) {
 }
 
 func TestConfigMapStoreConcurrentWorkersEndWithTheRecordsHeld(t *testing.T) {
-	names := []string{"web", "db", "cache"}
-	var vpas []*vpatypes.VerticalPodAutoscaler
-	for _, n := range names {
-		vpas = append(vpas, vpa(n))
-	}
-	f := newCMFixture(t, nil, vpas...)
+	f := newCMFixture(t, nil, concurrentVPAs()...)
 	s, _ := f.startCM(ConfigMapStoreConfig{})
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Go(func() {
-			for i := range 50 {
-				name := names[(w+i)%len(names)]
-				owner := Owner{Namespace: "default", Name: name, UID: types.UID("uid-" + name)}
-				uid := types.UID(fmt.Sprintf("pod-%d-%d", w, i%5))
-				if i%3 == 2 {
-					s.Delete(uid)
-					continue
-				}
-				s.Put(owner, uid, rec(KindNodeCapacity, fmt.Sprintf("%dm", 1000+i), "no room", t0.Add(time.Duration(i)*time.Second)))
-			}
-		})
-	}
-	wg.Wait()
-	for _, n := range names {
-		want := s.mem.byOwner(Owner{Namespace: "default", Name: n}.Key())
-		require.Eventually(t, func() bool {
-			got := f.cmRecords(types.UID("uid-" + n))
-			if len(got) != len(want) {
-				return false
-			}
-			for uid, r := range want {
-				if g, ok := got[uid]; !ok || g.Compare(r.Attempted) != Same {
-					return false
-				}
-			}
-			return true
-		}, wait, tick, "the ConfigMap of VPA %s holds the records held", n)
-	}
+	checkConcurrentWorkers(t, &s.durable, func(n string) map[types.UID]*Record { return f.cmRecords(types.UID("uid-" + n)) })
 }
 
 func TestNewConfigMapStoreRefusesABadConfig(t *testing.T) {

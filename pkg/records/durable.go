@@ -100,6 +100,22 @@ func (s *durable) Loaded() error {
 	return s.loadErr
 }
 
+// loadWith runs load within timeout, with the time of now (zero when now is
+// nil), Loaded saying ErrNotLoaded meanwhile and load's error after.
+func (s *durable) loadWith(ctx context.Context, timeout time.Duration, now func() time.Time,
+	load func(ctx context.Context, now time.Time) error) error {
+	s.setLoaded(ErrNotLoaded)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var at time.Time
+	if now != nil {
+		at = now()
+	}
+	err := load(ctx, at)
+	s.setLoaded(err)
+	return err
+}
+
 func (s *durable) setLoaded(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

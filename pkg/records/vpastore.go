@@ -130,20 +130,11 @@ func (s *VPAStore) ForgetOwner(owner Owner) int {
 // or one large VPA never holds the updater longer. Loaded tells how far it
 // got.
 func (s *VPAStore) Load(ctx context.Context) error {
-	s.setLoaded(ErrNotLoaded)
-	err := s.load(ctx)
-	s.setLoaded(err)
-	return err
+	return s.loadWith(ctx, s.cfg.LoadTimeout, s.cfg.Now, s.load)
 }
 
-func (s *VPAStore) load(ctx context.Context) error {
+func (s *VPAStore) load(ctx context.Context, now time.Time) error {
 	logger := klog.FromContext(ctx)
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.LoadTimeout)
-	defer cancel()
-	var now time.Time
-	if s.cfg.Now != nil {
-		now = s.cfg.Now()
-	}
 	l := newLoading(s.cfg.Metrics, s.key)
 	written := map[string]string{}
 	vpas := 0

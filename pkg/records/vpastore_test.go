@@ -329,13 +329,22 @@ func TestVPAStoreForgetOwnerWritesNothing(t *testing.T) {
 // write that read the records, then lost a change made before its patch
 // returned, would leave a VPA behind.
 func TestVPAStoreConcurrentWorkersEndWithTheRecordsHeld(t *testing.T) {
-	names := []string{"web", "db", "cache"}
-	var vpas []*vpatypes.VerticalPodAutoscaler
-	for _, n := range names {
-		vpas = append(vpas, vpa(n))
-	}
-	f := newStoreFixture(t, vpas...)
+	f := newStoreFixture(t, concurrentVPAs()...)
 	s, _ := f.start(VPAStoreConfig{})
+	checkConcurrentWorkers(t, &s.durable, f.records)
+}
+
+// concurrentVPAs are the VPAs checkConcurrentWorkers puts records for.
+func concurrentVPAs() []*vpatypes.VerticalPodAutoscaler {
+	return []*vpatypes.VerticalPodAutoscaler{vpa("web"), vpa("db"), vpa("cache")}
+}
+
+// checkConcurrentWorkers has 8 workers put and delete records of the pods
+// of concurrentVPAs in s at once, then waits until written(vpa) holds, for
+// each VPA, the records s holds.
+func checkConcurrentWorkers(t *testing.T, s *durable, written func(vpa string) map[types.UID]*Record) {
+	t.Helper()
+	names := []string{"web", "db", "cache"}
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {
@@ -355,7 +364,7 @@ func TestVPAStoreConcurrentWorkersEndWithTheRecordsHeld(t *testing.T) {
 	for _, n := range names {
 		want := s.mem.byOwner(Owner{Namespace: "default", Name: n}.Key())
 		require.Eventually(t, func() bool {
-			got := f.records(n)
+			got := written(n)
 			if len(got) != len(want) {
 				return false
 			}
@@ -365,6 +374,6 @@ func TestVPAStoreConcurrentWorkersEndWithTheRecordsHeld(t *testing.T) {
 				}
 			}
 			return true
-		}, wait, tick, "VPA %s carries the records held", n)
+		}, wait, tick, "the records of VPA %s written are those held", n)
 	}
 }
