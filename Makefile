@@ -125,3 +125,7 @@ bench: ## Benchmark our updater against the upstream VPA updater side by side on
 .PHONY: bench-admission
 bench-admission: ## Benchmark our pod admission handler against upstream VPA's in process (no cluster); writes bench/results/.
 	hack/bench-admission.sh
+
+.PHONY: bench-admission-burst
+bench-admission-burst: ## A burst of pod creations on the local cluster with our admission controller, then upstream's; writes bench/results/.
+	hack/bench-admission-burst.sh

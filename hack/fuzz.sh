@@ -8,5 +8,8 @@ set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 
 go test -run '^$' -fuzz '^FuzzHandleAdmissionReview$' -fuzztime "${FUZZTIME:-5m}" ./pkg/admission/
+go test -run '^$' -fuzz '^FuzzFastDecoders$' -fuzztime "${FUZZTIME:-5m}" ./pkg/admission/
+go test -run '^$' -fuzz '^FuzzPatchJSON$' -fuzztime "${FUZZTIME:-5m}" ./pkg/admission/
+go test -run '^$' -fuzz '^FuzzAppendReview$' -fuzztime "${FUZZTIME:-5m}" ./pkg/admission/
 go test -run '^$' -fuzz '^FuzzDecodeAnnotation$' -fuzztime "${FUZZTIME:-5m}" ./pkg/records/
 go test -run '^$' -fuzz '^FuzzDecodeCompact$' -fuzztime "${FUZZTIME:-5m}" ./pkg/records/

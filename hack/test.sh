@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 go test -race -count=1 ./cmd/... ./pkg/...
 # A short fuzz run of the admission webhook's request handling.
 go test -run '^$' -fuzz '^FuzzHandleAdmissionReview$' -fuzztime 10000x -parallel 2 ./pkg/admission/
+# Its fast decoders against the reference, and its patch writer against
+# encoding/json.
+go test -run '^$' -fuzz '^FuzzFastDecoders$' -fuzztime 10000x -parallel 2 ./pkg/admission/
+go test -run '^$' -fuzz '^FuzzPatchJSON$' -fuzztime 10000x -parallel 2 ./pkg/admission/
 # And of the records decoder, over random and adversarial annotations.
 go test -run '^$' -fuzz '^FuzzDecodeAnnotation$' -fuzztime 10000x -parallel 2 ./pkg/records/
 go test -run '^$' -fuzz '^FuzzDecodeCompact$' -fuzztime 10000x -parallel 2 ./pkg/records/

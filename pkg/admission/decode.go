@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/quantity"
@@ -24,43 +22,10 @@ const (
 	maxPodOwnerReferencesBytes = 64 << 10
 )
 
-// rawValue is a JSON value as received, "null" and absent alike empty. It
-// refers to the decoded input, which must outlive it: sigsjson's Unmarshal,
-// like encoding/json's, hands UnmarshalJSON a slice of its input, so keeping
-// it copies nothing.
-type rawValue []byte
-
-func (v *rawValue) UnmarshalJSON(b []byte) error {
-	if bytes.Equal(b, []byte("null")) {
-		*v = nil
-		return nil
-	}
-	*v = b
-	return nil
-}
-
-func (v rawValue) present() bool { return len(v) > 0 }
-
-// reviewEnvelope is an admission.k8s.io/v1 AdmissionReview decoded as
-// strictly as admissionv1.AdmissionReview, except that the objects are not
-// copied.
-type reviewEnvelope struct {
-	metav1.TypeMeta `json:",inline"`
-	Request         *reviewRequest                 `json:"request"`
-	Response        *admissionv1.AdmissionResponse `json:"response"`
-}
-
-// reviewRequest shadows the objects of admissionv1.AdmissionRequest: the
-// shallower field wins in Go's JSON decoding.
-type reviewRequest struct {
-	admissionv1.AdmissionRequest `json:",inline"`
-	Object                       rawValue `json:"object"`
-	OldObject                    rawValue `json:"oldObject"`
-}
-
-// podView is what the mutation of a new pod reads of it. The rest of the
-// pod's JSON is scanned by the decoder and never kept; labels and owner
-// references are kept raw until the VPA lookup needs them.
+// podView is what the mutation of a new pod reads of it, as the reference
+// path decodes it (see jsonread.go). The rest of the pod's JSON is scanned
+// by the decoder and never kept; labels and owner references are kept raw
+// until their bounds are checked.
 type podView struct {
 	APIVersion string       `json:"apiVersion"`
 	Kind       string       `json:"kind"`
@@ -133,6 +98,73 @@ func (b *boundedQuantity) UnmarshalJSON(v []byte) error {
 	}
 	b.q = q
 	return nil
+}
+
+// podShape tells which maps of a new pod's JSON exist: the patch adds a
+// map where there is none and sets a key where there is one.
+type podShape struct {
+	metadata    bool
+	annotations bool
+	spec        bool
+	// containers has one entry per element of spec.containers.
+	containers []containerShape
+	// nullContainer is a null element in spec.containers.
+	nullContainer bool
+}
+
+type containerShape struct {
+	resources, requests, limits bool
+}
+
+// shape returns which maps of the pod's JSON exist.
+func (v *podView) shape() *podShape {
+	s := &podShape{metadata: v.Metadata != nil, spec: v.Spec != nil}
+	if v.Metadata != nil {
+		s.annotations = v.Metadata.Annotations.present()
+	}
+	if v.Spec == nil {
+		return s
+	}
+	if len(v.Spec.Containers) > 0 {
+		s.containers = make([]containerShape, len(v.Spec.Containers))
+	}
+	for i, c := range v.Spec.Containers {
+		if c == nil {
+			s.nullContainer = true
+			continue
+		}
+		if c.Resources != nil {
+			s.containers[i] = containerShape{resources: true, requests: c.Resources.Requests.present(), limits: c.Resources.Limits.present()}
+		}
+	}
+	return s
+}
+
+// decodePod decodes what the mutation of a new pod reads of it: the pod as
+// the VPA lookup and the recommendation processing read it (see
+// podView.pod), and the shape of its JSON. namespace is the request's. The
+// error is errPodTooLarge, wrapped, for a pod over the bounds above.
+func decodePod(raw []byte, namespace string) (*corev1.Pod, *podShape, error) {
+	if pod, shape, ok := decodePodFast(raw, namespace); ok {
+		return pod, shape, nil
+	}
+	return decodePodReference(raw, namespace)
+}
+
+// decodePodReference is decodePod through sigsjson.
+func decodePodReference(raw []byte, namespace string) (*corev1.Pod, *podShape, error) {
+	view, err := decodePodView(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	pod, err := view.pod(namespace)
+	if errors.Is(err, errPodTooLarge) {
+		return nil, nil, err
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("decoding a v1 Pod: %w", err)
+	}
+	return pod, view.shape(), nil
 }
 
 // decodePodView decodes the parts of a v1 Pod that the mutation needs.

@@ -27,30 +27,23 @@
 package admission
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"runtime/debug"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
-	sigsjson "sigs.k8s.io/json"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
-	vpaapiutil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 )
@@ -228,7 +221,7 @@ func (h *Handler) endpoint(name string, review reviewFunc) http.Handler {
 		logger := klog.FromContext(ctx).WithValues("endpoint", name)
 		ctx = klog.NewContext(ctx, logger)
 
-		out, err := h.handle(ctx, w, r, review)
+		resp, body, err := h.handle(ctx, w, r, review)
 		if err != nil {
 			he, ok := errors.AsType[*httpError](err)
 			if !ok {
@@ -247,18 +240,13 @@ func (h *Handler) endpoint(name string, review reviewFunc) http.Handler {
 			http.Error(w, he.err.Error(), he.code)
 			return
 		}
-		h.cfg.Metrics.requests.WithLabelValues(name, outcome(out.response)).Inc()
+		defer putBody(body)
+		h.cfg.Metrics.requests.WithLabelValues(name, outcome(resp)).Inc()
 		w.Header().Set("Content-Type", contentTypeJSON)
-		if _, err := w.Write(out.body); err != nil {
+		if _, err := w.Write(*body); err != nil {
 			logger.V(2).Info("Cannot write the admission response", "err", err)
 		}
 	})
-}
-
-// encodedReview is an answer ready to be written.
-type encodedReview struct {
-	response *admissionv1.AdmissionResponse
-	body     []byte
 }
 
 func outcome(resp *admissionv1.AdmissionResponse) string {
@@ -272,28 +260,29 @@ func outcome(resp *admissionv1.AdmissionResponse) string {
 	}
 }
 
-// handle reads, decodes and answers one request.
-func (h *Handler) handle(ctx context.Context, w http.ResponseWriter, r *http.Request, review reviewFunc) (*encodedReview, error) {
+// handle reads, decodes and answers one request. The answer is written in
+// body, a buffer of bodyBuffers.
+func (h *Handler) handle(ctx context.Context, w http.ResponseWriter, r *http.Request, review reviewFunc) (resp *admissionv1.AdmissionResponse, body *[]byte, err error) {
 	if r.Method != http.MethodPost {
-		return nil, &httpError{code: http.StatusMethodNotAllowed, err: fmt.Errorf("method %s is not allowed: use POST", r.Method)}
+		return nil, nil, &httpError{code: http.StatusMethodNotAllowed, err: fmt.Errorf("method %s is not allowed: use POST", r.Method)}
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != contentTypeJSON {
-		return nil, &httpError{code: http.StatusUnsupportedMediaType,
+		return nil, nil, &httpError{code: http.StatusUnsupportedMediaType,
 			err: fmt.Errorf("content type %q is not supported: use %s", r.Header.Get("Content-Type"), contentTypeJSON)}
 	}
 	if r.ContentLength > h.cfg.MaxRequestBytes {
-		return nil, badRequest("request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, h.cfg.MaxRequestBytes)
+		return nil, nil, badRequest("request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, h.cfg.MaxRequestBytes)
 	}
-	body, err := readBody(w, r, h.cfg.MaxRequestBytes)
+	in, err := readBody(w, r, h.cfg.MaxRequestBytes)
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return nil, badRequest("request body exceeds the limit of %d bytes", h.cfg.MaxRequestBytes)
+			return nil, nil, badRequest("request body exceeds the limit of %d bytes", h.cfg.MaxRequestBytes)
 		}
-		return nil, badRequest("reading the request body: %v", err)
+		return nil, nil, badRequest("reading the request body: %v", err)
 	}
-	req, err := decodeReview(body)
+	req, err := decodeReview(in)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Guarded: the arguments of a disabled log call are still built.
 	if logger := klog.FromContext(ctx).V(4); logger.Enabled() {
@@ -301,20 +290,17 @@ func (h *Handler) handle(ctx context.Context, w http.ResponseWriter, r *http.Req
 			"resource", req.Resource.Resource, "subResource", req.SubResource, "object", klog.KRef(req.Namespace, req.Name))
 	}
 
-	resp, err := review(ctx, req)
+	resp, err = review(ctx, req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	resp.UID = req.UID
-	out := admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: reviewGV, Kind: "AdmissionReview"},
-		Response: resp,
+	body = getBody()
+	if *body, err = appendReview(*body, resp); err != nil {
+		putBody(body)
+		return nil, nil, err
 	}
-	b, err := json.Marshal(&out)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the admission response: %w", err)
-	}
-	return &encodedReview{response: resp, body: b}, nil
+	return resp, body, nil
 }
 
 // readBody reads the request body into one buffer of its declared length
@@ -330,248 +316,12 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return body, nil
 }
 
-// decodeReview decodes an admission.k8s.io/v1 AdmissionReview with a
-// request, once. The request's objects refer to body, not to copies.
-func decodeReview(body []byte) (*admissionv1.AdmissionRequest, error) {
-	if len(body) == 0 {
-		return nil, badRequest("empty request body: expected an AdmissionReview")
-	}
-	var review reviewEnvelope
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &review); err != nil {
-		return nil, badRequest("decoding the AdmissionReview: %v", err)
-	}
-	if review.APIVersion != reviewGV || review.Kind != "AdmissionReview" {
-		return nil, badRequest("expected kind AdmissionReview of apiVersion %s, got kind %q of apiVersion %q",
-			reviewGV, review.Kind, review.APIVersion)
-	}
-	if review.Request == nil {
-		return nil, badRequest("the AdmissionReview has no request")
-	}
-	if review.Request.UID == "" {
-		return nil, badRequest("the AdmissionReview's request has no uid")
-	}
-	req := &review.Request.AdmissionRequest
-	req.Object.Raw, req.OldObject.Raw = review.Request.Object, review.Request.OldObject
-	return req, nil
-}
-
 // watches tells whether objects of namespace ns are handled.
 func (h *Handler) watches(ns string) bool {
 	if h.cfg.Namespace != "" && ns != h.cfg.Namespace {
 		return false
 	}
 	return !h.ignored[ns]
-}
-
-// reviewVPA validates a VPA being created or updated.
-func (h *Handler) reviewVPA(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
-	if req.Resource != vpasResource {
-		return nil, badRequest("%s handles %s, got a request for %s", ValidateVPAsPath, gvrString(vpasResource), gvrString(req.Resource))
-	}
-	allowed := &admissionv1.AdmissionResponse{Allowed: true}
-	if req.SubResource != "" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
-		return allowed, nil
-	}
-	// Quantities are bounded on the JSON as written, before anything is
-	// decoded: a single one can take minutes to parse.
-	raw, oldRaw, kept, resp, err := h.boundVPAQuantities(ctx, req)
-	if resp != nil || err != nil {
-		return resp, err
-	}
-	vpa, err := decodeVPA(raw)
-	if err != nil {
-		return nil, badRequest("object: %v", err)
-	}
-	var old *vpatypes.VerticalPodAutoscaler
-	if req.Operation == admissionv1.Update {
-		if old, err = decodeVPA(oldRaw); err != nil {
-			return nil, badRequest("oldObject: %v", err)
-		}
-	}
-	if !h.watches(req.Namespace) {
-		return allowed, nil
-	}
-
-	warnings, errs := ValidateVPA(vpa, old, h.cfg.FeatureGate.Enabled(features.InPlace))
-	warnings = append(kept, warnings...)
-	allowed.Warnings = warnings
-	if len(errs) == 0 {
-		return allowed, nil
-	}
-	name := cmp.Or(vpa.Name, req.Name)
-	status := apierrors.NewInvalid(vpaKind, name, errs).ErrStatus
-	reason := RejectionInvalid
-	for _, e := range errs {
-		if IsFeatureGateError(e) {
-			reason = RejectionFeatureGate
-			break
-		}
-	}
-	h.cfg.Metrics.rejections.WithLabelValues(reason).Inc()
-	klog.FromContext(ctx).V(2).Info("Rejected VPA", "vpa", klog.KRef(req.Namespace, name), "operation", req.Operation,
-		"reason", reason, "errors", errs.ToAggregate().Error())
-	return &admissionv1.AdmissionResponse{Allowed: false, Result: &status, Warnings: warnings}, nil
-}
-
-// reviewVPAQuantities applies the quantity bound alone to a VPA being
-// created or updated. It never decodes the VPA.
-func (h *Handler) reviewVPAQuantities(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
-	if req.Resource != vpasResource {
-		return nil, badRequest("%s handles %s, got a request for %s", ValidateVPAQuantitiesPath, gvrString(vpasResource), gvrString(req.Resource))
-	}
-	if req.SubResource != "" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
-		return &admissionv1.AdmissionResponse{Allowed: true}, nil
-	}
-	_, _, kept, resp, err := h.boundVPAQuantities(ctx, req)
-	if resp != nil || err != nil {
-		return resp, err
-	}
-	return &admissionv1.AdmissionResponse{Allowed: true, Warnings: kept}, nil
-}
-
-// boundVPAQuantities checks the quantities of the request's objects against
-// pkg/quantity's bound, in every namespace: such a VPA stalls any
-// controller that decodes it, whoever serves its namespace. It returns the
-// rejection of a VPA that exceeds the bound, or else the objects safe to
-// decode (quantities kept only because they are unchanged are replaced by
-// "0") and a warning for each kept one.
-func (h *Handler) boundVPAQuantities(ctx context.Context, req *admissionv1.AdmissionRequest) (raw, oldRaw []byte, kept []string, resp *admissionv1.AdmissionResponse, err error) {
-	if req.Operation == admissionv1.Update {
-		oldRaw = req.OldObject.Raw
-	}
-	errs, kept, raw, oldRaw, err := checkVPAQuantities(req.Object.Raw, oldRaw)
-	if err != nil || len(errs) == 0 {
-		return raw, oldRaw, kept, nil, err
-	}
-	status := apierrors.NewInvalid(vpaKind, req.Name, errs).ErrStatus
-	h.cfg.Metrics.rejections.WithLabelValues(RejectionQuantity).Inc()
-	klog.FromContext(ctx).V(2).Info("Rejected VPA", "vpa", klog.KRef(req.Namespace, req.Name), "operation", req.Operation,
-		"reason", RejectionQuantity, "errors", errs.ToAggregate().Error())
-	return nil, nil, nil, &admissionv1.AdmissionResponse{Allowed: false, Result: &status, Warnings: kept}, nil
-}
-
-// reviewPod applies the recommendation of an InPlace VPA to a new pod. The
-// namespace is checked first, then the pod is decoded once, into what the
-// decision needs, and the patch is computed from that.
-func (h *Handler) reviewPod(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
-	if req.Resource != podsResource {
-		return nil, badRequest("%s handles %s, got a request for %s", MutatePodsPath, gvrString(podsResource), gvrString(req.Resource))
-	}
-	allowed := &admissionv1.AdmissionResponse{Allowed: true}
-	if req.SubResource != "" || req.Operation != admissionv1.Create {
-		return allowed, nil
-	}
-	if len(req.Object.Raw) == 0 {
-		return nil, badRequest("object: missing: expected a v1 Pod")
-	}
-	// A pod being created may not carry its namespace yet: the request's
-	// is the one. Without a VPA there, there is nothing to decode.
-	if ns := req.Namespace; ns != "" && (!h.watches(ns) || (h.namespaces != nil && !h.namespaces.HasVPAs(ns))) {
-		return allowed, nil
-	}
-	view, err := decodePodView(req.Object.Raw)
-	if err != nil {
-		return nil, badRequest("object: %v", err)
-	}
-	pod, err := view.pod(req.Namespace)
-	if errors.Is(err, errPodTooLarge) {
-		h.cfg.Metrics.mutationFailures.WithLabelValues(FailureTooLarge).Inc()
-		klog.FromContext(ctx).Info("Admitting a new pod unchanged", "pod", klog.KRef(req.Namespace, req.Name), "err", err)
-		return allowed, nil
-	}
-	if err != nil {
-		return nil, badRequest("object: decoding a v1 Pod: %v", err)
-	}
-	if !h.watches(pod.Namespace) {
-		return allowed, nil
-	}
-	// At creation the name may still be unset (generateName).
-	ref := klog.KRef(pod.Namespace, cmp.Or(pod.Name, pod.GenerateName))
-	logger := klog.FromContext(ctx).WithValues("pod", ref)
-	ctx = klog.NewContext(ctx, logger)
-
-	ops, vpa, step, err := h.podPatch(ctx, view, pod)
-	if err != nil {
-		h.cfg.Metrics.mutationFailures.WithLabelValues(step).Inc()
-		logger.Error(err, "Cannot apply the recommendation to a new pod, admitting it unchanged", "step", step)
-		return allowed, nil
-	}
-	if len(ops) == 0 {
-		return allowed, nil
-	}
-	patch, err := json.Marshal(ops)
-	if err != nil {
-		h.cfg.Metrics.mutationFailures.WithLabelValues(FailurePatch).Inc()
-		logger.Error(err, "Cannot encode the patch of a new pod, admitting it unchanged")
-		return allowed, nil
-	}
-	h.cfg.Metrics.mutations.Inc()
-	if logger.V(2).Enabled() {
-		logger.V(2).Info("Applied the recommendation to a new pod", "vpa", klog.KObj(vpa), "operations", len(ops))
-	}
-	patchType := admissionv1.PatchTypeJSONPatch
-	allowed.Patch, allowed.PatchType = patch, &patchType
-	return allowed, nil
-}
-
-// podPatch works out the patch of a new pod. On failure it names the step
-// that failed. A panic in any step is a failure too.
-func (h *Handler) podPatch(ctx context.Context, view *podView, pod *corev1.Pod) (ops []PatchOperation, vpa *vpatypes.VerticalPodAutoscaler, step string, err error) {
-	step = FailureResolveVPA
-	defer func() {
-		if r := recover(); r != nil {
-			ops, step, err = nil, FailurePanic, fmt.Errorf("panic while %s: %v\n%s", step, r, debug.Stack())
-		}
-	}()
-	vpa, err = h.cfg.VPAs.VPAForPod(ctx, pod)
-	if err != nil {
-		return nil, nil, step, fmt.Errorf("finding the pod's VPA: %w", err)
-	}
-	if vpa == nil {
-		klog.FromContext(ctx).V(4).Info("No VPA controls the pod")
-		return nil, nil, "", nil
-	}
-	if mode := vpaapiutil.GetUpdateMode(vpa); mode != vpatypes.UpdateModeInPlace {
-		klog.FromContext(ctx).V(4).Info("Leaving the pod to its VPA's mode", "vpa", klog.KObj(vpa), "updateMode", mode)
-		return nil, vpa, "", nil
-	}
-	if pod.Spec.Resources != nil {
-		// Container values are bounded by pod-level resources, which the
-		// recommendation processing does not know: setting them could make
-		// the pod invalid, and its creation fail.
-		klog.FromContext(ctx).V(2).Info("Leaving a pod with pod-level resources unchanged", "vpa", klog.KObj(vpa))
-		return nil, vpa, "", nil
-	}
-	step = FailureRecommendation
-	desired, err := h.cfg.Recommendations.ForPod(pod, vpa)
-	if err != nil {
-		return nil, vpa, step, fmt.Errorf("computing the recommendation of VPA %s: %w", klog.KObj(vpa), err)
-	}
-	if len(desired) == 0 {
-		klog.FromContext(ctx).V(4).Info("The VPA has no recommendation for the pod yet", "vpa", klog.KObj(vpa))
-		return nil, vpa, "", nil
-	}
-	step = FailurePatch
-	ops, err = podPatch(view, pod, desired, vpa.Name)
-	if err != nil {
-		return nil, vpa, step, fmt.Errorf("building the patch: %w", err)
-	}
-	return ops, vpa, "", nil
-}
-
-func decodeVPA(raw []byte) (*vpatypes.VerticalPodAutoscaler, error) {
-	want := vpatypes.SchemeGroupVersion.String()
-	if len(raw) == 0 {
-		return nil, fmt.Errorf("missing: expected a VerticalPodAutoscaler of apiVersion %s", want)
-	}
-	var vpa vpatypes.VerticalPodAutoscaler
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &vpa); err != nil {
-		return nil, fmt.Errorf("decoding a VerticalPodAutoscaler: %w", err)
-	}
-	if (vpa.APIVersion != "" || vpa.Kind != "") && (vpa.APIVersion != want || vpa.Kind != "VerticalPodAutoscaler") {
-		return nil, fmt.Errorf("expected kind VerticalPodAutoscaler of apiVersion %s, got kind %q of apiVersion %q", want, vpa.Kind, vpa.APIVersion)
-	}
-	return &vpa, nil
 }
 
 func gvrString(r metav1.GroupVersionResource) string {

@@ -3,6 +3,7 @@ package admission
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,108 +35,260 @@ type PatchOperation struct {
 // resources and fields are left alone. It returns no operations when nothing
 // changes.
 func PodPatch(raw []byte, pod *corev1.Pod, desired recommendation.Desired, vpaName string) ([]PatchOperation, error) {
-	var shape podView
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &shape); err != nil {
+	var view podView
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &view); err != nil {
 		return nil, fmt.Errorf("reading the pod's shape: %w", err)
 	}
-	return podPatch(&shape, pod, desired, vpaName)
+	b := &patchBuilder{}
+	if err := b.build(view.shape(), pod, desired, vpaName); err != nil {
+		return nil, err
+	}
+	return b.ops, nil
 }
 
-// podPatch is PodPatch of a pod already decoded: shape tells which maps of
-// its JSON exist, pod holds its values.
-func podPatch(shape *podView, pod *corev1.Pod, desired recommendation.Desired, vpaName string) ([]PatchOperation, error) {
-	if shape.Spec == nil || len(shape.Spec.Containers) != len(pod.Spec.Containers) {
-		return nil, fmt.Errorf("the pod's JSON has a different number of containers than the decoded pod")
+// patchBuilder works out a pod's patch (build), and holds it either as
+// PatchOperation values (ops, for PodPatch) or, when toJSON is set, as the
+// JSON that encoding/json writes of those values (buf, for the handler,
+// without building them). TestPatchJSONIsEncodingJSONOfTheOperations checks
+// that the two agree.
+type patchBuilder struct {
+	toJSON bool
+	ops    []PatchOperation
+	buf    []byte // the JSON array, unterminated until finish
+	n      int    // operations written to buf
+	// note is the text of ResourceUpdatesAnnotation being built.
+	note []byte
+	// path is room for a path before it is escaped into buf.
+	path []byte
+}
+
+// maxNames is the number of resource names a container's change holds
+// without allocating: cpu and memory, and room for a few more.
+const maxNames = 4
+
+// build works out the patch of pod, whose JSON has shape. Nothing is added
+// when nothing changes.
+func (b *patchBuilder) build(shape *podShape, pod *corev1.Pod, desired recommendation.Desired, vpaName string) error {
+	if !shape.spec || len(shape.containers) != len(pod.Spec.Containers) {
+		return fmt.Errorf("the pod's JSON has a different number of containers than the decoded pod")
 	}
-	if slices.Contains(shape.Spec.Containers, nil) {
-		return nil, fmt.Errorf("the pod's JSON has a null container")
+	if shape.nullContainer {
+		return fmt.Errorf("the pod's JSON has a null container")
 	}
 
-	var ops []PatchOperation
-	var updates []string
+	b.note = append(append(append(b.note[:0], "Pod resources updated by "...), vpaName...), ": "...)
+	noteStart := len(b.note)
+	var reqBuf, limBuf [maxNames]corev1.ResourceName
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		want, ok := desired[c.Name]
 		if !ok {
 			continue
 		}
-		requests := changed(c.Resources.Requests, want.Requests)
-		limits := changed(c.Resources.Limits, want.Limits)
+		requests := changed(reqBuf[:0], c.Resources.Requests, want.Requests)
+		limits := changed(limBuf[:0], c.Resources.Limits, want.Limits)
 		if len(requests) == 0 && len(limits) == 0 {
 			continue
 		}
-		base := fmt.Sprintf("/spec/containers/%d/resources", i)
-		rawResources := shape.Spec.Containers[i].Resources
-		if rawResources == nil {
-			value := map[string]map[string]string{}
-			if len(requests) > 0 {
-				value["requests"] = asStrings(requests, want.Requests)
+		s := shape.containers[i]
+		switch {
+		case !s.resources:
+			b.addResources(i, requests, want.Requests, limits, want.Limits)
+		default:
+			b.addList(i, "requests", s.requests, requests, want.Requests)
+			b.addList(i, "limits", s.limits, limits, want.Limits)
+		}
+		if len(b.note) > noteStart {
+			b.note = append(b.note, "; "...)
+		}
+		b.note = append(strconv.AppendInt(append(b.note, "container "...), int64(i), 10), ": "...)
+		for j, n := range requests {
+			if j > 0 {
+				b.note = append(b.note, ", "...)
 			}
-			if len(limits) > 0 {
-				value["limits"] = asStrings(limits, want.Limits)
+			b.note = append(append(b.note, n...), " request"...)
+		}
+		for j, n := range limits {
+			if j > 0 || len(requests) > 0 {
+				b.note = append(b.note, ", "...)
 			}
-			ops = append(ops, PatchOperation{Op: "add", Path: base, Value: value})
-		} else {
-			ops = append(ops, listOps(base+"/requests", rawResources.Requests.present(), requests, want.Requests)...)
-			ops = append(ops, listOps(base+"/limits", rawResources.Limits.present(), limits, want.Limits)...)
+			b.note = append(append(b.note, n...), " limit"...)
 		}
-		var what []string
-		for _, n := range requests {
-			what = append(what, string(n)+" request")
-		}
-		for _, n := range limits {
-			what = append(what, string(n)+" limit")
-		}
-		updates = append(updates, fmt.Sprintf("container %d: %s", i, strings.Join(what, ", ")))
 	}
-	if len(ops) == 0 {
-		return nil, nil
+	if len(b.note) == noteStart {
+		return nil
 	}
-
-	note := fmt.Sprintf("Pod resources updated by %s: %s", vpaName, strings.Join(updates, "; "))
 	switch {
-	case shape.Metadata == nil:
-		ops = append(ops, PatchOperation{Op: "add", Path: "/metadata", Value: map[string]map[string]string{
-			"annotations": {ResourceUpdatesAnnotation: note},
-		}})
-	case !shape.Metadata.Annotations.present():
-		ops = append(ops, PatchOperation{Op: "add", Path: "/metadata/annotations", Value: map[string]string{ResourceUpdatesAnnotation: note}})
+	case !shape.metadata:
+		b.addNote("/metadata", 2)
+	case !shape.annotations:
+		b.addNote("/metadata/annotations", 1)
 	default:
-		ops = append(ops, PatchOperation{Op: "add", Path: "/metadata/annotations/" + escapePointer(ResourceUpdatesAnnotation), Value: note})
+		b.addNote("/metadata/annotations/"+escapePointer(ResourceUpdatesAnnotation), 0)
 	}
-	return ops, nil
+	return nil
 }
 
-// changed returns, sorted, the names whose value in want is missing from or
-// different in have.
-func changed(have, want corev1.ResourceList) []corev1.ResourceName {
-	var out []corev1.ResourceName
+// changed appends to dst, sorted, the names whose value in want is missing
+// from or different in have.
+func changed(dst []corev1.ResourceName, have, want corev1.ResourceList) []corev1.ResourceName {
 	for name, q := range want {
 		if cur, ok := have[name]; ok && cur.Cmp(q) == 0 {
 			continue
 		}
-		out = append(out, name)
+		dst = append(dst, name)
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(dst)
+	return dst
 }
 
-// listOps sets names of a requests or limits map at path: one operation per
-// name when the map exists, one for the whole map otherwise. ("add" of an
-// existing key replaces its value.)
-func listOps(path string, exists bool, names []corev1.ResourceName, values corev1.ResourceList) []PatchOperation {
+// resourcesPath appends "/spec/containers/<i>/resources".
+func resourcesPath(dst []byte, i int) []byte {
+	return append(strconv.AppendInt(append(dst, "/spec/containers/"...), int64(i), 10), "/resources"...)
+}
+
+// addResources adds a container's whole resources object: {"limits": {...},
+// "requests": {...}}, each present when it has names (encoding/json sorts a
+// map's keys).
+func (b *patchBuilder) addResources(i int, requests []corev1.ResourceName, reqValues corev1.ResourceList,
+	limits []corev1.ResourceName, limValues corev1.ResourceList) {
+	if !b.toJSON {
+		value := map[string]map[string]string{}
+		if len(requests) > 0 {
+			value["requests"] = asStrings(requests, reqValues)
+		}
+		if len(limits) > 0 {
+			value["limits"] = asStrings(limits, limValues)
+		}
+		b.ops = append(b.ops, PatchOperation{Op: "add", Path: string(resourcesPath(nil, i)), Value: value})
+		return
+	}
+	b.openOp()
+	b.buf = resourcesPath(b.buf, i)
+	b.buf = append(b.buf, `","value":{`...)
+	if len(limits) > 0 {
+		b.buf = append(b.buf, `"limits":`...)
+		b.buf = appendList(b.buf, limits, limValues)
+		if len(requests) > 0 {
+			b.buf = append(b.buf, ',')
+		}
+	}
+	if len(requests) > 0 {
+		b.buf = append(b.buf, `"requests":`...)
+		b.buf = appendList(b.buf, requests, reqValues)
+	}
+	b.buf = append(b.buf, "}}"...)
+}
+
+// addList sets names of a container's requests or limits (which) map: one
+// operation per name when the map exists, one for the whole map otherwise.
+// ("add" of an existing key replaces its value.)
+func (b *patchBuilder) addList(i int, which string, exists bool, names []corev1.ResourceName, values corev1.ResourceList) {
 	if len(names) == 0 {
-		return nil
+		return
 	}
 	if !exists {
-		return []PatchOperation{{Op: "add", Path: path, Value: asStrings(names, values)}}
+		if !b.toJSON {
+			path := string(resourcesPath(nil, i)) + "/" + which
+			b.ops = append(b.ops, PatchOperation{Op: "add", Path: path, Value: asStrings(names, values)})
+			return
+		}
+		b.openOp()
+		b.buf = append(append(resourcesPath(b.buf, i), '/'), which...)
+		b.buf = append(b.buf, `","value":`...)
+		b.buf = append(appendList(b.buf, names, values), '}')
+		return
 	}
-	ops := make([]PatchOperation, 0, len(names))
 	for _, n := range names {
 		q := values[n]
-		ops = append(ops, PatchOperation{Op: "add", Path: path + "/" + escapePointer(string(n)), Value: quantityString(q)})
+		if !b.toJSON {
+			path := string(resourcesPath(nil, i)) + "/" + which + "/" + escapePointer(string(n))
+			b.ops = append(b.ops, PatchOperation{Op: "add", Path: path, Value: q.String()})
+			continue
+		}
+		// The path is written as a JSON string: escaped twice, as a
+		// pointer token, then as JSON.
+		b.path = append(append(append(resourcesPath(b.path[:0], i), '/'), which...), '/')
+		b.path = appendPointerToken(b.path, string(n))
+		b.openOpPath(b.path)
+		b.buf = append(b.buf, `,"value":`...)
+		b.buf = appendJSONString(b.buf, q.String())
+		b.buf = append(b.buf, '}')
 	}
-	return ops
+}
+
+// addNote adds ResourceUpdatesAnnotation at path: the note itself (depth
+// 0), an annotations map holding it (1), or a metadata object holding that
+// (2).
+func (b *patchBuilder) addNote(path string, depth int) {
+	if !b.toJSON {
+		note := string(b.note)
+		var value any = note
+		switch depth {
+		case 1:
+			value = map[string]string{ResourceUpdatesAnnotation: note}
+		case 2:
+			value = map[string]map[string]string{"annotations": {ResourceUpdatesAnnotation: note}}
+		}
+		b.ops = append(b.ops, PatchOperation{Op: "add", Path: path, Value: value})
+		return
+	}
+	b.openOpPath([]byte(path))
+	b.buf = append(b.buf, `,"value":`...)
+	switch depth {
+	case 1:
+		b.buf = append(appendJSONString(append(b.buf, '{'), ResourceUpdatesAnnotation), ':')
+	case 2:
+		b.buf = append(appendJSONString(append(b.buf, `{"annotations":{`...), ResourceUpdatesAnnotation), ':')
+	}
+	b.buf = appendJSONString(b.buf, b.note)
+	for range depth {
+		b.buf = append(b.buf, '}')
+	}
+	b.buf = append(b.buf, '}')
+}
+
+// openOp starts an "add" operation and its path, left open for a path
+// that needs no escaping: "/spec/containers/<i>/..." with a fixed word.
+func (b *patchBuilder) openOp() {
+	if b.n == 0 {
+		b.buf = append(b.buf, '[')
+	} else {
+		b.buf = append(b.buf, ',')
+	}
+	b.n++
+	b.buf = append(b.buf, `{"op":"add","path":"`...)
+}
+
+// openOpPath starts an "add" operation with path, escaped as encoding/json
+// escapes a string.
+func (b *patchBuilder) openOpPath(path []byte) {
+	b.openOp()
+	b.buf = b.buf[:len(b.buf)-1] // the opening quote: appendJSONString writes its own
+	b.buf = appendJSONString(b.buf, path)
+}
+
+// finish returns the JSON Patch written, nil when there is none.
+func (b *patchBuilder) finish() []byte {
+	if b.n == 0 {
+		return nil
+	}
+	return append(b.buf, ']')
+}
+
+// appendList appends a map of names to quantity strings, as encoding/json
+// writes a map[string]string (keys sorted; names is).
+func appendList(dst []byte, names []corev1.ResourceName, values corev1.ResourceList) []byte {
+	dst = append(dst, '{')
+	for j, n := range names {
+		if j > 0 {
+			dst = append(dst, ',')
+		}
+		q := values[n]
+		dst = append(appendJSONString(dst, string(n)), ':')
+		dst = appendJSONString(dst, q.String())
+	}
+	return append(dst, '}')
 }
 
 func asStrings(names []corev1.ResourceName, values corev1.ResourceList) map[string]string {
@@ -151,4 +304,19 @@ func quantityString(q resource.Quantity) string { return q.String() }
 // escapePointer escapes one JSON Pointer (RFC 6901) reference token.
 func escapePointer(token string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(token, "~", "~0"), "/", "~1")
+}
+
+// appendPointerToken appends token escaped as escapePointer escapes it.
+func appendPointerToken(dst []byte, token string) []byte {
+	for i := 0; i < len(token); i++ {
+		switch c := token[i]; c {
+		case '~':
+			dst = append(dst, "~0"...)
+		case '/':
+			dst = append(dst, "~1"...)
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return dst
 }

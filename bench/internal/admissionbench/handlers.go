@@ -30,7 +30,6 @@ import (
 	vpaapiutil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/admission"
-	"github.com/vpa-inplace/vpa-inplace/pkg/cachetrim"
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
@@ -44,8 +43,8 @@ var restConfig = &rest.Config{Host: "https://127.0.0.1:1"}
 // cmd/admission-controller/app wires it, with its informers synced. They
 // stop with ctx.
 func Ours(ctx context.Context, c *Cluster) (http.Handler, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithTransform(cachetrim.Transform))
-	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(c.VPAs, 0, vpainformers.WithTransform(cachetrim.Transform))
+	factory := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithTransform(admission.CacheTransform))
+	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(c.VPAs, 0, vpainformers.WithTransform(admission.CacheTransform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
 	recommendations, err := recommendation.NewClusterMemo(factory)
 	if err != nil {

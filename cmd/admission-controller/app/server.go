@@ -26,7 +26,6 @@ import (
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/admission"
-	"github.com/vpa-inplace/vpa-inplace/pkg/cachetrim"
 	"github.com/vpa-inplace/vpa-inplace/pkg/certwatch"
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
@@ -204,9 +203,9 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	// Informers: VPAs, LimitRanges and the well-known controllers that
 	// target resolution walks from a pod to its VPA's targetRef.
 	factory := informers.NewSharedInformerFactoryWithOptions(c.kube, 0,
-		informers.WithNamespace(opts.VPAObjectNamespace), informers.WithTransform(cachetrim.Transform))
+		informers.WithNamespace(opts.VPAObjectNamespace), informers.WithTransform(admission.CacheTransform))
 	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(c.vpas, 0,
-		vpainformers.WithNamespace(opts.VPAObjectNamespace), vpainformers.WithTransform(cachetrim.Transform))
+		vpainformers.WithNamespace(opts.VPAObjectNamespace), vpainformers.WithTransform(admission.CacheTransform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
 	recommendations, err := recommendation.NewClusterMemo(factory)
 	if err != nil {

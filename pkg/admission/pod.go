@@ -1,0 +1,119 @@
+package admission
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpaapiutil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
+)
+
+// reviewPod applies the recommendation of an InPlace VPA to a new pod. The
+// namespace is checked first, then the pod is decoded once, into what the
+// decision needs, and the patch is computed from that.
+func (h *Handler) reviewPod(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
+	if req.Resource != podsResource {
+		return nil, badRequest("%s handles %s, got a request for %s", MutatePodsPath, gvrString(podsResource), gvrString(req.Resource))
+	}
+	allowed := &admissionv1.AdmissionResponse{Allowed: true}
+	if req.SubResource != "" || req.Operation != admissionv1.Create {
+		return allowed, nil
+	}
+	if len(req.Object.Raw) == 0 {
+		return nil, badRequest("object: missing: expected a v1 Pod")
+	}
+	// A pod being created may not carry its namespace yet: the request's
+	// is the one. Without a VPA there, there is nothing to decode.
+	if ns := req.Namespace; ns != "" && (!h.watches(ns) || (h.namespaces != nil && !h.namespaces.HasVPAs(ns))) {
+		return allowed, nil
+	}
+	pod, shape, err := decodePod(req.Object.Raw, req.Namespace)
+	if errors.Is(err, errPodTooLarge) {
+		h.cfg.Metrics.mutationFailures.WithLabelValues(FailureTooLarge).Inc()
+		klog.FromContext(ctx).Info("Admitting a new pod unchanged", "pod", klog.KRef(req.Namespace, req.Name), "err", err)
+		return allowed, nil
+	}
+	if err != nil {
+		return nil, badRequest("object: %v", err)
+	}
+	if !h.watches(pod.Namespace) {
+		return allowed, nil
+	}
+	// At creation the name may still be unset (generateName).
+	ref := klog.KRef(pod.Namespace, cmp.Or(pod.Name, pod.GenerateName))
+	logger := klog.FromContext(ctx).WithValues("pod", ref)
+	ctx = klog.NewContext(ctx, logger)
+
+	b := getPatchBuilder()
+	defer putPatchBuilder(b)
+	vpa, step, err := h.podPatch(ctx, b, shape, pod)
+	if err != nil {
+		h.cfg.Metrics.mutationFailures.WithLabelValues(step).Inc()
+		logger.Error(err, "Cannot apply the recommendation to a new pod, admitting it unchanged", "step", step)
+		return allowed, nil
+	}
+	patch := b.finish()
+	if patch == nil {
+		return allowed, nil
+	}
+	h.cfg.Metrics.mutations.Inc()
+	if logger.V(2).Enabled() {
+		logger.V(2).Info("Applied the recommendation to a new pod", "vpa", klog.KObj(vpa), "operations", b.n)
+	}
+	patchType := admissionv1.PatchTypeJSONPatch
+	// Copied: b goes back to its pool.
+	allowed.Patch, allowed.PatchType = bytes.Clone(patch), &patchType
+	return allowed, nil
+}
+
+// podPatch works out the patch of a new pod into b. On failure it names the
+// step that failed. A panic in any step is a failure too.
+func (h *Handler) podPatch(ctx context.Context, b *patchBuilder, shape *podShape, pod *corev1.Pod) (vpa *vpatypes.VerticalPodAutoscaler, step string, err error) {
+	step = FailureResolveVPA
+	defer func() {
+		if r := recover(); r != nil {
+			step, err = FailurePanic, fmt.Errorf("panic while %s: %v\n%s", step, r, debug.Stack())
+		}
+	}()
+	vpa, err = h.cfg.VPAs.VPAForPod(ctx, pod)
+	if err != nil {
+		return nil, step, fmt.Errorf("finding the pod's VPA: %w", err)
+	}
+	if vpa == nil {
+		klog.FromContext(ctx).V(4).Info("No VPA controls the pod")
+		return nil, "", nil
+	}
+	if mode := vpaapiutil.GetUpdateMode(vpa); mode != vpatypes.UpdateModeInPlace {
+		klog.FromContext(ctx).V(4).Info("Leaving the pod to its VPA's mode", "vpa", klog.KObj(vpa), "updateMode", mode)
+		return vpa, "", nil
+	}
+	if pod.Spec.Resources != nil {
+		// Container values are bounded by pod-level resources, which the
+		// recommendation processing does not know: setting them could make
+		// the pod invalid, and its creation fail.
+		klog.FromContext(ctx).V(2).Info("Leaving a pod with pod-level resources unchanged", "vpa", klog.KObj(vpa))
+		return vpa, "", nil
+	}
+	step = FailureRecommendation
+	desired, err := h.cfg.Recommendations.ForPod(pod, vpa)
+	if err != nil {
+		return vpa, step, fmt.Errorf("computing the recommendation of VPA %s: %w", klog.KObj(vpa), err)
+	}
+	if len(desired) == 0 {
+		klog.FromContext(ctx).V(4).Info("The VPA has no recommendation for the pod yet", "vpa", klog.KObj(vpa))
+		return vpa, "", nil
+	}
+	step = FailurePatch
+	if err := b.build(shape, pod, desired, vpa.Name); err != nil {
+		return vpa, step, fmt.Errorf("building the patch: %w", err)
+	}
+	return vpa, "", nil
+}
