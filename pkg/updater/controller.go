@@ -43,6 +43,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
@@ -183,8 +184,9 @@ type Controller struct {
 	vpaQueue    workqueue.TypedRateLimitingInterface[string]
 	statusQueue workqueue.TypedRateLimitingInterface[string]
 	jobQueue    workqueue.TypedRateLimitingInterface[string]
-	tracker     *tracker
-	jobTracker  *jobTracker
+	// tracker holds the states of pods; jobTracker of suspended Jobs.
+	tracker    *state.Tracker[state.PodState]
+	jobTracker *state.Tracker[state.JobState]
 
 	// started is set once Run has synced its caches, loaded the records
 	// and starts its workers.
@@ -268,8 +270,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-jobs"},
 		),
-		tracker:            newTracker(),
-		jobTracker:         newJobTracker(),
+		tracker:            state.New[state.PodState](),
+		jobTracker:         state.New[state.JobState](),
 		recommendationSeen: map[types.UID]time.Time{},
 		statusWritten:      map[string]time.Time{},
 		gateOffLogged:      sets.New[types.UID](),
@@ -351,9 +353,10 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 
 // gaugeSnapshot is read by the metrics at each scrape.
 func (c *Controller) gaugeSnapshot() gaugeSnapshot {
-	pending, oldest := c.tracker.pending(c.now())
+	pending, oldest := c.tracker.Counts(c.now())
+	jobs, _ := c.jobTracker.Counts(c.now())
 	paused, _ := c.clusterPaused()
 	metricsAPI := c.usage != nil && c.usage.Available()
 	return gaugeSnapshot{records: c.store.Len(), memoryRecords: c.memStore.Len(), pending: pending, oldest: oldest,
-		paused: paused, dryRun: c.cfg.DryRun, metricsAPI: metricsAPI, jobs: c.jobTracker.counts()}
+		paused: paused, dryRun: c.cfg.DryRun, metricsAPI: metricsAPI, jobs: jobs}
 }

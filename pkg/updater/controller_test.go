@@ -30,6 +30,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
 var webOwner = records.Owner{Namespace: "default", Name: "web", UID: "uid-web"}
@@ -326,7 +327,7 @@ func TestLongStaleCacheReadsThePodInsteadOfPatchingAgain(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, f.ctrl.podIdx.Update(stale))
 
-	f.clock.Step(maxCacheLag - time.Second)
+	f.clock.Step(state.MaxCacheLag - time.Second)
 	require.NoError(t, f.sync("p"))
 	assert.Zero(t, podGets(f), "the pod's update event is awaited for a while")
 
@@ -335,9 +336,9 @@ func TestLongStaleCacheReadsThePodInsteadOfPatchingAgain(t *testing.T) {
 	assert.Len(t, f.resizePatches(), 1, "the pod read from the API server has the resize already")
 	assert.Equal(t, 1, podGets(f), "one read of the pod")
 	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.staleCacheReads), 0)
-	states := f.ctrl.tracker.podsOf("default/web")
+	states := f.ctrl.tracker.Of("default/web")
 	require.Len(t, states, 1)
-	assert.Equal(t, PodResized, states[0].state, "decided on the pod as the API server has it")
+	assert.Equal(t, state.PodResized, states[0].State, "decided on the pod as the API server has it")
 
 	// The cache is still behind: read again, never patched from it.
 	f.clock.Step(time.Minute)
@@ -386,7 +387,7 @@ func TestLaggingCacheOlderThanThePodReadIsNotDecidedOn(t *testing.T) {
 	f.waitCached("web", func(v *vpatypes.VerticalPodAutoscaler) bool {
 		return v.Status.Recommendation.ContainerRecommendations[0].Target.Cpu().String() == "400m"
 	})
-	f.clock.Step(maxCacheLag)
+	f.clock.Step(state.MaxCacheLag)
 	require.NoError(t, f.sync("p"))
 	require.Len(t, f.resizePatches(), 2, "decided on the pod read from the API server")
 	assert.Contains(t, f.resizePatches()[1], `"cpu":"400m"`)
@@ -421,6 +422,6 @@ func TestNoOpResizePatchLeavesNoCacheExpectation(t *testing.T) {
 	require.Len(t, f.resizePatches(), 1)
 	pod, err := f.ctrl.pods.Pods("default").Get("p")
 	require.NoError(t, err)
-	behind, _ := f.ctrl.tracker.cacheLag(pod.UID, pod.ResourceVersion, f.clock.Now())
+	behind, _ := f.ctrl.tracker.CacheLag(pod.UID, pod.ResourceVersion, f.clock.Now())
 	assert.False(t, behind)
 }

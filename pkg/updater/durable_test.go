@@ -98,11 +98,11 @@ func TestDeletedVPAForgetsItsRecordsAndPods(t *testing.T) {
 	f.failResize(nodeCapacityErr())
 	require.NoError(t, f.sync("p"))
 	require.Equal(t, 1, f.store.Len())
-	require.Len(t, f.ctrl.tracker.podsOf("default/web"), 1)
+	require.Len(t, f.ctrl.tracker.Of("default/web"), 1)
 
 	require.NoError(t, f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Delete(context.Background(), "web", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return f.store.Len() == 0 }, waitFor, every, "the records went with the VPA's annotation")
-	assert.Empty(t, f.ctrl.tracker.podsOf("default/web"))
+	assert.Empty(t, f.ctrl.tracker.Of("default/web"))
 	f.ctrl.mu.Lock()
 	defer f.ctrl.mu.Unlock()
 	assert.NotContains(t, f.ctrl.recommendationSeen, types.UID("uid-web"))

@@ -128,7 +128,7 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	if c.memStore.Delete(pod.UID) {
 		logger.V(4).Info("Forgot memory record of deleted pod", "pod", klog.KObj(pod))
 	}
-	if key, ok := c.tracker.deleted(pod.UID, c.now()); ok {
+	if key, ok := c.tracker.Deleted(pod.UID, c.now()); ok {
 		c.statusQueue.AddAfter(key, statusDelay)
 	}
 	c.budget.Forget(pod.UID)
@@ -186,8 +186,8 @@ func (c *Controller) onVPADelete(obj any) {
 	// The VPA's records went with its annotations.
 	c.store.ForgetOwner(ownerOf(vpa))
 	c.memStore.ForgetOwner(ownerOf(vpa))
-	c.tracker.forgetVPA(vpaKey(vpa))
-	c.jobTracker.forgetVPA(vpaKey(vpa))
+	c.tracker.ForgetVPA(vpaKey(vpa))
+	c.jobTracker.ForgetVPA(vpaKey(vpa))
 	c.enqueueVPAJobs(vpa)
 	c.mu.Lock()
 	c.gateOffLogged.Delete(vpa.UID)

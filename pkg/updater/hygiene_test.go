@@ -19,6 +19,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
 // countingResolver counts the target resolutions (which may read /scale).
@@ -105,16 +106,16 @@ func TestPodDeletedDuringSyncLeavesNoGhost(t *testing.T) {
 	// The delete event arrives while the worker is between its decision and
 	// its report.
 	f.ctrl.onPodDelete(klog.Background(), cache.DeletedFinalStateUnknown{Key: "default/p", Obj: pod})
-	f.ctrl.report(f.ctx, pod, vpa, podStatus{state: PodInProgress}, resize.Status{})
-	assert.Empty(t, f.ctrl.tracker.podsOf("default/web"))
-	pending, _ := f.ctrl.tracker.pending(f.clock.Now())
-	assert.Zero(t, pending[PodInProgress])
+	f.ctrl.report(f.ctx, pod, vpa, state.Pod{State: state.PodInProgress}, resize.Status{})
+	assert.Empty(t, f.ctrl.tracker.Of("default/web"))
+	pending, _ := f.ctrl.tracker.Counts(f.clock.Now())
+	assert.Zero(t, pending[state.PodInProgress])
 
 	t.Run("and a resync forgets states of pods no longer in the cache", func(t *testing.T) {
 		f := newFixture(t, nil, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, fixtureOpts{})
-		f.ctrl.tracker.set("uid-gone", podStatus{vpa: "default/web", name: "gone", state: PodDeferred}, f.clock.Now())
+		f.ctrl.tracker.Set("uid-gone", state.Pod{VPA: "default/web", Name: "gone", State: state.PodDeferred}, f.clock.Now())
 		f.ctrl.CleanupRecords()
-		assert.Empty(t, f.ctrl.tracker.podsOf("default/web"))
+		assert.Empty(t, f.ctrl.tracker.Of("default/web"))
 	})
 }
 

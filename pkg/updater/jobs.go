@@ -20,6 +20,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
 // Suspended Jobs (KEP-5440). For a VPA in InPlace mode whose target is a Job,
@@ -197,13 +198,15 @@ func (c *Controller) syncJob(ctx context.Context, key string) error {
 		return nil
 	}
 	now := c.now()
-	if c.jobTracker.cacheBehind(job.UID, job.ResourceVersion, now) {
+	// After MaxCacheLag the cache is trusted again: the write carries the
+	// resourceVersion it was decided on, a stale one fails with a conflict.
+	if behind, overdue := c.jobTracker.CacheLag(job.UID, job.ResourceVersion, now); behind && !overdue {
 		logger.V(4).Info("Cache has not seen the template write yet; waiting for the Job's update")
 		return nil
 	}
 	desired, err := c.calc.ForPod(resize.PodFromJobTemplate(job), vpa)
 	if err != nil {
-		c.reportJob(job, vpa, jobStatus{state: JobError, message: "cannot compute what the template should get: " + err.Error()})
+		c.reportJob(job, vpa, state.Job{State: state.JobError, Message: "cannot compute what the template should get: " + err.Error()})
 		return fmt.Errorf("computing recommendation: %w", err)
 	}
 	record, _ := c.store.Get(job.UID)
@@ -225,7 +228,7 @@ func (c *Controller) syncJob(ctx context.Context, key string) error {
 
 // actJob carries out a Job decision and returns the Job's resulting state
 // (nil when the Job is no longer tracked).
-func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, d resize.JobDecision) (*jobStatus, error) {
+func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, d resize.JobDecision) (*state.Job, error) {
 	logger := klog.FromContext(ctx)
 	if d.ClearRecord {
 		c.store.Delete(job.UID)
@@ -240,23 +243,23 @@ func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes
 		c.untrackJob(job.UID)
 		return nil, nil
 	case resize.ReasonNoRecommendation:
-		return &jobStatus{state: JobNoRecommendation, message: d.Message}, nil
+		return &state.Job{State: state.JobNoRecommendation, Message: d.Message}, nil
 	case resize.ReasonUpToDate, resize.ReasonBelowThreshold:
-		return &jobStatus{state: JobTemplateUpToDate}, nil
+		return &state.Job{State: state.JobTemplateUpToDate}, nil
 	case resize.ReasonJobNotMutableYet:
-		return &jobStatus{state: JobWaiting, message: d.Message}, nil
+		return &state.Job{State: state.JobWaiting, Message: d.Message}, nil
 	}
 	if d.Action != resize.ActionPatch {
 		if record, ok := c.store.Get(job.UID); ok {
 			return rejectedStatus(record), nil
 		}
-		return &jobStatus{state: JobWaiting, message: d.Message}, nil
+		return &state.Job{State: state.JobWaiting, Message: d.Message}, nil
 	}
 
 	if reason, why := c.withheld(vpa); reason != "" {
 		c.metrics.jobWritten(jobOutcomeWithheld)
 		logger.V(2).Info("Job template write not sent", "target", d.Target.String(), "why", why)
-		return &jobStatus{state: JobWithheld, values: d.Target.String(), message: why}, nil
+		return &state.Job{State: state.JobWithheld, Values: d.Target.String(), Message: why}, nil
 	}
 
 	patched, err := c.client.BatchV1().Jobs(job.Namespace).Patch(ctx, job.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{})
@@ -268,13 +271,13 @@ func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes
 		logger.Info("Job template updated", "vpa", klog.KObj(vpa), "target", d.Target.String())
 		c.recorder.Eventf(job, corev1.EventTypeNormal, EventJobTemplateUpdated,
 			"Pod template resources set to %s while suspended (VPA %s); pods created on resume get them", d.Target.String(), vpa.Name)
-		// Reported here, before markSent, which needs the Job's entry.
-		c.reportJob(job, vpa, jobStatus{state: JobTemplateUpToDate})
+		// Reported here, before AwaitUpdate, which needs the Job's entry.
+		c.reportJob(job, vpa, state.Job{State: state.JobTemplateUpToDate})
 		sentVersion := ""
 		if patched != nil {
 			sentVersion = patched.ResourceVersion
 		}
-		c.jobTracker.markSent(job.UID, job.ResourceVersion, sentVersion, now)
+		c.jobTracker.AwaitUpdate(job.UID, job.ResourceVersion, sentVersion, now)
 		return nil, nil
 	case resize.OutcomeRejected:
 		r := &records.Record{Kind: records.KindJobRejected, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now(), Generation: job.Generation}
@@ -290,24 +293,24 @@ func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes
 		return nil, fmt.Errorf("job template patch: %w", err)
 	default:
 		err = fmt.Errorf("job template patch (%s): %w", outcome, err)
-		return &jobStatus{state: JobError, message: err.Error()}, err
+		return &state.Job{State: state.JobError, Message: err.Error()}, err
 	}
 }
 
-func rejectedStatus(r *records.Record) *jobStatus {
-	return &jobStatus{state: JobRejected, since: r.RecordedAt, values: r.Attempted.String(), message: r.Message, kind: r.Kind}
+func rejectedStatus(r *records.Record) *state.Job {
+	return &state.Job{State: state.JobRejected, Since: r.RecordedAt, Values: r.Attempted.String(), Message: r.Message, Kind: r.Kind}
 }
 
 // reportJob remembers a Job's state and queues its VPA's condition when it
 // changed; it sends the withheld event once per target.
-func (c *Controller) reportJob(job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, st jobStatus) {
-	st.vpa, st.name = vpaKey(vpa), job.Name
-	for _, key := range c.jobTracker.set(job.UID, st, c.now()) {
+func (c *Controller) reportJob(job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, st state.Job) {
+	st.VPA, st.Name = vpaKey(vpa), job.Name
+	for _, key := range c.jobTracker.Set(job.UID, st, c.now()) {
 		c.statusQueue.AddAfter(key, statusDelay)
 	}
-	if st.state == JobWithheld && c.jobTracker.withheldOnce(job.UID, st.values) {
+	if st.State == state.JobWithheld && c.jobTracker.Once(job.UID, noteWithheld, st.Values) {
 		c.recorder.Eventf(job, corev1.EventTypeNormal, EventJobTemplateWithheld,
-			"Would set the pod template resources to %s while suspended; not sent: %s", st.values, st.message)
+			"Would set the pod template resources to %s while suspended; not sent: %s", st.Values, st.Message)
 	}
 }
 
@@ -333,7 +336,7 @@ func (c *Controller) forgetJob(uid types.UID) {
 
 // untrackJob forgets a Job's state and queues its VPA's condition.
 func (c *Controller) untrackJob(uid types.UID) {
-	if key, ok := c.jobTracker.forget(uid); ok {
+	if key, ok := c.jobTracker.Forget(uid); ok {
 		c.statusQueue.AddAfter(key, statusDelay)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testjob"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
 func trainJob() *testjob.Builder {
@@ -138,10 +141,10 @@ func TestSuspendedJobGetsTheRecommendation(t *testing.T) {
 
 	t.Run("until the cache has seen the write, the Job is not decided again", func(t *testing.T) {
 		written := f.getJob("train").ResourceVersion
-		assert.True(t, f.ctrl.jobTracker.cacheBehind("uid-train", "1", f.clock.Now()), "the version the write was decided on")
-		assert.False(t, f.ctrl.jobTracker.cacheBehind("uid-train", written, f.clock.Now()), "the version the write made")
-		f.ctrl.jobTracker.markSent("uid-train", "1", written, f.clock.Now())
-		assert.False(t, f.ctrl.jobTracker.cacheBehind("uid-train", "1", f.clock.Now().Add(maxCacheLag)), "the cache is trusted again after a while")
+		assert.True(t, jobCacheBehind(f, "uid-train", "1", f.clock.Now()), "the version the write was decided on")
+		assert.False(t, jobCacheBehind(f, "uid-train", written, f.clock.Now()), "the version the write made")
+		f.ctrl.jobTracker.AwaitUpdate("uid-train", "1", written, f.clock.Now())
+		assert.False(t, jobCacheBehind(f, "uid-train", "1", f.clock.Now().Add(state.MaxCacheLag)), "the cache is trusted again after a while")
 	})
 	t.Run("right-sized now: no further write, condition up to date", func(t *testing.T) {
 		f.waitJobCached("train", func(j *batchv1.Job) bool { return j.ResourceVersion != "1" })
@@ -156,7 +159,7 @@ func TestSuspendedJobGetsTheRecommendation(t *testing.T) {
 		assert.Equal(t, corev1.ConditionFalse, c.Status)
 		assert.Equal(t, ReasonNotBlocked, c.Reason)
 		assert.Contains(t, c.Message, "1 suspended Job: 1 template up to date.")
-		assert.InDelta(t, 1, gauge(t, f, MetricSuspendedJobs, map[string]string{"state": string(JobTemplateUpToDate)}), 0)
+		assert.InDelta(t, 1, gauge(t, f, MetricSuspendedJobs, map[string]string{"state": string(state.JobTemplateUpToDate)}), 0)
 	})
 }
 
@@ -166,17 +169,17 @@ func TestJobsThatAreNotWritten(t *testing.T) {
 		job    *batchv1.Job
 		vpa    *vpatypes.VerticalPodAutoscaler
 		gate   bool
-		state  JobState // "" when the Job is not tracked
-		reason string   // decision reason, "" when no decision is taken
+		want   state.JobState // "" when the Job is not tracked
+		reason string         // decision reason, "" when no decision is taken
 	}{
 		{name: "not suspended: left to the pod path", job: trainJob().Obj(), vpa: jobVPA("250m", "200Mi")},
 		{name: "resumed and running", job: trainJob().Resumed().Started().Active(1).Obj(), vpa: jobVPA("250m", "200Mi")},
 		{name: "suspended but pods still active: waits", job: trainJob().Suspended().Started().Active(2).Obj(), vpa: jobVPA("250m", "200Mi"),
-			state: JobWaiting, reason: "JobNotMutableYet"},
+			want: state.JobWaiting, reason: "JobNotMutableYet"},
 		{name: "already right-sized", job: trainJob().Suspended().Obj(), vpa: jobVPA("100m", "100Mi"),
-			state: JobTemplateUpToDate, reason: "UpToDate"},
+			want: state.JobTemplateUpToDate, reason: "UpToDate"},
 		{name: "no recommendation yet", job: trainJob().Suspended().Obj(), vpa: testvpa.New("train").Target("batch/v1", "Job", "train").InPlace().Obj(),
-			state: JobNoRecommendation, reason: "NoRecommendation"},
+			want: state.JobNoRecommendation, reason: "NoRecommendation"},
 		{name: "VPA not in InPlace mode", job: trainJob().Suspended().Obj(),
 			vpa: testvpa.New("train").Target("batch/v1", "Job", "train").Mode(vpatypes.UpdateModeInitial).Recommend("app", "250m", "200Mi").Obj()},
 		{name: "VPA names another Job", job: trainJob().Suspended().Obj(),
@@ -191,12 +194,12 @@ func TestJobsThatAreNotWritten(t *testing.T) {
 			assert.Empty(t, f.jobPatches())
 			assert.Empty(t, f.recorder.unread("Job"))
 			assert.Equal(t, 0, f.store.Len())
-			jobs := f.ctrl.jobTracker.jobsOf("default/train")
-			if tc.state == "" {
+			jobs := f.ctrl.jobTracker.Of("default/train")
+			if tc.want == "" {
 				assert.Empty(t, jobs)
 			} else {
 				require.Len(t, jobs, 1)
-				assert.Equal(t, tc.state, jobs[0].state)
+				assert.Equal(t, tc.want, jobs[0].State)
 			}
 			n, err := testutil.GatherAndCount(f.registry, MetricJobDecisions)
 			require.NoError(t, err)
@@ -328,7 +331,7 @@ func TestJobRejectionIsReportedOnceAndNotRetried(t *testing.T) {
 		require.NoError(t, f.syncJob("train"))
 		_, held := f.store.Get("uid-train")
 		assert.False(t, held)
-		assert.Empty(t, f.ctrl.jobTracker.jobsOf("default/train"))
+		assert.Empty(t, f.ctrl.jobTracker.Of("default/train"))
 	})
 }
 
@@ -357,7 +360,7 @@ func TestJobRecordOutlivesAnUnresolvedVPA(t *testing.T) {
 
 	r.on.Store(true)
 	require.NoError(t, f.syncJob("train"))
-	assert.Empty(t, f.ctrl.jobTracker.jobsOf("default/train"), "not counted while its VPA is unknown")
+	assert.Empty(t, f.ctrl.jobTracker.Of("default/train"), "not counted while its VPA is unknown")
 	_, held := f.store.Get("uid-train")
 	assert.True(t, held, "the record is kept")
 
@@ -463,9 +466,9 @@ func TestJobWriteFailures(t *testing.T) {
 		require.Error(t, err)
 		assert.Equal(t, 0, f.store.Len())
 		assert.Empty(t, f.recorder.unread("Job"))
-		jobs := f.ctrl.jobTracker.jobsOf("default/train")
+		jobs := f.ctrl.jobTracker.Of("default/train")
 		require.Len(t, jobs, 1)
-		assert.Equal(t, JobError, jobs[0].state)
+		assert.Equal(t, state.JobError, jobs[0].State)
 		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues("Transient")), 0)
 	})
 	t.Run("conflict (the Job changed): decided again, nothing recorded", func(t *testing.T) {
@@ -521,15 +524,22 @@ func TestJobRecordsAreCleanedUp(t *testing.T) {
 
 	require.NoError(t, f.kube.BatchV1().Jobs("default").Delete(context.Background(), "train", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return f.store.Len() == 0 }, waitFor, every, "a deleted Job's record is forgotten")
-	assert.Empty(t, f.ctrl.jobTracker.jobsOf("default/train"))
+	assert.Empty(t, f.ctrl.jobTracker.Of("default/train"))
 }
 
 func TestDeletedVPAForgetsItsJobs(t *testing.T) {
 	f := newJobFixture(t, trainJob().Suspended().Obj(), jobVPA("250m", "200Mi"), fixtureOpts{serverMinor: 35})
 	f.failJobPatch(immutableErr())
 	require.NoError(t, f.syncJob("train"))
-	require.Len(t, f.ctrl.jobTracker.jobsOf("default/train"), 1)
+	require.Len(t, f.ctrl.jobTracker.Of("default/train"), 1)
 	require.NoError(t, f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Delete(context.Background(), "train", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return f.store.Len() == 0 }, waitFor, every)
-	assert.Empty(t, f.ctrl.jobTracker.jobsOf("default/train"))
+	assert.Empty(t, f.ctrl.jobTracker.Of("default/train"))
+}
+
+// jobCacheBehind tells whether syncJob waits for the Job's update event
+// before deciding on the cached Job at version.
+func jobCacheBehind(f *fixture, uid types.UID, version string, now time.Time) bool {
+	behind, overdue := f.ctrl.jobTracker.CacheLag(uid, version, now)
+	return behind && !overdue
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
@@ -84,12 +85,12 @@ type Metrics struct {
 type gaugeSnapshot struct {
 	records       int
 	memoryRecords int
-	pending       map[PodState]int
-	oldest        map[PodState]time.Duration
+	pending       map[state.PodState]int
+	oldest        map[state.PodState]time.Duration
 	paused        bool
 	dryRun        bool
 	metricsAPI    bool
-	jobs          map[JobState]int
+	jobs          map[state.JobState]int
 }
 
 // NewMetrics creates the metrics and registers them on reg. The gauges read
@@ -183,11 +184,11 @@ func (m *Metrics) settled(outcome string) {
 		return
 	}
 	switch outcome {
-	case outcomeCompleted:
+	case state.OutcomeCompleted:
 		m.completed.Inc()
-	case outcomeKubeletInfeasible:
+	case state.OutcomeKubeletInfeasible:
 		m.failures.WithLabelValues(failureKubeletInfeasible).Inc()
-	case outcomeKubeletMemoryLimitRefused:
+	case state.OutcomeKubeletMemoryLimitRefused:
 		m.failures.WithLabelValues(failureKubeletMemory).Inc()
 	}
 }
@@ -343,13 +344,13 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(g.records, prometheus.GaugeValue, float64(s.records))
 	ch <- prometheus.MustNewConstMetric(g.memoryRecords, prometheus.GaugeValue, float64(s.memoryRecords))
 	ch <- prometheus.MustNewConstMetric(g.metricsAPI, prometheus.GaugeValue, boolFloat(s.metricsAPI))
-	for _, state := range pendingStates {
+	for _, state := range state.PendingPodStates {
 		ch <- prometheus.MustNewConstMetric(g.pending, prometheus.GaugeValue, float64(s.pending[state]), string(state))
 		ch <- prometheus.MustNewConstMetric(g.oldest, prometheus.GaugeValue, s.oldest[state].Seconds(), string(state))
 	}
 	ch <- prometheus.MustNewConstMetric(g.paused, prometheus.GaugeValue, boolFloat(s.paused))
 	ch <- prometheus.MustNewConstMetric(g.dryRun, prometheus.GaugeValue, boolFloat(s.dryRun))
-	for _, state := range jobStates {
+	for _, state := range state.JobStates {
 		ch <- prometheus.MustNewConstMetric(g.jobs, prometheus.GaugeValue, float64(s.jobs[state]), string(state))
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
 // The pod path: sync reads the caches, lets pkg/resize decide, and act
@@ -56,7 +57,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	cachedVersion := pod.ResourceVersion
-	if behind, overdue := c.tracker.cacheLag(pod.UID, cachedVersion, start); behind {
+	if behind, overdue := c.tracker.CacheLag(pod.UID, cachedVersion, start); behind {
 		// Queued again (a resync, another event) before the cache saw the
 		// resize sent: never send it twice.
 		if !overdue {
@@ -81,7 +82,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	status := resize.ReadStatus(pod)
 	desired, err := c.calc.ForPod(pod, vpa)
 	if err != nil {
-		c.report(ctx, pod, vpa, podStatus{state: PodError, message: "cannot compute what the pod should get: " + err.Error()}, status)
+		c.report(ctx, pod, vpa, state.Pod{State: state.PodError, Message: "cannot compute what the pod should get: " + err.Error()}, status)
 		return fmt.Errorf("computing recommendation: %w", err)
 	}
 	record, _ := c.store.Get(pod.UID)
@@ -124,15 +125,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 	}
 	c.metrics.decided(d, c.now().Sub(start))
-	outcome, _ := c.tracker.settle(pod.UID, status.State, func(like resources.Resources) resources.Resources { return resize.Current(pod, like) })
+	outcome, _ := c.tracker.Settle(pod.UID, status.State, func(like resources.Resources) resources.Resources { return resize.Current(pod, like) })
 	c.metrics.settled(outcome)
 	logger.V(2).Info("Decided", "vpa", klog.KObj(vpa), "action", d.Action, "reason", d.Reason, "message", d.Message)
 	st, err := c.act(ctx, pod, cachedVersion, vpa, d, status)
 	if st != nil && waiting != nil {
-		st.values = waiting.Blocker
+		st.Values = waiting.Blocker
 	}
-	if st != nil && st.state == PodWaitingForNode {
-		st.values = pod.Spec.NodeName
+	if st != nil && st.State == state.PodWaitingForNode {
+		st.Values = pod.Spec.NodeName
 	}
 	if st != nil {
 		c.report(ctx, pod, vpa, *st, status)
@@ -140,7 +141,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if waiting != nil {
 		c.waitForBudget(pod, *waiting)
 	}
-	if st != nil && st.state == PodWaitingForNode && c.tracker.notifyOnce(pod.UID, "node "+pod.Spec.NodeName) {
+	if st != nil && st.State == state.PodWaitingForNode && c.tracker.Once(pod.UID, noteWaiting, "node "+pod.Spec.NodeName) {
 		c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeWaitingForNodeCapacity,
 			"Resize not sent: %s; it is sent once the node has room (%s: %s on the VPA)", d.Message, ResizeWhenAnnotation, ResizeWhenFitsNode)
 	}
@@ -150,7 +151,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 // act carries out a decision and returns the pod's resulting state (nil
 // when the pod is gone). cachedVersion is the pod's version in the cache
 // (pod may have been read from the API server instead).
-func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion string, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision, rs resize.Status) (*podStatus, error) {
+func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion string, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision, rs resize.Status) (*state.Pod, error) {
 	logger := klog.FromContext(ctx)
 	owner := ownerOf(vpa)
 	if d.ClearRecord {
@@ -176,7 +177,7 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 	if reason, why := c.withheld(vpa); reason != "" {
 		c.metrics.withheldResize(reason)
 		logger.V(2).Info("Resize not sent", "target", d.Target.String(), "why", why)
-		return &podStatus{state: PodWithheld, values: d.Target.String(), message: why}, nil
+		return &state.Pod{State: state.PodWithheld, Values: d.Target.String(), Message: why}, nil
 	}
 
 	patched, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
@@ -193,14 +194,14 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 			c.memStore.Delete(pod.UID)
 		}
 		now := c.now()
-		c.tracker.markSent(pod.UID, vpaKey(vpa), pod.Name, d.Target, now)
+		c.tracker.MarkSent(pod.UID, vpaKey(vpa), pod.Name, d.Target, now)
 		// A patch that changed nothing brings no update event.
 		if patched == nil || patched.ResourceVersion != pod.ResourceVersion {
 			sentVersion := ""
 			if patched != nil {
 				sentVersion = patched.ResourceVersion
 			}
-			c.tracker.awaitUpdate(pod.UID, cachedVersion, sentVersion, now)
+			c.tracker.AwaitUpdate(pod.UID, cachedVersion, sentVersion, now)
 		}
 		c.mu.Lock()
 		seen, ok := c.recommendationSeen[vpa.UID]
@@ -218,22 +219,22 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		} else {
 			c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeSent, "Resizing in place to %s", d.Target.String())
 		}
-		return &podStatus{state: PodInProgress, since: now, values: d.Target.String(), message: message}, nil
+		return &state.Pod{State: state.PodInProgress, Since: now, Values: d.Target.String(), Message: message}, nil
 	case resize.OutcomeNodeCapacity, resize.OutcomeInvalid:
-		kind, state := records.KindNodeCapacity, PodInfeasible
+		kind, st := records.KindNodeCapacity, state.PodInfeasible
 		if outcome == resize.OutcomeInvalid {
-			kind, state = records.KindInvalid, PodInvalid
+			kind, st = records.KindInvalid, state.PodInvalid
 		}
 		r := &records.Record{Kind: kind, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now()}
 		c.store.Put(owner, pod.UID, r)
 		c.reportRecord(ctx, pod, vpa, r)
-		return &podStatus{state: state, since: r.RecordedAt, values: r.Attempted.String(), message: r.Message, kind: r.Kind}, nil
+		return &state.Pod{State: st, Since: r.RecordedAt, Values: r.Attempted.String(), Message: r.Message, Kind: r.Kind}, nil
 	case resize.OutcomeGone:
 		c.untrack(pod.UID)
 		return nil, nil
 	default:
 		err = fmt.Errorf("resize patch (%s): %w", outcome, err)
-		return &podStatus{state: PodError, message: err.Error()}, err
+		return &state.Pod{State: state.PodError, Message: err.Error()}, err
 	}
 }
 

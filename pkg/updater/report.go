@@ -14,6 +14,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
 // Reporting a pod's outcome: its state for the VPA condition and the
@@ -50,18 +51,18 @@ const (
 
 // report remembers a pod's state, queues its VPA's condition when it
 // changed, and warns once about a resize Deferred for too long.
-func (c *Controller) report(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, st podStatus, rs resize.Status) {
-	st.vpa, st.name = vpaKey(vpa), pod.Name
+func (c *Controller) report(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, st state.Pod, rs resize.Status) {
+	st.VPA, st.Name = vpaKey(vpa), pod.Name
 	now := c.now()
-	for _, key := range c.tracker.set(pod.UID, st, now) {
+	for _, key := range c.tracker.Set(pod.UID, st, now) {
 		c.statusQueue.AddAfter(key, statusDelay)
 	}
-	switch st.state {
-	case PodWithheld:
-		if c.tracker.withheldOnce(pod.UID, st.values) {
-			c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeWithheld, "Would resize in place to %s; not sent: %s", st.values, st.message)
+	switch st.State {
+	case state.PodWithheld:
+		if c.tracker.Once(pod.UID, noteWithheld, st.Values) {
+			c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeWithheld, "Would resize in place to %s; not sent: %s", st.Values, st.Message)
 		}
-	case PodDeferred:
+	case state.PodDeferred:
 		c.warnDeferred(ctx, pod, vpa, rs)
 	}
 }
@@ -76,16 +77,17 @@ func (c *Controller) warnDeferred(ctx context.Context, pod *corev1.Pod, vpa *vpa
 	if after <= 0 {
 		return
 	}
-	since, ok := c.tracker.since(pod.UID)
+	tracked, ok := c.tracker.Get(pod.UID)
 	if !ok {
 		return
 	}
+	since := tracked.Since
 	age := c.now().Sub(since)
 	if age < after {
 		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, after-age)
 		return
 	}
-	if !c.tracker.warnOnce(pod.UID, since) {
+	if !c.tracker.Once(pod.UID, noteDeferred, since.UTC().Format(time.RFC3339Nano)) {
 		return
 	}
 	waited := age.Round(time.Second)
@@ -100,7 +102,7 @@ func (c *Controller) warnDeferred(ctx context.Context, pod *corev1.Pod, vpa *vpa
 
 // untrack forgets a pod's state and queues its VPA's condition.
 func (c *Controller) untrack(uid types.UID) {
-	if key, ok := c.tracker.forget(uid); ok {
+	if key, ok := c.tracker.Forget(uid); ok {
 		c.statusQueue.AddAfter(key, statusDelay)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
 // restartingPods are n Running pods of one ReplicaSet whose memory
@@ -159,8 +161,8 @@ func TestWithheldRestartingResizeReservesNothing(t *testing.T) {
 	require.NoError(t, f.sync("p1"))
 	assert.Empty(t, f.resizePatches())
 	assert.Empty(t, f.ctrl.budget.Reserved())
-	assert.Len(t, f.ctrl.tracker.podsOf("default/web"), 2)
-	for _, st := range f.ctrl.tracker.podsOf("default/web") {
-		assert.Equal(t, PodWithheld, st.state, "%s is withheld, not waiting for the budget", st.name)
+	assert.Len(t, f.ctrl.tracker.Of("default/web"), 2)
+	for _, st := range f.ctrl.tracker.Of("default/web") {
+		assert.Equal(t, state.PodWithheld, st.State, "%s is withheld, not waiting for the budget", st.Name)
 	}
 }

@@ -182,7 +182,7 @@ func (c *Controller) CleanupRecords() []types.UID {
 	}
 	// What is reported and reserved goes with its object too, whatever
 	// path missed it.
-	for _, key := range append(c.tracker.retain(live.Has, c.now()), c.jobTracker.retain(live.Has)...) {
+	for _, key := range append(c.tracker.Retain(live.Has, c.now()), c.jobTracker.Retain(live.Has, c.now())...) {
 		c.statusQueue.AddAfter(key, statusDelay)
 	}
 	c.budget.Retain(live.Has)

@@ -44,8 +44,8 @@ func (c *Controller) syncStatus(ctx context.Context, key string) error {
 	var want *vpatypes.VerticalPodAutoscalerCondition
 	if isInPlace(vpa) {
 		cond := blockedCondition(summary{
-			pods:    c.tracker.podsOf(key),
-			jobs:    c.jobTracker.jobsOf(key),
+			pods:    c.tracker.Of(key),
+			jobs:    c.jobTracker.Of(key),
 			paused:  c.pausedWhy(vpa),
 			gateOff: !c.gate.Enabled(features.InPlace),
 			dryRun:  c.cfg.DryRun,
