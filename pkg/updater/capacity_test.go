@@ -11,6 +11,7 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 )
 
 // A broker of a StrimziPodSet, on a node with 4 cpus of which a filler
@@ -37,7 +38,7 @@ func TestStrimziPodsAreSentOnlyWhatFitsTheNode(t *testing.T) {
 	require.NoError(t, f.syncStatus("web"))
 	c := f.condition("web")
 	require.NotNil(t, c)
-	assert.Equal(t, ReasonWaitingForNodeCapacity, c.Reason)
+	assert.Equal(t, condition.ReasonWaitingForNodeCapacity, c.Reason)
 	assert.Contains(t, c.Message, "1 waiting for node capacity")
 
 	// The filler goes: the broker is looked at again at once.

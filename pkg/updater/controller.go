@@ -39,9 +39,11 @@ import (
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions/autoscaling.k8s.io/v1"
 	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
@@ -98,19 +100,13 @@ type Config struct {
 	// cluster-wide (read through Deps.ConfigMaps).
 	ConfigMap types.NamespacedName
 	// StatusMinInterval is the shortest time between two writes of one VPA's
-	// condition; 0 means 10s, a negative value no limit.
+	// condition; 0 means condition.DefaultMinInterval, a negative value no
+	// limit.
 	StatusMinInterval time.Duration
 	// MemoryLimitMargin is --memory-limit-decrease-margin: with usage known,
 	// a memory limit is lowered only above usage x (1 + margin).
 	MemoryLimitMargin float64
 }
-
-const (
-	defaultStatusMinInterval = 10 * time.Second
-	// statusDelay lets the pods of a VPA settle before its condition is
-	// computed: changes within it make one write.
-	statusDelay = time.Second
-)
 
 // Deps are the controller's collaborators.
 type Deps struct {
@@ -187,6 +183,9 @@ type Controller struct {
 	// tracker holds the states of pods; jobTracker of suspended Jobs.
 	tracker    *state.Tracker[state.PodState]
 	jobTracker *state.Tracker[state.JobState]
+	// conditions writes the VPA condition, one VPA key of statusQueue at a
+	// time.
+	conditions *condition.Controller
 
 	// started is set once Run has synced its caches, loaded the records
 	// and starts its workers.
@@ -200,8 +199,6 @@ type Controller struct {
 	// recommendationSeen holds, per VPA UID, when the updater saw its
 	// recommendation change (or first saw the VPA).
 	recommendationSeen map[types.UID]time.Time
-	// statusWritten holds, per VPA key, when its condition was last written.
-	statusWritten map[string]time.Time
 	// gateOffLogged holds the VPAs already reported as skipped because the
 	// gate is off, so each is logged once.
 	gateOffLogged sets.Set[types.UID]
@@ -221,9 +218,6 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now
-	}
-	if cfg.StatusMinInterval == 0 {
-		cfg.StatusMinInterval = defaultStatusMinInterval
 	}
 	if cfg.RestartMinReady <= 0 {
 		cfg.RestartMinReady = restartMinReadyDefault
@@ -273,9 +267,15 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		tracker:            state.New[state.PodState](),
 		jobTracker:         state.New[state.JobState](),
 		recommendationSeen: map[types.UID]time.Time{},
-		statusWritten:      map[string]time.Time{},
 		gateOffLogged:      sets.New[types.UID](),
 	}
+	c.conditions = condition.New(condition.Config{MinInterval: cfg.StatusMinInterval}, condition.Deps{
+		VPAs:    c.vpas,
+		Client:  deps.VPAClient,
+		Source:  c.conditionSummary,
+		Clock:   nowClock(deps.Now),
+		Requeue: func(key string, after time.Duration) { c.statusQueue.AddAfter(key, after) },
+	})
 	if deps.ConfigMaps != nil {
 		c.configMaps = deps.ConfigMaps.Lister()
 		// Fail closed: no resize before the kill switch has been read.
@@ -349,6 +349,27 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	}
 	c.metrics.bind(c.gaugeSnapshot)
 	return c, nil
+}
+
+// conditionSummary is what a VPA's condition is made from (condition.Source).
+func (c *Controller) conditionSummary(vpa *vpatypes.VerticalPodAutoscaler) (condition.Summary, bool) {
+	if !isInPlace(vpa) {
+		return condition.Summary{}, false
+	}
+	key := vpaKey(vpa)
+	return condition.Summary{
+		Pods:    c.tracker.Of(key),
+		Jobs:    c.jobTracker.Of(key),
+		Paused:  c.pausedWhy(vpa),
+		GateOff: !c.gate.Enabled(features.InPlace),
+		DryRun:  c.cfg.DryRun,
+	}, true
+}
+
+// enqueueCondition queues a VPA's condition, to be looked at once its pods
+// have settled (condition.Delay).
+func (c *Controller) enqueueCondition(key string) {
+	c.statusQueue.AddAfter(key, condition.Delay)
 }
 
 // gaugeSnapshot is read by the metrics at each scrape.

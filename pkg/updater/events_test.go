@@ -17,6 +17,7 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 )
 
 func TestInfeasibleAndInvalidAreReportedOnThePodAndItsVPA(t *testing.T) {
@@ -137,7 +138,7 @@ func TestDryRunDecidesAndReportsWithoutPatching(t *testing.T) {
 	require.NoError(t, f.syncStatus("web"))
 	c := f.condition("web")
 	require.NotNil(t, c)
-	assert.Equal(t, ReasonDryRun, c.Reason)
+	assert.Equal(t, condition.ReasonDryRun, c.Reason)
 	assert.Contains(t, c.Message, "p would be resized to c: requests cpu=300m memory=300Mi")
 	assert.Contains(t, c.Message, "Invalid: q cannot be resized in place")
 
@@ -242,7 +243,7 @@ func TestClusterKillSwitch(t *testing.T) {
 			require.NoError(t, f.syncStatus("web"))
 			c := f.condition("web")
 			require.NotNil(t, c)
-			assert.Equal(t, ReasonPaused, c.Reason)
+			assert.Equal(t, condition.ReasonPaused, c.Reason)
 			assert.Contains(t, c.Message, "cluster-wide by ConfigMap vpa-inplace-system/vpa-inplace-updater-config")
 		})
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
@@ -516,7 +517,7 @@ func (f *fixture) sync(pod string) error {
 }
 
 func (f *fixture) syncStatus(vpa string) error {
-	return f.ctrl.syncStatus(f.ctx, "default/"+vpa)
+	return f.ctrl.conditions.Sync(f.ctx, "default/"+vpa)
 }
 
 // resizePatches returns the resize patches sent so far.
@@ -582,7 +583,7 @@ func (f *fixture) getVPA(name string) *vpatypes.VerticalPodAutoscaler {
 // condition returns the VPA's InPlaceResizeBlocked condition from the API.
 func (f *fixture) condition(vpa string) *vpatypes.VerticalPodAutoscalerCondition {
 	for _, c := range f.getVPA(vpa).Status.Conditions {
-		if c.Type == ConditionInPlaceResizeBlocked {
+		if c.Type == condition.Type {
 			return &c
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 )
 
 // Event handlers. They only look at the objects they are given and queue
@@ -129,7 +130,7 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 		logger.V(4).Info("Forgot memory record of deleted pod", "pod", klog.KObj(pod))
 	}
 	if key, ok := c.tracker.Deleted(pod.UID, c.now()); ok {
-		c.statusQueue.AddAfter(key, statusDelay)
+		c.enqueueCondition(key)
 	}
 	c.budget.Forget(pod.UID)
 	c.enqueueWaitingOnNode(pod.Spec.NodeName)
@@ -144,7 +145,7 @@ func (c *Controller) onVPA(oldObj, obj any) {
 	}
 	old, isUpdate := oldObj.(*vpatypes.VerticalPodAutoscaler)
 	switch {
-	case isInPlace(vpa) || hasCondition(vpa):
+	case isInPlace(vpa) || condition.Has(vpa):
 	case isUpdate && isInPlace(old):
 	default:
 		return
@@ -192,7 +193,6 @@ func (c *Controller) onVPADelete(obj any) {
 	c.mu.Lock()
 	c.gateOffLogged.Delete(vpa.UID)
 	delete(c.recommendationSeen, vpa.UID)
-	delete(c.statusWritten, vpaKey(vpa))
 	c.mu.Unlock()
 }
 
@@ -267,5 +267,5 @@ func (c *Controller) enqueueStatus(vpa *vpatypes.VerticalPodAutoscaler) {
 	if c.ignored.Has(vpa.Namespace) {
 		return
 	}
-	c.statusQueue.AddAfter(vpaKey(vpa), statusDelay)
+	c.enqueueCondition(vpaKey(vpa))
 }

@@ -306,7 +306,7 @@ func rejectedStatus(r *records.Record) *state.Job {
 func (c *Controller) reportJob(job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, st state.Job) {
 	st.VPA, st.Name = vpaKey(vpa), job.Name
 	for _, key := range c.jobTracker.Set(job.UID, st, c.now()) {
-		c.statusQueue.AddAfter(key, statusDelay)
+		c.enqueueCondition(key)
 	}
 	if st.State == state.JobWithheld && c.jobTracker.Once(job.UID, noteWithheld, st.Values) {
 		c.recorder.Eventf(job, corev1.EventTypeNormal, EventJobTemplateWithheld,
@@ -337,7 +337,7 @@ func (c *Controller) forgetJob(uid types.UID) {
 // untrackJob forgets a Job's state and queues its VPA's condition.
 func (c *Controller) untrackJob(uid types.UID) {
 	if key, ok := c.jobTracker.Forget(uid); ok {
-		c.statusQueue.AddAfter(key, statusDelay)
+		c.enqueueCondition(key)
 	}
 }
 

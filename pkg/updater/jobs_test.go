@@ -27,6 +27,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testjob"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
@@ -157,7 +158,7 @@ func TestSuspendedJobGetsTheRecommendation(t *testing.T) {
 		c := f.condition("train")
 		require.NotNil(t, c)
 		assert.Equal(t, corev1.ConditionFalse, c.Status)
-		assert.Equal(t, ReasonNotBlocked, c.Reason)
+		assert.Equal(t, condition.ReasonNotBlocked, c.Reason)
 		assert.Contains(t, c.Message, "1 suspended Job: 1 template up to date.")
 		assert.InDelta(t, 1, gauge(t, f, MetricSuspendedJobs, map[string]string{"state": string(state.JobTemplateUpToDate)}), 0)
 	})
@@ -258,7 +259,7 @@ func TestJobBecomesMutable(t *testing.T) {
 				return false
 			}
 			c := f.condition("train")
-			return c != nil && c.Reason == ReasonNotBlocked && strings.Contains(c.Message, "waiting until the template may change") && assert.ObjectsAreEqual(corev1.ConditionFalse, c.Status)
+			return c != nil && c.Reason == condition.ReasonNotBlocked && strings.Contains(c.Message, "waiting until the template may change") && assert.ObjectsAreEqual(corev1.ConditionFalse, c.Status)
 		}, waitFor, every, "waiting is progress, not blocked")
 		assert.Empty(t, f.jobPatches())
 		f.updateJob("train", func(j *batchv1.Job) { j.Status.Active = 0 })
@@ -290,7 +291,7 @@ func TestJobRejectionIsReportedOnceAndNotRetried(t *testing.T) {
 	c := f.condition("train")
 	require.NotNil(t, c)
 	assert.Equal(t, corev1.ConditionTrue, c.Status)
-	assert.Equal(t, ReasonJobTemplateRejected, c.Reason)
+	assert.Equal(t, condition.ReasonJobTemplateRejected, c.Reason)
 	assert.Contains(t, c.Message, "Job train cannot get app: requests cpu=250m memory=200Mi in its pod template while suspended (JobRejected:")
 	assert.Contains(t, c.Message, "field is immutable")
 
@@ -304,7 +305,7 @@ func TestJobRejectionIsReportedOnceAndNotRetried(t *testing.T) {
 		assert.Empty(t, f.recorder.unread("Job"))
 		assert.Empty(t, f.vpaEvents())
 		assert.InDelta(t, 4, testutil.ToFloat64(f.ctrl.metrics.jobDecisions.WithLabelValues("Skip", "RecordedAttemptSame")), 0)
-		f.waitCached("train", hasCondition)
+		f.waitCached("train", condition.Has)
 		writes := len(f.statusWrites())
 		require.NoError(t, f.syncStatus("train"))
 		assert.Len(t, f.statusWrites(), writes, "the condition is not written again")
@@ -409,7 +410,7 @@ func TestOldServerIsNotSentAnything(t *testing.T) {
 	require.NoError(t, f.syncStatus("train"))
 	c := f.condition("train")
 	require.NotNil(t, c)
-	assert.Equal(t, ReasonJobTemplateRejected, c.Reason)
+	assert.Equal(t, condition.ReasonJobTemplateRejected, c.Reason)
 	assert.Contains(t, c.Message, "JobUnsupported: Kubernetes 1.34")
 }
 
@@ -428,7 +429,7 @@ func TestJobDryRunAndPause(t *testing.T) {
 		require.NoError(t, f.syncStatus("train"))
 		c := f.condition("train")
 		require.NotNil(t, c)
-		assert.Equal(t, ReasonDryRun, c.Reason)
+		assert.Equal(t, condition.ReasonDryRun, c.Reason)
 		assert.Contains(t, c.Message, "Not sent (dry run): the pod template of Job train would be set to app: requests cpu=250m memory=200Mi.")
 	})
 	t.Run("paused by the VPA annotation", func(t *testing.T) {

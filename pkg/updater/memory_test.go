@@ -18,6 +18,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
@@ -171,7 +172,7 @@ func TestKubeletMemoryRefusalIsRecordedReportedAndNeverRepeated(t *testing.T) {
 	c := f.condition("web")
 	require.NotNil(t, c)
 	assert.Equal(t, corev1.ConditionTrue, c.Status)
-	assert.Equal(t, ReasonMemoryLimitKept, c.Reason)
+	assert.Equal(t, condition.ReasonMemoryLimitKept, c.Reason)
 	assert.Contains(t, c.Message, "Memory limit kept: p runs with higher memory limits than recommended; c: limits memory=100Mi or lower is not sent (MemoryLimitRefused: "+kubeletRefusal+")")
 
 	t.Run("a restarted updater does not send the refused limit again", func(t *testing.T) {
@@ -233,7 +234,7 @@ func TestUnsafeMemoryDecreaseAloneSendsNothing(t *testing.T) {
 	require.NoError(t, f.syncStatus("web"))
 	c := f.condition("web")
 	require.NotNil(t, c)
-	assert.Equal(t, ReasonMemoryLimitKept, c.Reason)
+	assert.Equal(t, condition.ReasonMemoryLimitKept, c.Reason)
 	assert.Contains(t, c.Message, "1 pod: 1 with memory limits kept.")
 	assert.Contains(t, c.Message, "usage 150Mi plus the 20% margin is 180Mi")
 }

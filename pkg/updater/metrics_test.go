@@ -19,6 +19,7 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 )
 
 // gauge returns the value of the series of name whose labels include want.
@@ -264,7 +265,7 @@ func TestRecommendationChangeTime(t *testing.T) {
 
 	f.clock.Step(time.Minute)
 	withCondition := first.DeepCopy()
-	withCondition.Status.Conditions = []vpatypes.VerticalPodAutoscalerCondition{{Type: ConditionInPlaceResizeBlocked, Status: corev1.ConditionFalse}}
+	withCondition.Status.Conditions = []vpatypes.VerticalPodAutoscalerCondition{{Type: condition.Type, Status: corev1.ConditionFalse}}
 	withCondition.Annotations = map[string]string{"vpa-inplace.dev/infeasible-attempts": "{}"}
 	f.ctrl.onVPA(first, withCondition)
 	assert.Equal(t, t0, seen(), "same recommendation: unchanged")

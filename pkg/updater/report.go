@@ -55,7 +55,7 @@ func (c *Controller) report(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.
 	st.VPA, st.Name = vpaKey(vpa), pod.Name
 	now := c.now()
 	for _, key := range c.tracker.Set(pod.UID, st, now) {
-		c.statusQueue.AddAfter(key, statusDelay)
+		c.enqueueCondition(key)
 	}
 	switch st.State {
 	case state.PodWithheld:
@@ -103,7 +103,7 @@ func (c *Controller) warnDeferred(ctx context.Context, pod *corev1.Pod, vpa *vpa
 // untrack forgets a pod's state and queues its VPA's condition.
 func (c *Controller) untrack(uid types.UID) {
 	if key, ok := c.tracker.Forget(uid); ok {
-		c.statusQueue.AddAfter(key, statusDelay)
+		c.enqueueCondition(key)
 	}
 }
 

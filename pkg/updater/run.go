@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 )
 
 // Run and its loops: the workers, the resync, the first load of the records.
@@ -77,7 +78,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		// first pass over the pods, it would say "No pods." and be
 		// rewritten moments later.
 		c.waitFirstPass(ctx)
-		for c.processNext(ctx, c.statusQueue, "condition", c.syncStatus) {
+		for c.processNext(ctx, c.statusQueue, "condition", c.conditions.Sync) {
 		}
 	})
 	wg.Go(func() {
@@ -158,7 +159,7 @@ func (c *Controller) Resync(ctx context.Context) {
 			}
 			c.enqueueVPAJobs(vpa)
 		}
-		if isInPlace(vpa) || hasCondition(vpa) {
+		if isInPlace(vpa) || condition.Has(vpa) {
 			c.enqueueStatus(vpa)
 		}
 	}
@@ -183,7 +184,7 @@ func (c *Controller) CleanupRecords() []types.UID {
 	// What is reported and reserved goes with its object too, whatever
 	// path missed it.
 	for _, key := range append(c.tracker.Retain(live.Has, c.now()), c.jobTracker.Retain(live.Has, c.now())...) {
-		c.statusQueue.AddAfter(key, statusDelay)
+		c.enqueueCondition(key)
 	}
 	c.budget.Retain(live.Has)
 	c.memStore.Retain(live.Has)

@@ -1,4 +1,7 @@
-package updater
+// Package condition keeps the InPlaceResizeBlocked condition of every
+// InPlace VPA: Blocked renders it from the states of the VPA's pods and
+// suspended Jobs (pure), and the Controller writes it when it changed.
+package condition
 
 import (
 	"fmt"
@@ -14,11 +17,11 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
-// ConditionInPlaceResizeBlocked is the condition the updater keeps on every
+// Type is the condition the updater keeps on every
 // InPlace VPA: True when a recommendation is not being applied to some pod
 // (or to the pod template of a suspended Job), with the reason and the
 // details in its message; False when every pod has it or is getting it.
-const ConditionInPlaceResizeBlocked vpatypes.VerticalPodAutoscalerConditionType = "InPlaceResizeBlocked"
+const Type vpatypes.VerticalPodAutoscalerConditionType = "InPlaceResizeBlocked"
 
 // Reasons of the InPlaceResizeBlocked condition. With status True, the most
 // pressing one present, in this order.
@@ -66,27 +69,27 @@ const (
 // maxConditionMessage bounds the condition's message.
 const maxConditionMessage = 2048
 
-// summary is what the condition of one VPA is made from.
-type summary struct {
-	pods []state.Pod
-	// jobs are the VPA's suspended Jobs.
-	jobs []state.Job
-	// paused says why resizing is paused, "" when it is not.
-	paused  string
-	gateOff bool
-	dryRun  bool
+// Summary is what the condition of one VPA is made from.
+type Summary struct {
+	Pods []state.Pod
+	// Jobs are the VPA's suspended Jobs.
+	Jobs []state.Job
+	// Paused says why resizing is paused, "" when it is not.
+	Paused  string
+	GateOff bool
+	DryRun  bool
 }
 
-// blockedCondition builds the InPlaceResizeBlocked condition (without its
+// Blocked builds the InPlaceResizeBlocked condition (without its
 // transition time) from the states of a VPA's pods. The message names
 // absolute times, never ages, so that it only changes when a pod does.
-func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
+func Blocked(s Summary) vpatypes.VerticalPodAutoscalerCondition {
 	byState := map[state.PodState][]state.Pod{}
-	for _, p := range s.pods {
+	for _, p := range s.Pods {
 		byState[p.State] = append(byState[p.State], p)
 	}
 	jobsByState := map[state.JobState][]state.Job{}
-	for _, j := range s.jobs {
+	for _, j := range s.Jobs {
 		jobsByState[j.State] = append(jobsByState[j.State], j)
 	}
 	var details []string
@@ -99,22 +102,22 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 			details = append(details, detail)
 		}
 	}
-	if s.paused != "" {
-		blocked(ReasonPaused, "Paused: "+s.paused+".")
+	if s.Paused != "" {
+		blocked(ReasonPaused, "Paused: "+s.Paused+".")
 	}
-	if s.gateOff {
+	if s.GateOff {
 		blocked(ReasonFeatureGateOff, "The updater runs with the InPlace feature gate off (--feature-gates=InPlace=true turns it on); pods are not resized.")
 	}
 	if ps := byState[state.PodWithheld]; len(ps) > 0 {
 		r, why := ReasonDryRun, "dry run"
-		if s.paused != "" {
+		if s.Paused != "" {
 			r, why = ReasonPaused, "paused"
 		}
 		blocked(r, fmt.Sprintf("Not sent (%s): %s would be resized to %s%s.", why, ps[0].Name, ps[0].Values, more(ps)))
 	}
 	if js := jobsByState[state.JobWithheld]; len(js) > 0 {
 		r, why := ReasonDryRun, "dry run"
-		if s.paused != "" {
+		if s.Paused != "" {
 			r, why = ReasonPaused, "paused"
 		}
 		blocked(r, fmt.Sprintf("Not sent (%s): the pod template of Job %s would be set to %s%s.", why, js[0].Name, js[0].Values, more(js)))
@@ -159,19 +162,19 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 	if reason == "" {
 		status = corev1.ConditionFalse
 		reason = ReasonNotBlocked
-		if len(s.pods) == 0 && len(s.jobs) == 0 {
+		if len(s.Pods) == 0 && len(s.Jobs) == 0 {
 			reason = ReasonNoPods
 		}
 	}
-	msg := counts(s.pods, byState) + jobCounts(s.jobs, jobsByState) + waitingFor(byState[state.PodWaiting])
+	msg := counts(s.Pods, byState) + jobCounts(s.Jobs, jobsByState) + waitingFor(byState[state.PodWaiting])
 	if len(details) > 0 {
 		msg += " " + strings.Join(details, " ")
 	}
-	if s.dryRun && reason != ReasonDryRun {
+	if s.DryRun && reason != ReasonDryRun {
 		msg += " Dry run: no resize is sent."
 	}
 	return vpatypes.VerticalPodAutoscalerCondition{
-		Type:    ConditionInPlaceResizeBlocked,
+		Type:    Type,
 		Status:  status,
 		Reason:  reason,
 		Message: truncateMessage(msg, maxConditionMessage),
@@ -296,16 +299,16 @@ func truncateMessage(s string, n int) string {
 	return s[:cut] + ellipsis
 }
 
-// setCondition returns conditions with want in place of the existing
+// Set returns conditions with want in place of the existing
 // condition of its type (removed when want is nil), and whether anything
 // changed. Conditions are compared without their transition time, which
 // moves only when the status does.
-func setCondition(conditions []vpatypes.VerticalPodAutoscalerCondition, want *vpatypes.VerticalPodAutoscalerCondition, now time.Time) ([]vpatypes.VerticalPodAutoscalerCondition, bool) {
+func Set(conditions []vpatypes.VerticalPodAutoscalerCondition, want *vpatypes.VerticalPodAutoscalerCondition, now time.Time) ([]vpatypes.VerticalPodAutoscalerCondition, bool) {
 	out := make([]vpatypes.VerticalPodAutoscalerCondition, 0, len(conditions)+1)
 	found := false
 	changed := false
 	for _, c := range conditions {
-		if c.Type != ConditionInPlaceResizeBlocked {
+		if c.Type != Type {
 			out = append(out, c)
 			continue
 		}
