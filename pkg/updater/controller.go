@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
@@ -141,7 +142,9 @@ type Deps struct {
 	Usage       usage.Source
 	Recorder    record.EventRecorder
 	FeatureGate featuregate.FeatureGate
-	Now         func() time.Time
+	// Clock is the one clock of decisions, workqueue delays and the
+	// resync; nil: the real clock.
+	Clock clock.WithTicker
 	// Metrics may be nil.
 	Metrics *Metrics
 }
@@ -167,6 +170,7 @@ type Controller struct {
 	usage      usage.Source
 	recorder   record.EventRecorder
 	gate       featuregate.FeatureGate
+	clock      clock.WithTicker
 	now        func() time.Time
 	metrics    *Metrics
 	ignored    sets.Set[string]
@@ -194,6 +198,9 @@ type Controller struct {
 	busy atomic.Int32
 	// loading is set while Run loads the records.
 	loading atomic.Bool
+	// recordsLoaded is set once Run has loaded the records: no pod or Job
+	// is decided before (errRecordsNotLoaded).
+	recordsLoaded atomic.Bool
 
 	mu sync.Mutex
 	// recommendationSeen holds, per VPA UID, when the updater saw its
@@ -204,20 +211,13 @@ type Controller struct {
 	gateOffLogged sets.Set[types.UID]
 }
 
-// nowClock is an injected clock function as a clock.PassiveClock.
-type nowClock func() time.Time
-
-func (f nowClock) Now() time.Time { return f() }
-
-func (f nowClock) Since(t time.Time) time.Duration { return f().Sub(t) }
-
 // New builds a Controller and registers its event handlers.
 func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
 	}
-	if deps.Now == nil {
-		deps.Now = time.Now
+	if deps.Clock == nil {
+		deps.Clock = clock.RealClock{}
 	}
 	if cfg.RestartMinReady <= 0 {
 		cfg.RestartMinReady = restartMinReadyDefault
@@ -241,28 +241,29 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		usage:     deps.Usage,
 		recorder:  deps.Recorder,
 		gate:      deps.FeatureGate,
-		now:       deps.Now,
+		clock:     deps.Clock,
+		now:       deps.Clock.Now,
 		metrics:   deps.Metrics,
 		ignored:   sets.New(cfg.IgnoredNamespaces...),
-		budget:    disruption.New(cfg.EvictionTolerance, nowClock(deps.Now)),
+		budget:    disruption.New(cfg.EvictionTolerance, deps.Clock),
 		minReady:  deps.MinReady,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),
 			),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater"},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater", Clock: deps.Clock},
 		),
 		vpaQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-vpas"},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-vpas", Clock: deps.Clock},
 		),
 		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-status"},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-status", Clock: deps.Clock},
 		),
 		jobQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-jobs"},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-jobs", Clock: deps.Clock},
 		),
 		tracker:            state.New[state.PodState](),
 		jobTracker:         state.New[state.JobState](),
@@ -273,7 +274,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		VPAs:    c.vpas,
 		Client:  deps.VPAClient,
 		Source:  c.conditionSummary,
-		Clock:   nowClock(deps.Now),
+		Clock:   deps.Clock,
 		Requeue: func(key string, after time.Duration) { c.statusQueue.AddAfter(key, after) },
 	})
 	if deps.ConfigMaps != nil {

@@ -64,12 +64,19 @@ func (s *blockingStore) Load(ctx context.Context) error {
 	}
 }
 
+// Caches synced and a resize due, but the records not loaded yet: the pod
+// (and a Job) is not decided, and the key is retried; once Run has loaded
+// the records, the resize goes.
 func TestNoResizeBeforeRecordsAreLoaded(t *testing.T) {
 	store := &blockingStore{InMemoryStore: records.NewInMemoryStore(), release: make(chan struct{})}
-	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{store: store})
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")},
+		fixtureOpts{store: store, recordsNotLoaded: true})
+	require.ErrorIs(t, f.sync("p"), errRecordsNotLoaded)
+	require.ErrorIs(t, f.ctrl.syncJob(f.ctx, "default/train"), errRecordsNotLoaded)
+	assert.Empty(t, f.resizePatches())
+	assert.Empty(t, f.recorder.unread("Pod"), "nothing decided, nothing reported")
+
 	f.run()
-	time.Sleep(300 * time.Millisecond)
-	assert.Empty(t, f.resizePatches(), "caches synced and a resize is due, but records are not loaded yet")
 	close(store.release)
 	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, every)
 }

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpafake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
@@ -84,24 +85,6 @@ func (labelResolver) Target(_ context.Context, vpa *vpatypes.VerticalPodAutoscal
 }
 
 func (labelResolver) Forget(types.UID) {}
-
-// fakeClock is the controller's clock in tests.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // event is one recorded event.
 type event struct {
@@ -182,6 +165,13 @@ func (d *delays) AddAfter(key string, after time.Duration) {
 	d.TypedRateLimitingInterface.AddAfter(key, after)
 }
 
+// count returns how many delayed adds of key were asked.
+func (d *delays) count(key string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.after[key])
+}
+
 // of returns the longest delay asked for key.
 func (d *delays) of(key string) (time.Duration, bool) {
 	d.mu.Lock()
@@ -201,7 +191,9 @@ type fixture struct {
 	store    records.Store
 	memStore records.Store
 	recorder *eventRecorder
-	clock    *fakeClock
+	// clock is the controller's one clock: its queues' delays pass
+	// only when a test steps it.
+	clock    *testingclock.FakeClock
 	ctrl     *Controller
 	registry *prometheus.Registry
 	opts     fixtureOpts
@@ -242,17 +234,25 @@ type fixtureOpts struct {
 	pdbs []*policyv1.PodDisruptionBudget
 	// nodes are created with the pods and watched.
 	nodes []*corev1.Node
+	// recordsNotLoaded leaves the controller as before Run has loaded the
+	// records; otherwise sync may be called without Run.
+	recordsNotLoaded bool
 }
 
-// slowResolver delays VPAForPod (a loaded API server or a large cluster,
-// where a pass over the pods takes a while).
-type slowResolver struct {
+// gatedResolver holds every VPAForPod until release is closed, and closes
+// entered at the first.
+type gatedResolver struct {
 	Resolver
-	delay time.Duration
+	entered, release chan struct{}
+	once, opened     sync.Once
 }
 
-func (r slowResolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error) {
-	time.Sleep(r.delay)
+// open lets every VPAForPod through.
+func (r *gatedResolver) open() { r.opened.Do(func() { close(r.release) }) }
+
+func (r *gatedResolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error) {
+	r.once.Do(func() { close(r.entered) })
+	<-r.release
 	return r.Resolver.VPAForPod(ctx, pod)
 }
 
@@ -388,7 +388,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		o.statusMinInterval = -1 // no rate limit, unless a test asks for one
 	}
 	vpaLister := vpaInformer.Lister()
-	f := &fixture{t: t, ctx: ctx, kube: kube, vpa: vpaClient, recorder: &eventRecorder{}, clock: &fakeClock{now: t0}, opts: o}
+	f := &fixture{t: t, ctx: ctx, kube: kube, vpa: vpaClient, recorder: &eventRecorder{}, clock: testingclock.NewFakeClock(t0), opts: o}
 	switch {
 	case o.store != nil:
 		f.store = o.store
@@ -423,7 +423,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		Usage:         o.usage,
 		Recorder:      f.recorder,
 		FeatureGate:   gate,
-		Now:           f.clock.Now,
+		Clock:         f.clock,
 		Metrics:       metrics,
 	}
 	if o.resolver != nil {
@@ -460,6 +460,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	f.statusQueue = &delays{TypedRateLimitingInterface: ctrl.statusQueue, after: map[string][]time.Duration{}}
 	ctrl.statusQueue = f.statusQueue
 	f.ctrl = ctrl
+	ctrl.recordsLoaded.Store(!o.recordsNotLoaded)
 	kubeFactory.Start(ctx.Done())
 	systemFactory.Start(ctx.Done())
 	vpaFactory.Start(ctx.Done())

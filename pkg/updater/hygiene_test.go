@@ -132,6 +132,6 @@ func TestResyncHonoursThePodBackoff(t *testing.T) {
 	f.ctrl.Resync(f.ctx)
 	require.NoError(t, f.ctrl.syncVPA(f.ctx, "default/web"))
 	assert.Zero(t, f.ctrl.queue.Len(), "the pod is not queued before its backoff ends")
-	assert.Eventually(t, func() bool { return f.ctrl.queue.Len() == 1 }, 10*time.Second, 10*time.Millisecond,
-		"the backoff brings it back")
+	f.clock.Step(200 * time.Millisecond) // the first backoff, on the queues' clock
+	assert.Eventually(t, func() bool { return f.ctrl.queue.Len() == 1 }, waitFor, every, "the backoff brings it back")
 }

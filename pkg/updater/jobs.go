@@ -161,6 +161,9 @@ func (c *Controller) enqueueVPAJobs(vpa *vpatypes.VerticalPodAutoscaler) {
 // syncJob handles one Job: read the caches, decide, act, report. A returned
 // error is retried with backoff; refusals are recorded instead.
 func (c *Controller) syncJob(ctx context.Context, key string) error {
+	if !c.recordsLoaded.Load() {
+		return errRecordsNotLoaded
+	}
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil

@@ -28,6 +28,9 @@ import (
 // sync handles one pod: read the caches, decide, act, report. A returned
 // error is retried with backoff; permanent outcomes are recorded instead.
 func (c *Controller) sync(ctx context.Context, key string) error {
+	if !c.recordsLoaded.Load() {
+		return errRecordsNotLoaded
+	}
 	start := c.now()
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -237,6 +240,12 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		return &state.Pod{State: state.PodError, Message: err.Error()}, err
 	}
 }
+
+// errRecordsNotLoaded: a pod or Job is not decided before the records of
+// earlier attempts are loaded; a resize recorded as infeasible before a
+// restart or a change of leader is not sent again. Run starts its workers
+// only once they are; this holds whoever calls sync.
+var errRecordsNotLoaded = errors.New("records of earlier attempts not loaded yet")
 
 func statusMessage(err error) string {
 	var status apierrors.APIStatus

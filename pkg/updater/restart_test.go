@@ -2,6 +2,7 @@ package updater
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -96,7 +97,7 @@ func TestRestartedPodHoldsTheBudgetUntilReadyForMinReady(t *testing.T) {
 	assert.Equal(t, restartMinReadyDefault, wait)
 
 	f.clock.Step(restartMinReadyDefault)
-	f.queued()
+	require.Eventually(t, func() bool { return slices.Contains(f.queued(), "default/p0") }, waitFor, every, "p0's time is up on the queue's clock")
 	require.NoError(t, f.sync("p0"))
 	assert.Equal(t, []string{"default/p1"}, f.queued(), "the waiting pod is queued as soon as p0 is back")
 	require.NoError(t, f.sync("p1"))

@@ -51,6 +51,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
+	c.recordsLoaded.Store(true)
 	logger.Info("Caches synced and records loaded; starting workers", "workers", c.cfg.Workers,
 		"resyncInterval", c.cfg.ResyncInterval, "dryRun", c.cfg.DryRun)
 	// From here, VPA events resolve their pods; the first resync below
@@ -86,13 +87,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	})
 	wg.Go(func() {
-		t := time.NewTicker(c.cfg.ResyncInterval)
+		t := c.clock.NewTicker(c.cfg.ResyncInterval)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 				c.Resync(ctx)
 			}
 		}

@@ -205,14 +205,16 @@ func TestConditionSurvivesTheRecommender(t *testing.T) {
 	})
 
 	t.Run("the VPA update itself queues the check", func(t *testing.T) {
-		f.run()
-		// Let the start-up resync's check pass (it runs after condition.Delay);
-		// the resync interval is an hour: only the VPA update can trigger.
-		time.Sleep(condition.Delay + 500*time.Millisecond)
+		queued := f.statusQueue.count("default/web")
 		stale := f.getVPA("web")
 		stale.Status.Conditions = nil
 		recommenderWrites(t, f, stale, "11")
-		assert.Eventually(t, func() bool { return f.condition("web") != nil }, 10*time.Second, 20*time.Millisecond)
+		require.Eventually(t, func() bool { return f.statusQueue.count("default/web") > queued }, waitFor, every,
+			"the VPA update queues its condition")
+		f.waitCached("web", func(v *vpatypes.VerticalPodAutoscaler) bool { return !hasOurs(v) })
+		f.clock.Step(condition.Delay)
+		require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.statusQueue, "condition", f.ctrl.conditions.Sync))
+		assert.NotNil(t, f.condition("web"), "put back")
 	})
 }
 
@@ -283,14 +285,26 @@ func TestFirstConditionWaitsForTheFirstPass(t *testing.T) {
 	for _, name := range []string{"p1", "p2", "p3", "p4", "p5", "p6"} {
 		pods = append(pods, webPod(name).Running().Obj())
 	}
-	// Six pods at 300 ms each with one worker: the pass takes longer than
-	// the condition's own delay (condition.Delay).
+	// The first pod's decision is held until the condition is due: the
+	// pass takes longer than the condition's own delay (condition.Delay).
+	gate := &gatedResolver{entered: make(chan struct{}), release: make(chan struct{})}
 	f := newFixture(t, pods, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "100Mi")}, fixtureOpts{
-		wrapResolver: func(r Resolver) Resolver { return slowResolver{Resolver: r, delay: 300 * time.Millisecond} },
+		wrapResolver: func(r Resolver) Resolver { gate.Resolver = r; return gate },
 	})
 	f.run()
+	t.Cleanup(gate.open) // before the controller stops, should the test fail
+	select {
+	case <-gate.entered:
+	case <-time.After(waitFor):
+		t.Fatal("the first pass did not start")
+	}
+	f.clock.Step(condition.Delay)
+	require.Eventually(t, func() bool { return f.ctrl.statusQueue.Len() == 1 }, waitFor, every,
+		"the condition is due, and waits for the first pass")
+	gate.open()
 	require.Eventually(t, func() bool { return len(f.statusWrites()) > 0 }, waitFor, every)
-	time.Sleep(2 * condition.Delay)
+	// Later changes would be written after condition.Delay, which does not
+	// pass on the test's clock: the first write is the only one.
 	writes := f.statusWrites()
 	require.Len(t, writes, 1, "one condition write: %v", writes)
 	assert.Equal(t, "6 pods: 6 resized or resizing.", f.condition("web").Message)

@@ -190,7 +190,6 @@ func Run(ctx context.Context, o *Options) error {
 		Metrics:       metrics,
 		Recorder:      recorder,
 		FeatureGate:   o.FeatureGate,
-		Now:           time.Now,
 	})
 	if err != nil {
 		return err
