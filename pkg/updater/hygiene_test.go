@@ -17,6 +17,7 @@ import (
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
@@ -94,6 +95,76 @@ func TestWorkerRecoversFromAPanicInOneItem(t *testing.T) {
 	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.panics.WithLabelValues("pod")), 0)
 	assert.Equal(t, 1, f.ctrl.queue.NumRequeues("default/bad"), "retried with backoff")
 	assert.Len(t, f.resizePatches(), 1, "the good pod was resized")
+}
+
+// panickyCalculator panics on every pod, panickyTarget on every VPA.
+type (
+	panickyCalculator struct{ Calculator }
+	panickyTarget     struct{ labelResolver }
+)
+
+func (panickyCalculator) ForPod(*corev1.Pod, *vpatypes.VerticalPodAutoscaler) (recommendation.Desired, error) {
+	panic("computing: index out of range [3] with length 3")
+}
+
+func (panickyTarget) Target(context.Context, *vpatypes.VerticalPodAutoscaler) (target.Target, error) {
+	panic("resolving: nil pointer")
+}
+
+// A recovered panic also goes on the VPA its item belongs to, as a warning:
+// whoever owns the VPA sees that its pods are not being handled.
+func TestWorkerPanicIsReportedOnTheVPA(t *testing.T) {
+	tests := []struct {
+		name       string
+		opts       fixtureOpts
+		queue, key string
+		want       string
+	}{
+		{"a pod's decision, its VPA found by the resolver", fixtureOpts{calculator: panickyCalculator{}}, queuePod, "default/p",
+			"VerticalPodAutoscaler/web Warning " + EventWorkerPanic + " The updater recovered from a panic while handling pod default/p; " +
+				"it is retried with backoff: computing: index out of range [3] with length 3"},
+		{"a VPA's pods queued", fixtureOpts{wrapResolver: func(r Resolver) Resolver { return panickyTarget{r.(labelResolver)} }}, queueVPA, "default/web",
+			"VerticalPodAutoscaler/web Warning " + EventWorkerPanic + " The updater recovered from a panic while handling vpa default/web; " +
+				"it is retried with backoff: resolving: nil pointer"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, tc.opts)
+			f.ctrl.started.Store(true)
+			q, sync := f.ctrl.queue, f.ctrl.sync
+			if tc.queue == queueVPA {
+				q, sync = f.ctrl.vpaQueue, f.ctrl.syncVPA
+			}
+			f.queued()
+			q.Add(tc.key)
+			require.True(t, f.ctrl.processNext(f.ctx, q, tc.queue, sync))
+			assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.panics.WithLabelValues(tc.queue)), 0)
+			assert.Equal(t, []string{tc.want}, f.vpaEvents())
+		})
+	}
+
+	t.Run("a tracked pod's VPA comes from its state, not from the resolver that panics", func(t *testing.T) {
+		f := newFixture(t, []*corev1.Pod{webPod("bad").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, fixtureOpts{
+			wrapResolver: func(r Resolver) Resolver { return panickyResolver{r.(labelResolver)} },
+		})
+		f.ctrl.tracker.Set("uid-bad", state.Pod{VPA: "default/web", Name: "bad", State: state.PodResized}, t0)
+		f.queued()
+		f.ctrl.queue.Add("default/bad")
+		require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, queuePod, f.ctrl.sync))
+		events := f.vpaEvents()
+		require.Len(t, events, 1)
+		assert.Contains(t, events[0], "VerticalPodAutoscaler/web Warning "+EventWorkerPanic+" The updater recovered from a panic while handling pod default/bad")
+	})
+	t.Run("no VPA known: the panic is counted and logged only", func(t *testing.T) {
+		f := newFixture(t, []*corev1.Pod{webPod("bad").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, fixtureOpts{
+			wrapResolver: func(r Resolver) Resolver { return panickyResolver{r.(labelResolver)} },
+		})
+		f.queued()
+		f.ctrl.queue.Add("default/bad")
+		require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, queuePod, f.ctrl.sync))
+		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.panics.WithLabelValues(queuePod)), 0)
+		assert.Empty(t, f.vpaEvents(), "the second panic, in the resolver, is swallowed")
+	})
 }
 
 // A pod deleted while a worker decides on it is not tracked again: its

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,6 +18,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
@@ -66,12 +69,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.Resync(ctx)
 	for range c.cfg.Workers {
 		wg.Go(func() {
-			for c.processNext(ctx, c.queue, "pod", c.syncCounted) {
+			for c.processNext(ctx, c.queue, queuePod, c.syncCounted) {
 			}
 		})
 	}
 	wg.Go(func() {
-		for c.processNext(ctx, c.vpaQueue, "vpa", c.syncVPA) {
+		for c.processNext(ctx, c.vpaQueue, queueVPA, c.syncVPA) {
 		}
 	})
 	wg.Go(func() {
@@ -79,11 +82,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		// first pass over the pods, it would say "No pods." and be
 		// rewritten moments later.
 		c.waitFirstPass(ctx)
-		for c.processNext(ctx, c.statusQueue, "condition", c.conditions.Sync) {
+		for c.processNext(ctx, c.statusQueue, queueCondition, c.conditions.Sync) {
 		}
 	})
 	wg.Go(func() {
-		for c.processNext(ctx, c.jobQueue, "job", c.syncJob) {
+		for c.processNext(ctx, c.jobQueue, queueJob, c.syncJob) {
 		}
 	})
 	wg.Go(func() {
@@ -233,10 +236,85 @@ func (c *Controller) safeSync(ctx context.Context, what, key string, sync func(c
 			klog.FromContext(ctx).Error(nil, "Recovered from a panic; the item is retried with backoff", "queue", what, "key", key,
 				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = fmt.Errorf("panic: %v", r)
+			if vpa := c.vpaOfItem(ctx, what, key); vpa != nil {
+				c.recorder.Eventf(vpa, corev1.EventTypeWarning, EventWorkerPanic,
+					"The updater recovered from a panic while handling %s %s; it is retried with backoff: %s",
+					what, key, condition.Truncate(fmt.Sprint(r), maxPanicMessage))
+			}
 		}
 	}()
 	return sync(ctx, key)
 }
+
+// EventWorkerPanic: a worker recovered from a panic while handling an item
+// of the VPA (its pod, its Job, its pods' queueing or its condition); the
+// item is retried with backoff, and the updater's log has the stack.
+const EventWorkerPanic = "InPlaceUpdaterWorkerPanic"
+
+// maxPanicMessage bounds what a panic's value adds to its event.
+const maxPanicMessage = 256
+
+// vpaOfItem returns the VPA an item of queue what belongs to, nil when none
+// is known: a pod's or a Job's from its tracked state or, untracked, from
+// the resolver (which may be what panicked: a second panic is swallowed).
+func (c *Controller) vpaOfItem(ctx context.Context, what, key string) (vpa *vpatypes.VerticalPodAutoscaler) {
+	defer func() {
+		if recover() != nil {
+			vpa = nil
+		}
+	}()
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil || key == killSwitchKey {
+		return nil
+	}
+	vpaNamed := func(vpaKey string) *vpatypes.VerticalPodAutoscaler {
+		ns, n, err := cache.SplitMetaNamespaceKey(vpaKey)
+		if err != nil {
+			return nil
+		}
+		v, err := c.vpas.VerticalPodAutoscalers(ns).Get(n)
+		if err != nil {
+			return nil
+		}
+		return v
+	}
+	switch what {
+	case queueVPA, queueCondition:
+		return vpaNamed(key)
+	case queuePod:
+		pod, err := c.pods.Pods(namespace).Get(name)
+		if err != nil {
+			return nil
+		}
+		if s, ok := c.tracker.Get(pod.UID); ok {
+			return vpaNamed(s.VPA)
+		}
+		vpa, _ = c.resolver.VPAForPod(ctx, pod)
+		return vpa
+	case queueJob:
+		if c.jobs == nil {
+			return nil
+		}
+		job, err := c.jobs.Jobs(namespace).Get(name)
+		if err != nil {
+			return nil
+		}
+		if s, ok := c.jobTracker.Get(job.UID); ok {
+			return vpaNamed(s.VPA)
+		}
+		vpa, _ = c.resolver.VPAForJob(ctx, job)
+		return vpa
+	}
+	return nil
+}
+
+// The queues' names, in logs and in the worker panics' metric label.
+const (
+	queuePod       = "pod"
+	queueVPA       = "vpa"
+	queueCondition = "condition"
+	queueJob       = "job"
+)
 
 // syncCounted is sync, counted as busy for waitFirstPass.
 func (c *Controller) syncCounted(ctx context.Context, key string) error {

@@ -177,7 +177,7 @@ func Blocked(s Summary) vpatypes.VerticalPodAutoscalerCondition {
 		Type:    Type,
 		Status:  status,
 		Reason:  reason,
-		Message: truncateMessage(msg, maxConditionMessage),
+		Message: Truncate(msg, maxConditionMessage),
 	}
 }
 
@@ -287,7 +287,8 @@ func more[T any](ps []T) string {
 	return fmt.Sprintf(" (and %d more)", len(ps)-1)
 }
 
-func truncateMessage(s string, n int) string {
+// Truncate bounds s to n bytes, never cutting a character in two.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
