@@ -256,30 +256,45 @@ func TestTrackerSettle(t *testing.T) {
 	}
 }
 
-// BenchmarkResizesUnderWay reports the heap the tracker holds per pod with a
-// resize sent and not yet seen completed (B/pod), as after a burst: 10,000
-// pods, each target built as a decision builds it. per-workload: ten pods
-// of a workload are sent equal targets; distinct: every pod another one.
+// BenchmarkResizesUnderWay reports, for a burst of 10,000 pods with a
+// resize sent and not yet seen completed, the heap the tracker holds per pod
+// (held-B/pod) and what marking them sent allocates per pod (alloc-B/pod),
+// with equal targets shared (shared) and each pod holding its own (own).
+// Each target is built as a decision builds it. per-workload: ten pods of a
+// workload are sent equal targets; distinct: every pod another one.
 func BenchmarkResizesUnderWay(b *testing.B) {
 	const pods = 10000
 	for _, c := range []struct {
 		name          string
 		podsPerTarget int
 	}{{"per-workload", 10}, {"distinct", 1}} {
-		b.Run(c.name, func(b *testing.B) {
-			var perPod float64
-			for b.Loop() {
-				perPod = float64(testheap.Held(func() any {
-					tr := New[PodState]()
-					for i := range pods {
-						cpu := fmt.Sprintf("%dm", 100+i/c.podsPerTarget)
-						target := resources.Resources{"c": {Requests: testpod.List(cpu, "256Mi"), Limits: testpod.List("", "512Mi")}}
-						tr.MarkSent(types.UID(fmt.Sprintf("pod-%05d", i)), "bench/web", fmt.Sprintf("web-%05d", i), target, t0)
-					}
-					return tr
-				})) / pods
+		for _, share := range []bool{true, false} {
+			name := c.name + "/own"
+			if share {
+				name = c.name + "/shared"
 			}
-			b.ReportMetric(perPod, "B/pod")
-		})
+			b.Run(name, func(b *testing.B) {
+				var held, allocated float64
+				for b.Loop() {
+					held = float64(testheap.Held(func() any {
+						targets := make([]resources.Resources, pods)
+						for i := range targets {
+							cpu := fmt.Sprintf("%dm", 100+i/c.podsPerTarget)
+							targets[i] = resources.Resources{"c": {Requests: testpod.List(cpu, "256Mi"), Limits: testpod.List("", "512Mi")}}
+						}
+						tr := New[PodState]()
+						tr.shareTargets = share
+						allocated = float64(testheap.Allocated(func() {
+							for i := range pods {
+								tr.MarkSent(types.UID(fmt.Sprintf("pod-%05d", i)), "bench/web", fmt.Sprintf("web-%05d", i), targets[i], t0)
+							}
+						})) / pods
+						return tr // the decisions are done with their targets
+					})) / pods
+				}
+				b.ReportMetric(held, "held-B/pod")
+				b.ReportMetric(allocated, "alloc-B/pod")
+			})
+		}
 	}
 }
