@@ -218,7 +218,7 @@ func Decide(in Input) Decision {
 		return d.with(ActionSkip, ReasonUpToDate, "pod resources match the recommendation")
 	}
 	if !retryInfeasible && !resendRefused {
-		if matters, why := changeMatters(pod, in.Desired, in.Threshold); !matters {
+		if matters, why := ChangeMatters(pod, in.Desired, in.Threshold); !matters {
 			return d.with(ActionSkip, ReasonBelowThreshold, why)
 		}
 	}
@@ -349,7 +349,7 @@ func cpuMemory(r corev1.ResourceRequirements) corev1.ResourceRequirements {
 // range (or missing), or when the relative difference of requests, summed
 // over resources (each resource totalled over containers), exceeds threshold.
 // Requests are compared with the capped target, never with raw values.
-func changeMatters(pod *corev1.Pod, desired recommendation.Desired, threshold float64) (bool, string) {
+func ChangeMatters(pod *corev1.Pod, desired recommendation.Desired, threshold float64) (bool, string) {
 	totalNow := map[corev1.ResourceName]float64{}
 	totalWant := map[corev1.ResourceName]float64{}
 	for _, c := range pod.Spec.Containers {

@@ -20,6 +20,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
@@ -31,7 +32,7 @@ import (
 // yet.
 //
 // A Job travels: Job informer event (or its VPA's) -> job queue -> syncJob ->
-// resize.DecideJob (pure, version-specific rules) -> one strategic merge patch
+// jobtemplate.Decide (pure, version-specific rules) -> one strategic merge patch
 // of the Job -> the outcome is reported: an event on the Job, metrics, and the
 // VPA's InPlaceResizeBlocked condition. A refusal by the API server (the gate
 // MutablePodResourcesForSuspendedJobs off, Kubernetes 1.34 and earlier, an
@@ -83,8 +84,8 @@ func (c *Controller) onJob(logger klog.Logger, oldObj, obj any) {
 	}
 	old, isUpdate := oldObj.(*batchv1.Job)
 	switch {
-	case resize.IsSuspended(job):
-	case isUpdate && resize.IsSuspended(old):
+	case jobtemplate.IsSuspended(job):
+	case isUpdate && jobtemplate.IsSuspended(old):
 	default:
 		return
 	}
@@ -180,7 +181,7 @@ func (c *Controller) syncJob(ctx context.Context, key string) error {
 
 	// Only suspended Jobs are handled. A resumed Job's record no longer
 	// holds: resuming changed its generation.
-	if !resize.IsSuspended(job) || job.DeletionTimestamp != nil {
+	if !jobtemplate.IsSuspended(job) || job.DeletionTimestamp != nil {
 		c.forgetJob(job.UID)
 		return nil
 	}
@@ -207,13 +208,13 @@ func (c *Controller) syncJob(ctx context.Context, key string) error {
 		logger.V(4).Info("Cache has not seen the template write yet; waiting for the Job's update")
 		return nil
 	}
-	desired, err := c.calc.ForPod(resize.PodFromJobTemplate(job), vpa)
+	desired, err := c.calc.ForPod(jobtemplate.PodFromJobTemplate(job), vpa)
 	if err != nil {
 		c.reportJob(job, vpa, state.Job{State: state.JobError, Message: "cannot compute what the template should get: " + err.Error()})
 		return fmt.Errorf("computing recommendation: %w", err)
 	}
 	record, _ := c.store.Get(job.UID)
-	d := resize.DecideJob(resize.JobInput{
+	d := jobtemplate.Decide(jobtemplate.Input{
 		Job:         job,
 		Desired:     desired,
 		Record:      record,
@@ -231,7 +232,7 @@ func (c *Controller) syncJob(ctx context.Context, key string) error {
 
 // actJob carries out a Job decision and returns the Job's resulting state
 // (nil when the Job is no longer tracked).
-func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, d resize.JobDecision) (*state.Job, error) {
+func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, d jobtemplate.Decision) (*state.Job, error) {
 	logger := klog.FromContext(ctx)
 	if d.ClearRecord {
 		c.store.Delete(job.UID)
@@ -242,14 +243,14 @@ func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes
 		c.reportJobRecord(ctx, job, vpa, d.NewRecord)
 	}
 	switch d.Reason {
-	case resize.ReasonJobNotSuspended, resize.ReasonJobFinished:
+	case jobtemplate.ReasonJobNotSuspended, jobtemplate.ReasonJobFinished:
 		c.untrackJob(job.UID)
 		return nil, nil
 	case resize.ReasonNoRecommendation:
 		return &state.Job{State: state.JobNoRecommendation, Message: d.Message}, nil
 	case resize.ReasonUpToDate, resize.ReasonBelowThreshold:
 		return &state.Job{State: state.JobTemplateUpToDate}, nil
-	case resize.ReasonJobNotMutableYet:
+	case jobtemplate.ReasonJobNotMutableYet:
 		return &state.Job{State: state.JobWaiting, Message: d.Message}, nil
 	}
 	if d.Action != resize.ActionPatch {

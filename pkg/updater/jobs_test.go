@@ -22,6 +22,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testjob"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
@@ -372,9 +373,9 @@ func TestJobWriteFailures(t *testing.T) {
 		f := newJobFixture(t, trainJob().Suspended().Obj(), jobVPA("250m", "200Mi"), fixtureOpts{})
 		stale := f.getJob("train")
 		vpa := f.getVPA("train")
-		desired, err := f.ctrl.calc.ForPod(resize.PodFromJobTemplate(stale), vpa)
+		desired, err := f.ctrl.calc.ForPod(jobtemplate.PodFromJobTemplate(stale), vpa)
 		require.NoError(t, err)
-		d := resize.DecideJob(resize.JobInput{Job: stale, Desired: desired, Threshold: 0.1, ServerMinor: 37})
+		d := jobtemplate.Decide(jobtemplate.Input{Job: stale, Desired: desired, Threshold: 0.1, ServerMinor: 37})
 		require.Equal(t, resize.ActionPatch, d.Action)
 
 		resumed := stale.DeepCopy()
@@ -389,8 +390,8 @@ func TestJobWriteFailures(t *testing.T) {
 		assert.Nil(t, st)
 		assert.Equal(t, 0, f.store.Len(), "never recorded as refused")
 		assert.Empty(t, f.recorder.unread("Job"))
-		assert.True(t, resize.IsSuspended(stale), "the cached Job is not modified")
-		assert.False(t, resize.IsSuspended(f.getJob("train")), "the resumed Job's template is untouched")
+		assert.True(t, jobtemplate.IsSuspended(stale), "the cached Job is not modified")
+		assert.False(t, jobtemplate.IsSuspended(f.getJob("train")), "the resumed Job's template is untouched")
 		assert.Equal(t, "100m/100Mi", templateRequests(f.getJob("train")))
 	})
 	t.Run("403 from an admission policy is a refusal", func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
@@ -227,7 +228,7 @@ func (m *Metrics) MetricsAPIRequest(result usage.Result) {
 	m.metricsAPI.WithLabelValues(string(result)).Inc()
 }
 
-func (m *Metrics) jobDecided(d resize.JobDecision) {
+func (m *Metrics) jobDecided(d jobtemplate.Decision) {
 	if m == nil {
 		return
 	}
