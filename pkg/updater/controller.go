@@ -46,6 +46,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
@@ -187,6 +188,9 @@ type Controller struct {
 	// tracker holds the states of pods; jobTracker of suspended Jobs.
 	tracker    *state.Tracker[state.PodState]
 	jobTracker *state.Tracker[state.JobState]
+	// jobTemplates writes recommendations into suspended Jobs' templates,
+	// one Job key of jobQueue at a time.
+	jobTemplates *jobtemplate.Controller
 	// conditions writes the VPA condition, one VPA key of statusQueue at a
 	// time.
 	conditions *condition.Controller
@@ -304,17 +308,26 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("adding VPA handler: %w", err)
 	}
+	jobDeps := jobtemplate.Deps{
+		Client: deps.Client, Resolver: deps.Resolver, Calculator: deps.Calculator, Store: deps.Store, Tracker: c.jobTracker,
+		Recorder: deps.Recorder, Gate: deps.FeatureGate, Metrics: deps.Metrics, Clock: deps.Clock,
+		Enqueue: func(key string) { c.jobQueue.Add(key) }, Status: c.enqueueCondition, Withheld: c.withheld, GateOff: c.logGateOffOnce,
+	}
 	if deps.Jobs != nil {
 		c.jobs = deps.Jobs.Lister()
 		c.jobIdx = deps.Jobs.Informer().GetIndexer()
+		jobDeps.Jobs, jobDeps.Index = c.jobs, c.jobIdx
+	}
+	c.jobTemplates = jobtemplate.New(jobtemplate.Config{Threshold: cfg.Threshold, ServerMinor: cfg.ServerMinor, Ignored: c.ignored}, jobDeps)
+	if deps.Jobs != nil {
 		c.synced = append(c.synced, deps.Jobs.Informer().HasSynced)
-		if err := deps.Jobs.Informer().AddIndexers(cache.Indexers{jobCronJobIndex: indexJobByCronJob, uidIndex: indexByUID}); err != nil {
+		if err := deps.Jobs.Informer().AddIndexers(cache.Indexers{jobtemplate.CronJobIndex: jobtemplate.IndexByCronJob, uidIndex: indexByUID}); err != nil {
 			return nil, fmt.Errorf("adding Job index: %w", err)
 		}
 		if _, err := deps.Jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.onJob(logger, nil, obj) },
-			UpdateFunc: func(old, obj any) { c.onJob(logger, old, obj) },
-			DeleteFunc: func(obj any) { c.onJobDelete(logger, obj) },
+			AddFunc:    func(obj any) { c.jobTemplates.OnJob(logger, nil, obj) },
+			UpdateFunc: func(old, obj any) { c.jobTemplates.OnJob(logger, old, obj) },
+			DeleteFunc: func(obj any) { c.jobTemplates.OnJobDelete(logger, obj) },
 		}); err != nil {
 			return nil, fmt.Errorf("adding Job handler: %w", err)
 		}

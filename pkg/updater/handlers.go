@@ -170,7 +170,7 @@ func (c *Controller) onVPA(oldObj, obj any) {
 	c.vpaQueue.Add(vpaKey(vpa))
 	if isUpdate && old.Spec.TargetRef != nil && !apiequality.Semantic.DeepEqual(old.Spec.TargetRef, vpa.Spec.TargetRef) {
 		// The Jobs it no longer targets are looked at again.
-		c.enqueueVPAJobs(old)
+		c.jobTemplates.EnqueueVPAJobs(old)
 	}
 }
 
@@ -189,7 +189,7 @@ func (c *Controller) onVPADelete(obj any) {
 	c.memStore.ForgetOwner(ownerOf(vpa))
 	c.tracker.ForgetVPA(vpaKey(vpa))
 	c.jobTracker.ForgetVPA(vpaKey(vpa))
-	c.enqueueVPAJobs(vpa)
+	c.jobTemplates.EnqueueVPAJobs(vpa)
 	c.mu.Lock()
 	c.gateOffLogged.Delete(vpa.UID)
 	delete(c.recommendationSeen, vpa.UID)

@@ -38,7 +38,7 @@ func TestSuspendedJobGetsTheRecommendation(t *testing.T) {
 	job := f.getJob("train")
 	assert.Equal(t, "250m/200Mi", templateRequests(job))
 	assert.Equal(t, "10m", job.Spec.Template.Spec.Containers[1].Resources.Requests.Cpu().String(), "the sidecar is untouched")
-	assert.Equal(t, []string{"Job/train Normal " + EventJobTemplateUpdated +
+	assert.Equal(t, []string{"Job/train Normal " + jobtemplate.EventJobTemplateUpdated +
 		" Pod template resources set to app: requests cpu=250m memory=200Mi while suspended (VPA train); pods created on resume get them"},
 		f.recorder.unread("Job"))
 	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues("Accepted")), 0)
@@ -185,10 +185,10 @@ func TestJobRejectionIsReportedOnceAndNotRetried(t *testing.T) {
 	assert.Contains(t, r.Message, "field is immutable")
 	jobEvents, vpaEvents := f.recorder.unread("Job"), f.vpaEvents()
 	require.Len(t, jobEvents, 1)
-	assert.Contains(t, jobEvents[0], "Job/train Warning "+EventJobTemplateRejected+" Pod template resources cannot be set to app: requests cpu=250m memory=200Mi")
+	assert.Contains(t, jobEvents[0], "Job/train Warning "+jobtemplate.EventJobTemplateRejected+" Pod template resources cannot be set to app: requests cpu=250m memory=200Mi")
 	assert.Contains(t, jobEvents[0], "not retried until the recommendation or the Job changes")
 	require.Len(t, vpaEvents, 1)
-	assert.Contains(t, vpaEvents[0], "VerticalPodAutoscaler/train Warning "+EventJobTemplateRejected+" Job train: pod template resources cannot be set")
+	assert.Contains(t, vpaEvents[0], "VerticalPodAutoscaler/train Warning "+jobtemplate.EventJobTemplateRejected+" Job train: pod template resources cannot be set")
 	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues("Rejected")), 0)
 
 	require.NoError(t, f.syncStatus("train"))
@@ -313,9 +313,9 @@ func TestJobDryRunAndPause(t *testing.T) {
 		assert.Empty(t, f.jobPatches())
 		events := f.recorder.unread("Job")
 		require.Len(t, events, 1, "one withheld event per Job and target")
-		assert.Contains(t, events[0], "Job/train Normal "+EventJobTemplateWithheld+
+		assert.Contains(t, events[0], "Job/train Normal "+jobtemplate.EventJobTemplateWithheld+
 			" Would set the pod template resources to app: requests cpu=250m memory=200Mi while suspended; not sent: the updater runs with --dry-run")
-		assert.InDelta(t, 3, testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues(jobOutcomeWithheld)), 0)
+		assert.InDelta(t, 3, testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues(jobtemplate.OutcomeWithheld)), 0)
 		require.NoError(t, f.syncStatus("train"))
 		c := f.condition("train")
 		require.NotNil(t, c)
@@ -341,7 +341,7 @@ func TestJobDryRunAndPause(t *testing.T) {
 		require.Eventually(t, func() bool { paused, _ := f.ctrl.clusterPaused(); return paused }, waitFor, every)
 		f.run()
 		require.Eventually(t, func() bool {
-			return testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues(jobOutcomeWithheld)) >= 1
+			return testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues(jobtemplate.OutcomeWithheld)) >= 1
 		}, waitFor, every)
 		assert.Empty(t, f.jobPatches())
 		require.NoError(t, f.kube.CoreV1().ConfigMaps(systemNamespace).Delete(context.Background(), "vpa-inplace-updater-config", metav1.DeleteOptions{}))
@@ -384,7 +384,7 @@ func TestJobWriteFailures(t *testing.T) {
 		_, err = f.kube.BatchV1().Jobs("default").Update(context.Background(), resumed, metav1.UpdateOptions{})
 		require.NoError(t, err)
 
-		st, err := f.ctrl.actJob(f.ctx, stale, vpa, d)
+		st, err := f.ctrl.jobTemplates.Act(f.ctx, stale, vpa, d)
 		require.Error(t, err, "retried with backoff, decided again on the newer Job")
 		assert.True(t, apierrors.IsConflict(errors.Unwrap(err)), "%v", err)
 		assert.Nil(t, st)

@@ -43,10 +43,6 @@ const (
 	MetricPanics            = "vpa_inplace_updater_worker_panics_total"
 )
 
-// jobOutcomeWithheld is the outcome label of a Job template write that was
-// due but not sent (--dry-run, or paused).
-const jobOutcomeWithheld = "Withheld"
-
 // failureKubeletInfeasible is the failure reason of a resize the API server
 // accepted and the kubelet then marked Infeasible; failureKubeletMemory of
 // one the kubelet would not apply because it lowered a memory limit to the
@@ -228,14 +224,16 @@ func (m *Metrics) MetricsAPIRequest(result usage.Result) {
 	m.metricsAPI.WithLabelValues(string(result)).Inc()
 }
 
-func (m *Metrics) jobDecided(d jobtemplate.Decision) {
+// JobDecided counts a Job decision (jobtemplate.Metrics).
+func (m *Metrics) JobDecided(d jobtemplate.Decision) {
 	if m == nil {
 		return
 	}
 	m.jobDecisions.WithLabelValues(string(d.Action), string(d.Reason)).Inc()
 }
 
-func (m *Metrics) jobWritten(outcome string) {
+// JobWritten counts a Job template write by outcome (jobtemplate.Metrics).
+func (m *Metrics) JobWritten(outcome string) {
 	if m == nil {
 		return
 	}

@@ -99,7 +99,9 @@ func TestRestartedPodHoldsTheBudgetUntilReadyForMinReady(t *testing.T) {
 	f.clock.Step(restartMinReadyDefault)
 	require.Eventually(t, func() bool { return slices.Contains(f.queued(), "default/p0") }, waitFor, every, "p0's time is up on the queue's clock")
 	require.NoError(t, f.sync("p0"))
-	assert.Equal(t, []string{"default/p1"}, f.queued(), "the waiting pod is queued as soon as p0 is back")
+	// p0 itself may come again (its own update event, late): p1 is what
+	// p0's return queues.
+	assert.Contains(t, f.queued(), "default/p1", "the waiting pod is queued as soon as p0 is back")
 	require.NoError(t, f.sync("p1"))
 	assert.Len(t, f.resizePatches(), 2)
 }

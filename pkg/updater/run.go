@@ -161,7 +161,7 @@ func (c *Controller) Resync(ctx context.Context) {
 				logger.V(2).Info("Cannot queue the VPA's pods; retrying", "err", err)
 				c.vpaQueue.AddRateLimited(vpaKey(vpa))
 			}
-			c.enqueueVPAJobs(vpa)
+			c.jobTemplates.EnqueueVPAJobs(vpa)
 		}
 		if isInPlace(vpa) || condition.Has(vpa) {
 			c.enqueueStatus(vpa)
@@ -181,7 +181,7 @@ func (c *Controller) CleanupRecords() []types.UID {
 	if err != nil {
 		return nil
 	}
-	live := sets.New[types.UID](c.liveJobs()...)
+	live := sets.New[types.UID](c.jobTemplates.Live()...)
 	for _, p := range pods {
 		live.Insert(p.UID)
 	}
@@ -316,6 +316,15 @@ const (
 	queueJob       = "job"
 )
 
+// syncJob is the Job queue's sync: no Job is decided before the records
+// are loaded either.
+func (c *Controller) syncJob(ctx context.Context, key string) error {
+	if !c.recordsLoaded.Load() {
+		return errRecordsNotLoaded
+	}
+	return c.jobTemplates.Sync(ctx, key)
+}
+
 // syncCounted is sync, counted as busy for waitFirstPass.
 func (c *Controller) syncCounted(ctx context.Context, key string) error {
 	c.busy.Add(1)
@@ -350,6 +359,6 @@ func (c *Controller) syncVPA(ctx context.Context, key string) error {
 	if !isInPlace(vpa) {
 		return nil
 	}
-	c.enqueueVPAJobs(vpa)
+	c.jobTemplates.EnqueueVPAJobs(vpa)
 	return c.enqueueVPAPods(ctx, vpa)
 }

@@ -1,6 +1,8 @@
-// Package jobtemplate decides, for a suspended Job of an InPlace VPA, whether
-// to write the recommendation into its pod template (KEP-5440): pure, like
-// pkg/resize for pods. pkg/updater reads the caches and sends the write.
+// Package jobtemplate writes recommendations into the pod templates of
+// suspended Jobs (KEP-5440). Decide is the pure decision, as pkg/resize is
+// for pods; the Controller reads the caches, decides, sends the write and
+// reports it. It reaches the rest of the updater through narrow ends: a
+// status sink for the VPA condition, a pauser (Withheld), the Job queue.
 package jobtemplate
 
 import (

@@ -7,6 +7,8 @@ package state
 import (
 	"time"
 
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 )
 
@@ -110,3 +112,8 @@ type (
 	Pod = Status[PodState]
 	Job = Status[JobState]
 )
+
+// VPAKey is the key objects are grouped by: the VPA's namespace/name.
+func VPAKey(vpa *vpatypes.VerticalPodAutoscaler) string {
+	return vpa.Namespace + "/" + vpa.Name
+}

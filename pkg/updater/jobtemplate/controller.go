@@ -1,7 +1,8 @@
-package updater
+package jobtemplate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -11,18 +12,105 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpaapiutil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
+	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
-	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
+
+// Config holds the Jobs' settings (the updater's).
+type Config struct {
+	Threshold   float64
+	ServerMinor int
+	// Ignored are the namespaces not looked at.
+	Ignored sets.Set[string]
+}
+
+// Resolver finds the VPA of a Job (pkg/target).
+type Resolver interface {
+	VPAForJob(ctx context.Context, job *batchv1.Job) (*vpatypes.VerticalPodAutoscaler, error)
+}
+
+// Calculator computes what the containers of a pod (here, of a Job's pod
+// template) should get (pkg/recommendation).
+type Calculator interface {
+	ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler) (recommendation.Desired, error)
+}
+
+// Metrics counts decisions and writes.
+type Metrics interface {
+	JobDecided(d Decision)
+	JobWritten(outcome string)
+}
+
+// OutcomeWithheld is the outcome of a write that was due but not sent.
+const OutcomeWithheld = "Withheld"
+
+// Deps are the collaborators of the Jobs' path. Status, Withheld and
+// GateOff are the narrow ends of the updater: queue a VPA's condition, tell
+// whether writes are withheld (metric reason and why, "" when they may be
+// sent), log once that a VPA is skipped with the gate off.
+type Deps struct {
+	Client kubernetes.Interface
+	Jobs   batchlisters.JobLister
+	// Index is the Job informer's indexer, with CronJobIndex.
+	Index      cache.Indexer
+	Resolver   Resolver
+	Calculator Calculator
+	Store      records.Store
+	Tracker    *state.Tracker[state.JobState]
+	Recorder   record.EventRecorder
+	Gate       featuregate.FeatureGate
+	Metrics    Metrics
+	Clock      clock.PassiveClock
+	// Enqueue puts a Job key on the Job queue.
+	Enqueue  func(key string)
+	Status   func(vpaKey string)
+	Withheld func(vpa *vpatypes.VerticalPodAutoscaler) (reason, why string)
+	GateOff  func(logger klog.Logger, vpa *vpatypes.VerticalPodAutoscaler)
+}
+
+// Controller writes recommendations into suspended Jobs' pod templates.
+type Controller struct {
+	cfg  Config
+	deps Deps
+}
+
+// New returns a Controller.
+func New(cfg Config, deps Deps) *Controller {
+	return &Controller{cfg: cfg, deps: deps}
+}
+
+func isInPlace(vpa *vpatypes.VerticalPodAutoscaler) bool {
+	return vpaapiutil.GetUpdateMode(vpa) == vpatypes.UpdateModeInPlace
+}
+
+func ownerOf(vpa *vpatypes.VerticalPodAutoscaler) records.Owner {
+	return records.Owner{Namespace: vpa.Namespace, Name: vpa.Name, UID: vpa.UID}
+}
+
+// apiMessage is what the API server said, or the error.
+func apiMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Message != "" {
+		return status.Status().Message
+	}
+	return err.Error()
+}
 
 // Suspended Jobs (KEP-5440). For a VPA in InPlace mode whose target is a Job,
 // or a CronJob that controls Jobs, the recommendation is written into the pod
@@ -31,8 +119,8 @@ import (
 // resized in place like any other pods; this covers the pods not created
 // yet.
 //
-// A Job travels: Job informer event (or its VPA's) -> job queue -> syncJob ->
-// jobtemplate.Decide (pure, version-specific rules) -> one strategic merge patch
+// A Job travels: Job informer event (or its VPA's) -> job queue -> Sync ->
+// Decide (pure, version-specific rules) -> one strategic merge patch
 // of the Job -> the outcome is reported: an event on the Job, metrics, and the
 // VPA's InPlaceResizeBlocked condition. A refusal by the API server (the gate
 // MutablePodResourcesForSuspendedJobs off, Kubernetes 1.34 and earlier, an
@@ -60,11 +148,11 @@ const (
 	EventJobTemplateWithheld = "InPlaceJobTemplateWithheld"
 )
 
-// jobCronJobIndex indexes Jobs by "namespace/name" of the CronJob that
-// controls them.
-const jobCronJobIndex = "vpa-inplace/cronjob"
+// CronJobIndex indexes Jobs by "namespace/name" of the CronJob that
+// controls them (IndexByCronJob); the Job informer of Deps.Index has it.
+const CronJobIndex = "vpa-inplace/cronjob"
 
-func indexJobByCronJob(obj any) ([]string, error) {
+func IndexByCronJob(obj any) ([]string, error) {
 	job, ok := obj.(*batchv1.Job)
 	if !ok {
 		return nil, nil
@@ -75,17 +163,18 @@ func indexJobByCronJob(obj any) ([]string, error) {
 	return nil, nil
 }
 
-// onJob queues a Job that is or was suspended when something the decision
-// depends on may have changed. Running Jobs are left to the pod path.
-func (c *Controller) onJob(logger klog.Logger, oldObj, obj any) {
+// Running Jobs are left to the pod path.
+// OnJob queues a Job that is or was suspended when something the decision
+// depends on may have changed (an informer handler: it only queues).
+func (c *Controller) OnJob(logger klog.Logger, oldObj, obj any) {
 	job, ok := obj.(*batchv1.Job)
-	if !ok || c.ignored.Has(job.Namespace) {
+	if !ok || c.cfg.Ignored.Has(job.Namespace) {
 		return
 	}
 	old, isUpdate := oldObj.(*batchv1.Job)
 	switch {
-	case jobtemplate.IsSuspended(job):
-	case isUpdate && jobtemplate.IsSuspended(old):
+	case IsSuspended(job):
+	case isUpdate && IsSuspended(old):
 	default:
 		return
 	}
@@ -97,7 +186,7 @@ func (c *Controller) onJob(logger klog.Logger, oldObj, obj any) {
 		logger.Error(err, "Cannot key Job")
 		return
 	}
-	c.jobQueue.Add(key)
+	c.deps.Enqueue(key)
 }
 
 // relevantJobChange reports whether an update of a Job may change its
@@ -122,7 +211,8 @@ func jobConditions(job *batchv1.Job) map[batchv1.JobConditionType]corev1.Conditi
 	return out
 }
 
-func (c *Controller) onJobDelete(logger klog.Logger, obj any) {
+// OnJobDelete forgets a deleted Job's record and state.
+func (c *Controller) OnJobDelete(logger klog.Logger, obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
@@ -130,48 +220,45 @@ func (c *Controller) onJobDelete(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	if c.store.Delete(job.UID) {
+	if c.deps.Store.Delete(job.UID) {
 		logger.V(4).Info("Forgot record of deleted Job", "job", klog.KObj(job))
 	}
 	c.untrackJob(job.UID)
 }
 
-// enqueueVPAJobs queues the Jobs a VPA may control: the Job it names, or the
+// EnqueueVPAJobs queues the Jobs a VPA may control: the Job it names, or the
 // Jobs of the CronJob it names.
-func (c *Controller) enqueueVPAJobs(vpa *vpatypes.VerticalPodAutoscaler) {
-	if c.jobs == nil || c.ignored.Has(vpa.Namespace) || vpa.Spec.TargetRef == nil {
+func (c *Controller) EnqueueVPAJobs(vpa *vpatypes.VerticalPodAutoscaler) {
+	if c.deps.Jobs == nil || c.cfg.Ignored.Has(vpa.Namespace) || vpa.Spec.TargetRef == nil {
 		return
 	}
 	name := vpa.Spec.TargetRef.Name
 	switch {
 	case target.TargetsBatch(vpa, "Job", name):
-		c.jobQueue.Add(vpa.Namespace + "/" + name)
+		c.deps.Enqueue(vpa.Namespace + "/" + name)
 	case target.TargetsBatch(vpa, "CronJob", name):
-		objs, err := c.jobIdx.ByIndex(jobCronJobIndex, vpa.Namespace+"/"+name)
+		objs, err := c.deps.Index.ByIndex(CronJobIndex, vpa.Namespace+"/"+name)
 		if err != nil {
 			return
 		}
 		for _, obj := range objs {
 			if job, ok := obj.(*batchv1.Job); ok {
-				c.jobQueue.Add(job.Namespace + "/" + job.Name)
+				c.deps.Enqueue(job.Namespace + "/" + job.Name)
 			}
 		}
 	}
 }
 
-// syncJob handles one Job: read the caches, decide, act, report. A returned
+// Sync handles one Job: read the caches, decide, act, report. A returned
 // error is retried with backoff; refusals are recorded instead.
-func (c *Controller) syncJob(ctx context.Context, key string) error {
-	if !c.recordsLoaded.Load() {
-		return errRecordsNotLoaded
-	}
+func (c *Controller) Sync(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil
 	}
-	job, err := c.jobs.Jobs(namespace).Get(name)
+	job, err := c.deps.Jobs.Jobs(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
-		return nil // onJobDelete forgot it
+		return nil // OnJobDelete forgot it
 	}
 	if err != nil {
 		return fmt.Errorf("reading Job from cache: %w", err)
@@ -181,11 +268,11 @@ func (c *Controller) syncJob(ctx context.Context, key string) error {
 
 	// Only suspended Jobs are handled. A resumed Job's record no longer
 	// holds: resuming changed its generation.
-	if !jobtemplate.IsSuspended(job) || job.DeletionTimestamp != nil {
+	if !IsSuspended(job) || job.DeletionTimestamp != nil {
 		c.forgetJob(job.UID)
 		return nil
 	}
-	vpa, err := c.resolver.VPAForJob(ctx, job)
+	vpa, err := c.deps.Resolver.VPAForJob(ctx, job)
 	if err != nil {
 		return fmt.Errorf("finding the Job's VPA: %w", err)
 	}
@@ -196,84 +283,84 @@ func (c *Controller) syncJob(ctx context.Context, key string) error {
 		c.untrackJob(job.UID)
 		return nil
 	}
-	if !c.gate.Enabled(features.InPlace) {
-		c.logGateOffOnce(logger, vpa)
+	if !c.deps.Gate.Enabled(features.InPlace) {
+		c.deps.GateOff(logger, vpa)
 		c.untrackJob(job.UID)
 		return nil
 	}
-	now := c.now()
+	now := c.deps.Clock.Now()
 	// After MaxCacheLag the cache is trusted again: the write carries the
 	// resourceVersion it was decided on, a stale one fails with a conflict.
-	if behind, overdue := c.jobTracker.CacheLag(job.UID, job.ResourceVersion, now); behind && !overdue {
+	if behind, overdue := c.deps.Tracker.CacheLag(job.UID, job.ResourceVersion, now); behind && !overdue {
 		logger.V(4).Info("Cache has not seen the template write yet; waiting for the Job's update")
 		return nil
 	}
-	desired, err := c.calc.ForPod(jobtemplate.PodFromJobTemplate(job), vpa)
+	desired, err := c.deps.Calculator.ForPod(PodFromJobTemplate(job), vpa)
 	if err != nil {
 		c.reportJob(job, vpa, state.Job{State: state.JobError, Message: "cannot compute what the template should get: " + err.Error()})
 		return fmt.Errorf("computing recommendation: %w", err)
 	}
-	record, _ := c.store.Get(job.UID)
-	d := jobtemplate.Decide(jobtemplate.Input{
+	record, _ := c.deps.Store.Get(job.UID)
+	d := Decide(Input{
 		Job:         job,
 		Desired:     desired,
 		Record:      record,
 		Threshold:   c.cfg.Threshold,
 		ServerMinor: c.cfg.ServerMinor,
 	})
-	c.metrics.jobDecided(d)
+	c.deps.Metrics.JobDecided(d)
 	logger.V(2).Info("Decided", "vpa", klog.KObj(vpa), "action", d.Action, "reason", d.Reason, "message", d.Message)
-	st, err := c.actJob(ctx, job, vpa, d)
+	st, err := c.Act(ctx, job, vpa, d)
 	if st != nil {
 		c.reportJob(job, vpa, *st)
 	}
 	return err
 }
 
-// actJob carries out a Job decision and returns the Job's resulting state
+// Act carries out a Job decision and returns the Job's resulting state
 // (nil when the Job is no longer tracked).
-func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, d jobtemplate.Decision) (*state.Job, error) {
+func (c *Controller) Act(ctx context.Context, job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, d Decision) (*state.Job, error) {
 	logger := klog.FromContext(ctx)
 	if d.ClearRecord {
-		c.store.Delete(job.UID)
+		c.deps.Store.Delete(job.UID)
 	}
 	if d.NewRecord != nil {
-		d.NewRecord.RecordedAt = c.now()
-		c.store.Put(ownerOf(vpa), job.UID, d.NewRecord)
+		d.NewRecord.RecordedAt = c.deps.Clock.Now()
+		c.deps.Store.Put(ownerOf(vpa), job.UID, d.NewRecord)
 		c.reportJobRecord(ctx, job, vpa, d.NewRecord)
 	}
 	switch d.Reason {
-	case jobtemplate.ReasonJobNotSuspended, jobtemplate.ReasonJobFinished:
+	case ReasonJobNotSuspended, ReasonJobFinished:
 		c.untrackJob(job.UID)
 		return nil, nil
 	case resize.ReasonNoRecommendation:
 		return &state.Job{State: state.JobNoRecommendation, Message: d.Message}, nil
 	case resize.ReasonUpToDate, resize.ReasonBelowThreshold:
 		return &state.Job{State: state.JobTemplateUpToDate}, nil
-	case jobtemplate.ReasonJobNotMutableYet:
+	case ReasonJobNotMutableYet:
 		return &state.Job{State: state.JobWaiting, Message: d.Message}, nil
 	}
 	if d.Action != resize.ActionPatch {
-		if record, ok := c.store.Get(job.UID); ok {
+		if record, ok := c.deps.Store.Get(job.UID); ok {
 			return rejectedStatus(record), nil
 		}
 		return &state.Job{State: state.JobWaiting, Message: d.Message}, nil
 	}
 
-	if reason, why := c.withheld(vpa); reason != "" {
-		c.metrics.jobWritten(jobOutcomeWithheld)
+	if reason, why := c.deps.Withheld(vpa); reason != "" {
+		c.deps.Metrics.JobWritten(OutcomeWithheld)
 		logger.V(2).Info("Job template write not sent", "target", d.Target.String(), "why", why)
 		return &state.Job{State: state.JobWithheld, Values: d.Target.String(), Message: why}, nil
 	}
 
-	patched, err := c.client.BatchV1().Jobs(job.Namespace).Patch(ctx, job.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{})
+	patched, err := c.deps.Client.BatchV1().Jobs(job.Namespace).Patch(ctx, job.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{})
 	outcome := resize.ClassifyJobPatchError(err)
-	c.metrics.jobWritten(string(outcome))
+	c.deps.Metrics.JobWritten(string(outcome))
 	switch outcome {
 	case resize.OutcomeAccepted:
-		now := c.now()
+		now := c.deps.Clock.Now()
 		logger.Info("Job template updated", "vpa", klog.KObj(vpa), "target", d.Target.String())
-		c.recorder.Eventf(job, corev1.EventTypeNormal, EventJobTemplateUpdated,
+		c.deps.Recorder.Eventf(job, corev1.EventTypeNormal, EventJobTemplateUpdated,
 			"Pod template resources set to %s while suspended (VPA %s); pods created on resume get them", d.Target.String(), vpa.Name)
 		// Reported here, before AwaitUpdate, which needs the Job's entry.
 		c.reportJob(job, vpa, state.Job{State: state.JobTemplateUpToDate})
@@ -281,11 +368,11 @@ func (c *Controller) actJob(ctx context.Context, job *batchv1.Job, vpa *vpatypes
 		if patched != nil {
 			sentVersion = patched.ResourceVersion
 		}
-		c.jobTracker.AwaitUpdate(job.UID, job.ResourceVersion, sentVersion, now)
+		c.deps.Tracker.AwaitUpdate(job.UID, job.ResourceVersion, sentVersion, now)
 		return nil, nil
 	case resize.OutcomeRejected:
-		r := &records.Record{Kind: records.KindJobRejected, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now(), Generation: job.Generation}
-		c.store.Put(ownerOf(vpa), job.UID, r)
+		r := &records.Record{Kind: records.KindJobRejected, Attempted: d.Target, Message: apiMessage(err), RecordedAt: c.deps.Clock.Now(), Generation: job.Generation}
+		c.deps.Store.Put(ownerOf(vpa), job.UID, r)
 		c.reportJobRecord(ctx, job, vpa, r)
 		return rejectedStatus(r), nil
 	case resize.OutcomeGone:
@@ -308,12 +395,12 @@ func rejectedStatus(r *records.Record) *state.Job {
 // reportJob remembers a Job's state and queues its VPA's condition when it
 // changed; it sends the withheld event once per target.
 func (c *Controller) reportJob(job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, st state.Job) {
-	st.VPA, st.Name = vpaKey(vpa), job.Name
-	for _, key := range c.jobTracker.Set(job.UID, st, c.now()) {
-		c.enqueueCondition(key)
+	st.VPA, st.Name = state.VPAKey(vpa), job.Name
+	for _, key := range c.deps.Tracker.Set(job.UID, st, c.deps.Clock.Now()) {
+		c.deps.Status(key)
 	}
-	if st.State == state.JobWithheld && c.jobTracker.Once(job.UID, noteWithheld, st.Values) {
-		c.recorder.Eventf(job, corev1.EventTypeNormal, EventJobTemplateWithheld,
+	if st.State == state.JobWithheld && c.deps.Tracker.Once(job.UID, "withheld", st.Values) {
+		c.deps.Recorder.Eventf(job, corev1.EventTypeNormal, EventJobTemplateWithheld,
 			"Would set the pod template resources to %s while suspended; not sent: %s", st.Values, st.Message)
 	}
 }
@@ -323,10 +410,10 @@ func (c *Controller) reportJob(job *batchv1.Job, vpa *vpatypes.VerticalPodAutosc
 func (c *Controller) reportJobRecord(ctx context.Context, job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, r *records.Record) {
 	klog.FromContext(ctx).Info("Job template update refused; recorded", "vpa", klog.KObj(vpa), "kind", r.Kind,
 		"attempted", r.Attempted.String(), "generation", r.Generation, "message", r.Message)
-	c.recorder.Eventf(job, corev1.EventTypeWarning, EventJobTemplateRejected,
+	c.deps.Recorder.Eventf(job, corev1.EventTypeWarning, EventJobTemplateRejected,
 		"Pod template resources cannot be set to %s while suspended (%s: %s); not retried until the recommendation or the Job changes",
 		r.Attempted.String(), r.Kind, r.Message)
-	c.recorder.Eventf(vpa, corev1.EventTypeWarning, EventJobTemplateRejected,
+	c.deps.Recorder.Eventf(vpa, corev1.EventTypeWarning, EventJobTemplateRejected,
 		"Job %s: pod template resources cannot be set to %s while suspended (%s: %s); not retried until the recommendation or the Job changes",
 		job.Name, r.Attempted.String(), r.Kind, r.Message)
 }
@@ -334,24 +421,24 @@ func (c *Controller) reportJobRecord(ctx context.Context, job *batchv1.Job, vpa 
 // forgetJob drops a Job's record and state: it is no longer a suspended Job
 // of an InPlace VPA.
 func (c *Controller) forgetJob(uid types.UID) {
-	c.store.Delete(uid)
+	c.deps.Store.Delete(uid)
 	c.untrackJob(uid)
 }
 
 // untrackJob forgets a Job's state and queues its VPA's condition.
 func (c *Controller) untrackJob(uid types.UID) {
-	if key, ok := c.jobTracker.Forget(uid); ok {
-		c.enqueueCondition(key)
+	if key, ok := c.deps.Tracker.Forget(uid); ok {
+		c.deps.Status(key)
 	}
 }
 
-// liveJobs returns the UIDs of the Jobs in the cache (for the cleanup of
+// Live returns the UIDs of the Jobs in the cache (for the cleanup of
 // records).
-func (c *Controller) liveJobs() []types.UID {
-	if c.jobs == nil {
+func (c *Controller) Live() []types.UID {
+	if c.deps.Jobs == nil {
 		return nil
 	}
-	jobs, err := c.jobs.List(labels.Everything())
+	jobs, err := c.deps.Jobs.List(labels.Everything())
 	if err != nil {
 		return nil
 	}
