@@ -36,10 +36,6 @@ const (
 	ResizeWhenAlways = "always"
 )
 
-// EventResizeWaitingForNodeCapacity: a resize is not sent because it does
-// not fit the node now; once per pod and node.
-const EventResizeWaitingForNodeCapacity = "InPlaceResizeWaitingForNodeCapacity"
-
 // nodeIndex indexes pods by the node they are bound to.
 const nodeIndex = "vpa-inplace/node"
 

@@ -47,6 +47,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
@@ -147,7 +148,7 @@ type Deps struct {
 	// resync; nil: the real clock.
 	Clock clock.WithTicker
 	// Metrics may be nil.
-	Metrics *Metrics
+	Metrics *report.Metrics
 }
 
 // Controller is the InPlace updater.
@@ -173,7 +174,7 @@ type Controller struct {
 	gate       featuregate.FeatureGate
 	clock      clock.WithTicker
 	now        func() time.Time
-	metrics    *Metrics
+	metrics    *report.Metrics
 	ignored    sets.Set[string]
 	// budget paces resizes that restart containers (restart.go).
 	budget   *disruption.Budget
@@ -361,7 +362,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 			return nil, fmt.Errorf("adding ConfigMap handler: %w", err)
 		}
 	}
-	c.metrics.bind(c.gaugeSnapshot)
+	c.metrics.Bind(c.gaugeSnapshot)
 	return c, nil
 }
 
@@ -387,11 +388,11 @@ func (c *Controller) enqueueCondition(key string) {
 }
 
 // gaugeSnapshot is read by the metrics at each scrape.
-func (c *Controller) gaugeSnapshot() gaugeSnapshot {
+func (c *Controller) gaugeSnapshot() report.GaugeSnapshot {
 	pending, oldest := c.tracker.Counts(c.now())
 	jobs, _ := c.jobTracker.Counts(c.now())
 	paused, _ := c.clusterPaused()
 	metricsAPI := c.usage != nil && c.usage.Available()
-	return gaugeSnapshot{records: c.store.Len(), memoryRecords: c.memStore.Len(), pending: pending, oldest: oldest,
-		paused: paused, dryRun: c.cfg.DryRun, metricsAPI: metricsAPI, jobs: jobs}
+	return report.GaugeSnapshot{Records: c.store.Len(), MemoryRecords: c.memStore.Len(), Pending: pending, Oldest: oldest,
+		Paused: paused, DryRun: c.cfg.DryRun, MetricsAPI: metricsAPI, Jobs: jobs}
 }

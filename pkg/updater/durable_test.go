@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 )
 
 const (
@@ -40,7 +40,7 @@ func TestRecordSurvivesRestart(t *testing.T) {
 			next := newFixtureOn(t, first.kube, first.vpa, fixtureOpts{durable: true})
 			next.run()
 			require.Eventually(t, func() bool {
-				return testutil.ToFloat64(next.ctrl.metrics.decisions.WithLabelValues("Skip", "RecordedAttemptSame")) >= 1
+				return counter(t, next, report.MetricDecisions, "action", "Skip", "reason", "RecordedAttemptSame") >= 1
 			}, waitFor, every, "the pod is decided against the loaded record")
 			assert.Len(t, first.resizePatches(), 1, "no repeated attempt for an unchanged recommendation")
 			assert.Equal(t, 1, next.store.Len())

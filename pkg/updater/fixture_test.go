@@ -34,6 +34,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
@@ -220,7 +221,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		o.serverMinor = 37
 	}
 	f.registry = prometheus.NewRegistry()
-	metrics, err := NewMetrics(f.registry)
+	metrics, err := report.NewMetrics(f.registry)
 	require.NoError(t, err)
 	deps := Deps{
 		Client:    kube,

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +19,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
@@ -92,7 +92,7 @@ func TestWorkerRecoversFromAPanicInOneItem(t *testing.T) {
 	f.ctrl.queue.Add("default/good")
 	require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, "pod", f.ctrl.sync))
 	require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, "pod", f.ctrl.sync))
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.panics.WithLabelValues("pod")), 0)
+	assert.InDelta(t, 1, counter(t, f, report.MetricPanics, "queue", "pod"), 0)
 	assert.Equal(t, 1, f.ctrl.queue.NumRequeues("default/bad"), "retried with backoff")
 	assert.Len(t, f.resizePatches(), 1, "the good pod was resized")
 }
@@ -121,10 +121,10 @@ func TestWorkerPanicIsReportedOnTheVPA(t *testing.T) {
 		want       string
 	}{
 		{"a pod's decision, its VPA found by the resolver", fixtureOpts{calculator: panickyCalculator{}}, queuePod, "default/p",
-			"VerticalPodAutoscaler/web Warning " + EventWorkerPanic + " The updater recovered from a panic while handling pod default/p; " +
+			"VerticalPodAutoscaler/web Warning " + report.EventWorkerPanic + " The updater recovered from a panic while handling pod default/p; " +
 				"it is retried with backoff: computing: index out of range [3] with length 3"},
 		{"a VPA's pods queued", fixtureOpts{wrapResolver: func(r Resolver) Resolver { return panickyTarget{r.(labelResolver)} }}, queueVPA, "default/web",
-			"VerticalPodAutoscaler/web Warning " + EventWorkerPanic + " The updater recovered from a panic while handling vpa default/web; " +
+			"VerticalPodAutoscaler/web Warning " + report.EventWorkerPanic + " The updater recovered from a panic while handling vpa default/web; " +
 				"it is retried with backoff: resolving: nil pointer"},
 	}
 	for _, tc := range tests {
@@ -138,7 +138,7 @@ func TestWorkerPanicIsReportedOnTheVPA(t *testing.T) {
 			f.queued()
 			q.Add(tc.key)
 			require.True(t, f.ctrl.processNext(f.ctx, q, tc.queue, sync))
-			assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.panics.WithLabelValues(tc.queue)), 0)
+			assert.InDelta(t, 1, counter(t, f, report.MetricPanics, "queue", tc.queue), 0)
 			assert.Equal(t, []string{tc.want}, f.vpaEvents())
 		})
 	}
@@ -153,7 +153,7 @@ func TestWorkerPanicIsReportedOnTheVPA(t *testing.T) {
 		require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, queuePod, f.ctrl.sync))
 		events := f.vpaEvents()
 		require.Len(t, events, 1)
-		assert.Contains(t, events[0], "VerticalPodAutoscaler/web Warning "+EventWorkerPanic+" The updater recovered from a panic while handling pod default/bad")
+		assert.Contains(t, events[0], "VerticalPodAutoscaler/web Warning "+report.EventWorkerPanic+" The updater recovered from a panic while handling pod default/bad")
 	})
 	t.Run("no VPA known: the panic is counted and logged only", func(t *testing.T) {
 		f := newFixture(t, []*corev1.Pod{webPod("bad").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, fixtureOpts{
@@ -162,7 +162,7 @@ func TestWorkerPanicIsReportedOnTheVPA(t *testing.T) {
 		f.queued()
 		f.ctrl.queue.Add("default/bad")
 		require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, queuePod, f.ctrl.sync))
-		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.panics.WithLabelValues(queuePod)), 0)
+		assert.InDelta(t, 1, counter(t, f, report.MetricPanics, "queue", queuePod), 0)
 		assert.Empty(t, f.vpaEvents(), "the second panic, in the resolver, is swallowed")
 	})
 }

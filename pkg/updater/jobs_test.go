@@ -23,6 +23,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
@@ -38,11 +39,11 @@ func TestSuspendedJobGetsTheRecommendation(t *testing.T) {
 	job := f.getJob("train")
 	assert.Equal(t, "250m/200Mi", templateRequests(job))
 	assert.Equal(t, "10m", job.Spec.Template.Spec.Containers[1].Resources.Requests.Cpu().String(), "the sidecar is untouched")
-	assert.Equal(t, []string{"Job/train Normal " + jobtemplate.EventJobTemplateUpdated +
+	assert.Equal(t, []string{"Job/train Normal " + report.EventJobTemplateUpdated +
 		" Pod template resources set to app: requests cpu=250m memory=200Mi while suspended (VPA train); pods created on resume get them"},
 		f.recorder.unread("Job"))
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues("Accepted")), 0)
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.jobDecisions.WithLabelValues("Patch", "JobTemplateUpdate")), 0)
+	assert.InDelta(t, 1, counter(t, f, report.MetricJobWrites, "outcome", "Accepted"), 0)
+	assert.InDelta(t, 1, counter(t, f, report.MetricJobDecisions, "action", "Patch", "reason", "JobTemplateUpdate"), 0)
 
 	t.Run("until the cache has seen the write, the Job is not decided again", func(t *testing.T) {
 		written := f.getJob("train").ResourceVersion
@@ -64,7 +65,7 @@ func TestSuspendedJobGetsTheRecommendation(t *testing.T) {
 		assert.Equal(t, corev1.ConditionFalse, c.Status)
 		assert.Equal(t, condition.ReasonNotBlocked, c.Reason)
 		assert.Contains(t, c.Message, "1 suspended Job: 1 template up to date.")
-		assert.InDelta(t, 1, gauge(t, f, MetricSuspendedJobs, map[string]string{"state": string(state.JobTemplateUpToDate)}), 0)
+		assert.InDelta(t, 1, gauge(t, f, report.MetricSuspendedJobs, map[string]string{"state": string(state.JobTemplateUpToDate)}), 0)
 	})
 }
 
@@ -106,13 +107,13 @@ func TestJobsThatAreNotWritten(t *testing.T) {
 				require.Len(t, jobs, 1)
 				assert.Equal(t, tc.want, jobs[0].State)
 			}
-			n, err := testutil.GatherAndCount(f.registry, MetricJobDecisions)
+			n, err := testutil.GatherAndCount(f.registry, report.MetricJobDecisions)
 			require.NoError(t, err)
 			if tc.reason == "" {
 				assert.Equal(t, 0, n, "no decision for a Job out of scope")
 			} else {
-				assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.jobDecisions.WithLabelValues("Skip", tc.reason))+
-					testutil.ToFloat64(f.ctrl.metrics.jobDecisions.WithLabelValues("Wait", tc.reason)), 0)
+				assert.InDelta(t, 1, counter(t, f, report.MetricJobDecisions, "action", "Skip", "reason", tc.reason)+
+					counter(t, f, report.MetricJobDecisions, "action", "Wait", "reason", tc.reason), 0)
 			}
 		})
 	}
@@ -139,7 +140,7 @@ func TestJobBecomesMutable(t *testing.T) {
 		f := newJobFixture(t, trainJob().SuspendOnly().Obj(), jobVPA("250m", "200Mi"), fixtureOpts{serverMinor: 35})
 		f.run()
 		require.Eventually(t, func() bool {
-			return testutil.ToFloat64(f.ctrl.metrics.jobDecisions.WithLabelValues("Wait", "JobNotMutableYet")) >= 1
+			return counter(t, f, report.MetricJobDecisions, "action", "Wait", "reason", "JobNotMutableYet") >= 1
 		}, waitFor, every)
 		assert.Empty(t, f.jobPatches(), "no write the API server would refuse")
 		f.updateJob("train", func(j *batchv1.Job) {
@@ -156,7 +157,7 @@ func TestJobBecomesMutable(t *testing.T) {
 		f := newJobFixture(t, trainJob().Suspended().Started().Active(1).Obj(), jobVPA("250m", "200Mi"), fixtureOpts{})
 		f.run()
 		require.Eventually(t, func() bool {
-			return testutil.ToFloat64(f.ctrl.metrics.jobDecisions.WithLabelValues("Wait", "JobNotMutableYet")) >= 1
+			return counter(t, f, report.MetricJobDecisions, "action", "Wait", "reason", "JobNotMutableYet") >= 1
 		}, waitFor, every)
 		require.Eventually(t, func() bool {
 			if f.syncStatus("train") != nil {
@@ -185,11 +186,11 @@ func TestJobRejectionIsReportedOnceAndNotRetried(t *testing.T) {
 	assert.Contains(t, r.Message, "field is immutable")
 	jobEvents, vpaEvents := f.recorder.unread("Job"), f.vpaEvents()
 	require.Len(t, jobEvents, 1)
-	assert.Contains(t, jobEvents[0], "Job/train Warning "+jobtemplate.EventJobTemplateRejected+" Pod template resources cannot be set to app: requests cpu=250m memory=200Mi")
+	assert.Contains(t, jobEvents[0], "Job/train Warning "+report.EventJobTemplateRejected+" Pod template resources cannot be set to app: requests cpu=250m memory=200Mi")
 	assert.Contains(t, jobEvents[0], "not retried until the recommendation or the Job changes")
 	require.Len(t, vpaEvents, 1)
-	assert.Contains(t, vpaEvents[0], "VerticalPodAutoscaler/train Warning "+jobtemplate.EventJobTemplateRejected+" Job train: pod template resources cannot be set")
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues("Rejected")), 0)
+	assert.Contains(t, vpaEvents[0], "VerticalPodAutoscaler/train Warning "+report.EventJobTemplateRejected+" Job train: pod template resources cannot be set")
+	assert.InDelta(t, 1, counter(t, f, report.MetricJobWrites, "outcome", "Rejected"), 0)
 
 	require.NoError(t, f.syncStatus("train"))
 	c := f.condition("train")
@@ -208,7 +209,7 @@ func TestJobRejectionIsReportedOnceAndNotRetried(t *testing.T) {
 		assert.Len(t, f.jobPatches(), 1)
 		assert.Empty(t, f.recorder.unread("Job"))
 		assert.Empty(t, f.vpaEvents())
-		assert.InDelta(t, 4, testutil.ToFloat64(f.ctrl.metrics.jobDecisions.WithLabelValues("Skip", "RecordedAttemptSame")), 0)
+		assert.InDelta(t, 4, counter(t, f, report.MetricJobDecisions, "action", "Skip", "reason", "RecordedAttemptSame"), 0)
 		f.waitCached("train", condition.Has)
 		writes := len(f.statusWrites())
 		require.NoError(t, f.syncStatus("train"))
@@ -274,7 +275,7 @@ func TestJobRejectionSurvivesRestart(t *testing.T) {
 	next := newFixtureOn(t, first.kube, first.vpa, fixtureOpts{durable: true, serverMinor: 35})
 	next.run()
 	require.Eventually(t, func() bool {
-		return testutil.ToFloat64(next.ctrl.metrics.jobDecisions.WithLabelValues("Skip", "RecordedAttemptSame")) >= 1
+		return counter(t, next, report.MetricJobDecisions, "action", "Skip", "reason", "RecordedAttemptSame") >= 1
 	}, waitFor, every, "the Job is decided against the loaded record")
 	assert.Len(t, first.jobPatches(), 1, "the refused write is not sent again")
 	assert.Empty(t, next.recorder.unread("Job"), "nor reported again")
@@ -313,9 +314,9 @@ func TestJobDryRunAndPause(t *testing.T) {
 		assert.Empty(t, f.jobPatches())
 		events := f.recorder.unread("Job")
 		require.Len(t, events, 1, "one withheld event per Job and target")
-		assert.Contains(t, events[0], "Job/train Normal "+jobtemplate.EventJobTemplateWithheld+
+		assert.Contains(t, events[0], "Job/train Normal "+report.EventJobTemplateWithheld+
 			" Would set the pod template resources to app: requests cpu=250m memory=200Mi while suspended; not sent: the updater runs with --dry-run")
-		assert.InDelta(t, 3, testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues(jobtemplate.OutcomeWithheld)), 0)
+		assert.InDelta(t, 3, counter(t, f, report.MetricJobWrites, "outcome", jobtemplate.OutcomeWithheld), 0)
 		require.NoError(t, f.syncStatus("train"))
 		c := f.condition("train")
 		require.NotNil(t, c)
@@ -341,7 +342,7 @@ func TestJobDryRunAndPause(t *testing.T) {
 		require.Eventually(t, func() bool { paused, _ := f.ctrl.clusterPaused(); return paused }, waitFor, every)
 		f.run()
 		require.Eventually(t, func() bool {
-			return testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues(jobtemplate.OutcomeWithheld)) >= 1
+			return counter(t, f, report.MetricJobWrites, "outcome", jobtemplate.OutcomeWithheld) >= 1
 		}, waitFor, every)
 		assert.Empty(t, f.jobPatches())
 		require.NoError(t, f.kube.CoreV1().ConfigMaps(systemNamespace).Delete(context.Background(), "vpa-inplace-updater-config", metav1.DeleteOptions{}))
@@ -360,7 +361,7 @@ func TestJobWriteFailures(t *testing.T) {
 		jobs := f.ctrl.jobTracker.Of("default/train")
 		require.Len(t, jobs, 1)
 		assert.Equal(t, state.JobError, jobs[0].State)
-		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues("Transient")), 0)
+		assert.InDelta(t, 1, counter(t, f, report.MetricJobWrites, "outcome", "Transient"), 0)
 	})
 	t.Run("conflict (the Job changed): decided again, nothing recorded", func(t *testing.T) {
 		f := newJobFixture(t, trainJob().Suspended().Obj(), jobVPA("250m", "200Mi"), fixtureOpts{})

@@ -19,6 +19,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
@@ -76,7 +77,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		if err != nil {
 			return fmt.Errorf("reading pod from the API server (the cache has not seen the resize sent): %w", err)
 		}
-		c.metrics.staleCacheRead()
+		c.metrics.StaleCacheRead()
 		logger.V(2).Info("Cache has not seen the resize sent; deciding on the pod read from the API server", "cachedVersion", pod.ResourceVersion, "resourceVersion", live.ResourceVersion)
 		pod = live
 	}
@@ -127,9 +128,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			}
 		}
 	}
-	c.metrics.decided(d, c.now().Sub(start))
+	c.metrics.Decided(d, c.now().Sub(start))
 	outcome, _ := c.tracker.Settle(pod.UID, status.State, func(like resources.Resources) resources.Resources { return resize.Current(pod, like) })
-	c.metrics.settled(outcome)
+	c.metrics.Settled(outcome)
 	logger.V(2).Info("Decided", "vpa", klog.KObj(vpa), "action", d.Action, "reason", d.Reason, "message", d.Message)
 	st, err := c.act(ctx, pod, cachedVersion, vpa, d, status)
 	if st != nil && waiting != nil {
@@ -145,7 +146,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.waitForBudget(pod, *waiting)
 	}
 	if st != nil && st.State == state.PodWaitingForNode && c.tracker.Once(pod.UID, noteWaiting, "node "+pod.Spec.NodeName) {
-		c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeWaitingForNodeCapacity,
+		c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeWaitingForNodeCapacity,
 			"Resize not sent: %s; it is sent once the node has room (%s: %s on the VPA)", d.Message, ResizeWhenAnnotation, ResizeWhenFitsNode)
 	}
 	return err
@@ -178,14 +179,14 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 	}
 
 	if reason, why := c.withheld(vpa); reason != "" {
-		c.metrics.withheldResize(reason)
+		c.metrics.WithheldResize(reason)
 		logger.V(2).Info("Resize not sent", "target", d.Target.String(), "why", why)
 		return &state.Pod{State: state.PodWithheld, Values: d.Target.String(), Message: why}, nil
 	}
 
 	patched, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
 	outcome := resize.ClassifyPatchError(err)
-	c.metrics.patched(outcome)
+	c.metrics.Patched(outcome)
 	if outcome != resize.OutcomeAccepted && d.Disruptive {
 		// Nothing restarts: the reservation goes back.
 		c.budget.Release(pod.UID)
@@ -210,7 +211,7 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		seen, ok := c.recommendationSeen[vpa.UID]
 		c.mu.Unlock()
 		if ok {
-			c.metrics.recommendationApplied(now.Sub(seen))
+			c.metrics.RecommendationApplied(now.Sub(seen))
 		}
 		message := "resize sent"
 		if len(d.Held) > 0 {
@@ -218,9 +219,9 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		}
 		logger.Info("Resize sent", "target", d.Target.String(), "disruptive", d.Disruptive, "reason", d.Reason, "kept", resize.DescribeHeld(d.Held))
 		if len(d.Held) > 0 {
-			c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeSent, "Resizing in place to %s; %s", d.Target.String(), resize.DescribeHeld(d.Held))
+			c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeSent, "Resizing in place to %s; %s", d.Target.String(), resize.DescribeHeld(d.Held))
 		} else {
-			c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeSent, "Resizing in place to %s", d.Target.String())
+			c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeSent, "Resizing in place to %s", d.Target.String())
 		}
 		return &state.Pod{State: state.PodInProgress, Since: now, Values: d.Target.String(), Message: message}, nil
 	case resize.OutcomeNodeCapacity, resize.OutcomeInvalid:

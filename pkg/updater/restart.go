@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
@@ -25,11 +26,6 @@ import (
 // the workload are looked at again at once (one may be waiting), and so are
 // the waiting pods of a namespace when one of its PodDisruptionBudgets
 // changes.
-
-// EventResizeWaitingForBudget: a resize that restarts containers waits
-// for the eviction tolerance or a PodDisruptionBudget; once per pod and
-// blocker.
-const EventResizeWaitingForBudget = "InPlaceResizeWaitingForDisruptionBudget"
 
 // reserveRestart asks the budget whether pod may be restarted now and, if
 // so, reserves it.
@@ -113,7 +109,7 @@ func (c *Controller) onPDB(oldObj, obj any) {
 // waits.
 func (c *Controller) waitForBudget(pod *corev1.Pod, v disruption.Verdict) {
 	if c.tracker.Once(pod.UID, noteWaiting, v.Blocker) {
-		c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeWaitingForBudget,
+		c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeWaitingForBudget,
 			"Resize restarts containers; waiting for %s: %s", v.Blocker, v.Message)
 	}
 }

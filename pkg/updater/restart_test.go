@@ -20,6 +20,7 @@ import (
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
@@ -84,7 +85,7 @@ func TestRestartedPodHoldsTheBudgetUntilReadyForMinReady(t *testing.T) {
 	require.NoError(t, f.sync("p0"))
 	require.NoError(t, f.sync("p1"))
 	require.Len(t, f.resizePatches(), 1, "one of two pods at once")
-	assert.Contains(t, f.events(), "Pod/p1 Normal "+EventResizeWaitingForBudget+
+	assert.Contains(t, f.events(), "Pod/p1 Normal "+report.EventResizeWaitingForBudget+
 		" Resize restarts containers; waiting for the eviction tolerance: 1 of 2 pods of the workload are restarting or not Ready, and the eviction tolerance allows 1 at once")
 
 	// The kubelet applied the resize and the containers are Ready again.

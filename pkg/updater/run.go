@@ -23,6 +23,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 )
 
 // Run and its loops: the workers, the resync, the first load of the records.
@@ -232,12 +233,12 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimit
 func (c *Controller) safeSync(ctx context.Context, what, key string, sync func(context.Context, string) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.metrics.panicked(what)
+			c.metrics.Panicked(what)
 			klog.FromContext(ctx).Error(nil, "Recovered from a panic; the item is retried with backoff", "queue", what, "key", key,
 				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = fmt.Errorf("panic: %v", r)
 			if vpa := c.vpaOfItem(ctx, what, key); vpa != nil {
-				c.recorder.Eventf(vpa, corev1.EventTypeWarning, EventWorkerPanic,
+				c.recorder.Eventf(vpa, corev1.EventTypeWarning, report.EventWorkerPanic,
 					"The updater recovered from a panic while handling %s %s; it is retried with backoff: %s",
 					what, key, condition.Truncate(fmt.Sprint(r), maxPanicMessage))
 			}
@@ -245,11 +246,6 @@ func (c *Controller) safeSync(ctx context.Context, what, key string, sync func(c
 	}()
 	return sync(ctx, key)
 }
-
-// EventWorkerPanic: a worker recovered from a panic while handling an item
-// of the VPA (its pod, its Job, its pods' queueing or its condition); the
-// item is retried with backoff, and the updater's log has the stack.
-const EventWorkerPanic = "InPlaceUpdaterWorkerPanic"
 
 // maxPanicMessage bounds what a panic's value adds to its event.
 const maxPanicMessage = 256

@@ -29,6 +29,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
@@ -53,7 +54,7 @@ type Calculator interface {
 
 // Metrics counts decisions and writes.
 type Metrics interface {
-	JobDecided(d Decision)
+	JobDecided(action resize.Action, reason resize.Reason)
 	JobWritten(outcome string)
 }
 
@@ -133,20 +134,6 @@ func apiMessage(err error) string {
 //
 // The Jobs' informer is the one target resolution already runs (the shared
 // factory of well-known controllers): watching Jobs costs no extra watch.
-
-// Event reasons on Jobs (the rejected one also goes on the VPA).
-const (
-	// EventJobTemplateUpdated: the recommendation was written into a
-	// suspended Job's pod template.
-	EventJobTemplateUpdated = "InPlaceJobTemplateUpdated"
-	// EventJobTemplateRejected: the API server refused to change the Job's
-	// pod template (or cannot, on Kubernetes 1.34 and earlier); not retried
-	// until the recommendation or the Job changes.
-	EventJobTemplateRejected = "InPlaceJobTemplateRejected"
-	// EventJobTemplateWithheld: a template write is due but not sent
-	// (--dry-run, or paused); once per Job and target.
-	EventJobTemplateWithheld = "InPlaceJobTemplateWithheld"
-)
 
 // CronJobIndex indexes Jobs by "namespace/name" of the CronJob that
 // controls them (IndexByCronJob); the Job informer of Deps.Index has it.
@@ -308,7 +295,7 @@ func (c *Controller) Sync(ctx context.Context, key string) error {
 		Threshold:   c.cfg.Threshold,
 		ServerMinor: c.cfg.ServerMinor,
 	})
-	c.deps.Metrics.JobDecided(d)
+	c.deps.Metrics.JobDecided(d.Action, d.Reason)
 	logger.V(2).Info("Decided", "vpa", klog.KObj(vpa), "action", d.Action, "reason", d.Reason, "message", d.Message)
 	st, err := c.Act(ctx, job, vpa, d)
 	if st != nil {
@@ -360,7 +347,7 @@ func (c *Controller) Act(ctx context.Context, job *batchv1.Job, vpa *vpatypes.Ve
 	case resize.OutcomeAccepted:
 		now := c.deps.Clock.Now()
 		logger.Info("Job template updated", "vpa", klog.KObj(vpa), "target", d.Target.String())
-		c.deps.Recorder.Eventf(job, corev1.EventTypeNormal, EventJobTemplateUpdated,
+		c.deps.Recorder.Eventf(job, corev1.EventTypeNormal, report.EventJobTemplateUpdated,
 			"Pod template resources set to %s while suspended (VPA %s); pods created on resume get them", d.Target.String(), vpa.Name)
 		// Reported here, before AwaitUpdate, which needs the Job's entry.
 		c.reportJob(job, vpa, state.Job{State: state.JobTemplateUpToDate})
@@ -400,7 +387,7 @@ func (c *Controller) reportJob(job *batchv1.Job, vpa *vpatypes.VerticalPodAutosc
 		c.deps.Status(key)
 	}
 	if st.State == state.JobWithheld && c.deps.Tracker.Once(job.UID, "withheld", st.Values) {
-		c.deps.Recorder.Eventf(job, corev1.EventTypeNormal, EventJobTemplateWithheld,
+		c.deps.Recorder.Eventf(job, corev1.EventTypeNormal, report.EventJobTemplateWithheld,
 			"Would set the pod template resources to %s while suspended; not sent: %s", st.Values, st.Message)
 	}
 }
@@ -410,10 +397,10 @@ func (c *Controller) reportJob(job *batchv1.Job, vpa *vpatypes.VerticalPodAutosc
 func (c *Controller) reportJobRecord(ctx context.Context, job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, r *records.Record) {
 	klog.FromContext(ctx).Info("Job template update refused; recorded", "vpa", klog.KObj(vpa), "kind", r.Kind,
 		"attempted", r.Attempted.String(), "generation", r.Generation, "message", r.Message)
-	c.deps.Recorder.Eventf(job, corev1.EventTypeWarning, EventJobTemplateRejected,
+	c.deps.Recorder.Eventf(job, corev1.EventTypeWarning, report.EventJobTemplateRejected,
 		"Pod template resources cannot be set to %s while suspended (%s: %s); not retried until the recommendation or the Job changes",
 		r.Attempted.String(), r.Kind, r.Message)
-	c.deps.Recorder.Eventf(vpa, corev1.EventTypeWarning, EventJobTemplateRejected,
+	c.deps.Recorder.Eventf(vpa, corev1.EventTypeWarning, report.EventJobTemplateRejected,
 		"Job %s: pod template resources cannot be set to %s while suspended (%s: %s); not retried until the recommendation or the Job changes",
 		job.Name, r.Attempted.String(), r.Kind, r.Message)
 }
