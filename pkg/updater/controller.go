@@ -1,13 +1,15 @@
-// Package updater is the InPlace updater's controller: informers on pods and
-// VPAs feed a rate-limited workqueue of pods; a worker reads the caches, lets
-// pkg/resize decide, and acts: the one place that calls the API to resize.
+// Package updater wires the InPlace updater: informers on pods and VPAs
+// feed rate-limited workqueues; workers read the caches, let pkg/resize
+// decide, and act: the one place that calls the API to resize a pod.
 //
 // A recommendation travels: VPA informer event -> the VPA's pods are queued
 // -> worker -> resize.Decide -> patch pods/resize -> the outcome is recorded
-// (pkg/records) and reported: events on the pod and the VPA, metrics, and
-// the VPA's InPlaceResizeBlocked condition (status.go), written by a second
-// queue keyed by VPA. A third queue, keyed by Job, writes recommendations into
-// the pod templates of suspended Jobs (jobs.go).
+// (pkg/records) and reported: events on the pod and the VPA, metrics
+// (report), and the VPA's InPlaceResizeBlocked condition, written by the
+// condition sub-controller from a queue keyed by VPA. A queue keyed by Job
+// feeds the jobtemplate sub-controller, which writes recommendations into
+// the pod templates of suspended Jobs. The states of pods and Jobs live in
+// one tracker each (state).
 package updater
 
 import (
