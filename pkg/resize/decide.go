@@ -342,6 +342,18 @@ func Target(pod *corev1.Pod, desired recommendation.Desired) resources.Resources
 	return out
 }
 
+// CurrentRequests returns the pod's spec cpu and memory requests (no
+// limits) for the containers named in like: what LastResize.From needs.
+func CurrentRequests(pod *corev1.Pod, like resources.Resources) resources.Resources {
+	out := resources.Resources{}
+	for _, c := range pod.Spec.Containers {
+		if _, ok := like[c.Name]; ok {
+			out[c.Name] = corev1.ResourceRequirements{Requests: cpuMemory(c.Resources).Requests}
+		}
+	}
+	return out
+}
+
 // Current returns the pod's spec cpu and memory requests and limits for the
 // containers named in like.
 func Current(pod *corev1.Pod, like resources.Resources) resources.Resources {
@@ -373,7 +385,7 @@ func cpuMemory(r corev1.ResourceRequirements) corev1.ResourceRequirements {
 	return out
 }
 
-// changeMatters applies the updater's update threshold, as upstream VPA
+// ChangeMatters applies the updater's update threshold, as upstream VPA
 // does: a change matters when a current request is outside the recommended
 // range (or missing), or when the relative difference of requests, summed
 // over resources (each resource totalled over containers), exceeds threshold.

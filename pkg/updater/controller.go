@@ -88,6 +88,10 @@ type Config struct {
 	// resize must stay Ready before the next pod of its workload may go,
 	// when the workload sets no minReadySeconds; 0 means 30s.
 	RestartMinReady time.Duration
+	// ReversalHold is --resize-reversal-hold: how long after a resize a
+	// change that only undoes it is held while the pod's requests stay
+	// inside the recommended range; 0 holds nothing.
+	ReversalHold time.Duration
 	// ResyncInterval is --updater-interval.
 	ResyncInterval time.Duration
 	// Workers is the number of concurrent workers.

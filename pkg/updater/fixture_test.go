@@ -125,6 +125,8 @@ type fixtureOpts struct {
 	usage usage.Source
 	// memoryMargin is --memory-limit-decrease-margin.
 	memoryMargin float64
+	// reversalHold is --resize-reversal-hold.
+	reversalHold time.Duration
 	// calculator replaces the plain calculator (with no LimitRanges).
 	calculator Calculator
 	// pdbs are created with the pods and watched.
@@ -257,7 +259,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	cfg := Config{
 		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: o.serverMinor,
 		DryRun: o.dryRun, DeferredWarningAfter: o.deferredWarningAfter, StatusMinInterval: o.statusMinInterval,
-		MemoryLimitMargin: o.memoryMargin,
+		MemoryLimitMargin: o.memoryMargin, ReversalHold: o.reversalHold,
 	}
 	if o.pdbs != nil {
 		deps.PDBs = kubeFactory.Policy().V1().PodDisruptionBudgets()

@@ -31,7 +31,7 @@ func stateOf(d resize.Decision, record, memRecord *records.Record, st resize.Sta
 	switch d.Reason {
 	case resize.ReasonMemoryLimitUnsafe:
 		return kept()
-	case resize.ReasonUpToDate, resize.ReasonBelowThreshold:
+	case resize.ReasonUpToDate, resize.ReasonBelowThreshold, resize.ReasonReversalHeld:
 		if memRecord != nil {
 			return kept()
 		}
@@ -41,7 +41,7 @@ func stateOf(d resize.Decision, record, memRecord *records.Record, st resize.Sta
 		return state.Pod{State: state.PodNotRunning, Message: d.Message}
 	case resize.ReasonNoRecommendation:
 		return state.Pod{State: state.PodNoRecommendation, Message: d.Message}
-	case resize.ReasonUpToDate, resize.ReasonBelowThreshold:
+	case resize.ReasonUpToDate, resize.ReasonBelowThreshold, resize.ReasonReversalHeld:
 		return state.Pod{State: state.PodResized}
 	case resize.ReasonResizeDeferred:
 		return state.Pod{State: state.PodDeferred, Since: st.Since, Message: st.Message}

@@ -100,6 +100,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		DisruptionAllowed: true,
 		MemoryRecord:      memRecord,
 		MemoryLimitMargin: c.cfg.MemoryLimitMargin,
+		LastResize:        c.tracker.LastResize(pod.UID),
+		ReversalHold:      c.cfg.ReversalHold,
+		Now:               c.now(),
 	}
 	if c.usage != nil && resize.NeedsMemoryUsage(pod, desired, c.cfg.ServerMinor) {
 		// Never blocks a resize: without usage, memory limits are lowered
@@ -144,6 +147,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	if waiting != nil {
 		c.waitForBudget(pod, *waiting)
+	}
+	if d.Reason == resize.ReasonReversalHeld {
+		// Decided again when the hold ends, not at the next resync only.
+		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, d.RecheckAfter)
 	}
 	if st != nil && st.State == state.PodWaitingForNode && c.tracker.Once(pod.UID, noteWaiting, "node "+pod.Spec.NodeName) {
 		c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeWaitingForNodeCapacity,
@@ -198,7 +205,7 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 			c.memStore.Delete(pod.UID)
 		}
 		now := c.now()
-		c.tracker.MarkSent(pod.UID, vpaKey(vpa), pod.Name, d.Target, now)
+		c.tracker.MarkSent(pod.UID, vpaKey(vpa), pod.Name, resize.CurrentRequests(pod, d.Target), d.Target, now)
 		// A patch that changed nothing brings no update event.
 		if patched == nil || patched.ResourceVersion != pod.ResourceVersion {
 			sentVersion := ""

@@ -161,6 +161,7 @@ func Run(ctx context.Context, o *Options) error {
 		Threshold:            o.PodUpdateThreshold,
 		EvictionTolerance:    o.EvictionTolerance,
 		RestartMinReady:      o.RestartMinReady,
+		ReversalHold:         o.ReversalHold,
 		ResyncInterval:       o.UpdaterInterval,
 		Workers:              o.EffectiveWorkers(),
 		IgnoredNamespaces:    o.IgnoredVPANamespaces,

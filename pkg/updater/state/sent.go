@@ -24,11 +24,12 @@ type sharedTarget struct {
 	pods   int
 }
 
-// MarkSent remembers a resize sent to a pod, tracking the pod under vpa if
-// it is not yet. The target is only read from then on, and may be shared
-// with other pods: the pods of a workload are sent the same one, and a
-// burst keeps a target per pod until each resize is seen completed.
-func (t *Tracker[S]) MarkSent(uid types.UID, vpa, name string, target resources.Resources, at time.Time) {
+// MarkSent remembers a resize sent to a pod, from what it had to target,
+// tracking the pod under vpa if it is not yet. The target is only read from
+// then on, and may be shared with other pods: the pods of a workload are
+// sent the same one, and a burst keeps a target per pod until each resize is
+// seen completed. The resize stays the pod's last (LastResize) after that.
+func (t *Tracker[S]) MarkSent(uid types.UID, vpa, name string, from, target resources.Resources, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, deleted := t.gone[uid]; deleted {
@@ -36,6 +37,7 @@ func (t *Tracker[S]) MarkSent(uid types.UID, vpa, name string, target resources.
 	}
 	e := t.entryFor(uid, vpa, name)
 	t.release(e)
+	defer func() { e.last = &resize.LastResize{At: at, From: from, To: e.sent.Target} }()
 	if !t.shareTargets {
 		e.sent = &Sent{Target: target, At: at}
 		return
@@ -99,4 +101,15 @@ func (t *Tracker[S]) Settle(uid types.UID, st resize.State, current func(resourc
 		return OutcomeKubeletMemoryLimitRefused, sent
 	}
 	return "", nil
+}
+
+// LastResize returns the last resize sent to a pod, nil when none is known
+// (none sent since the pod was first tracked by this process).
+func (t *Tracker[S]) LastResize(uid types.UID) *resize.LastResize {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.entries[uid]; ok {
+		return e.last
+	}
+	return nil
 }

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 )
 
 // Tracker remembers the status of every pod (or every suspended Job) of an
@@ -31,6 +33,9 @@ type entry[S ~string] struct {
 	notes map[string]string
 	// sent is a resize under way (pods only).
 	sent *Sent
+	// last is the last resize sent, kept once it completed (pods only): a
+	// change that would only undo it is held for a while (resize.Decide).
+	last *resize.LastResize
 	// stale is kept until the cache has moved past it, whatever became of
 	// the write meanwhile.
 	stale *staleVersion

@@ -120,7 +120,7 @@ func TestTrackerDeletedIsNotTrackedAgain(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, "default/web", vpa)
 	assert.Empty(t, tr.Set("a", Pod{VPA: "default/web", Name: "a", State: PodResized}, t0), "a worker that decided while it was deleted")
-	tr.MarkSent("a", "default/web", "a", nil, t0)
+	tr.MarkSent("a", "default/web", "a", nil, nil, t0)
 	assert.Empty(t, tr.Of("default/web"))
 	tr.Retain(func(types.UID) bool { return true }, t0.Add(GoneFor+time.Second))
 	assert.NotEmpty(t, tr.Set("a", Pod{VPA: "default/web", Name: "a", State: PodResized}, t0), "forgotten as deleted after GoneFor")
@@ -132,7 +132,7 @@ func TestTrackerCacheLag(t *testing.T) {
 	behind, _ := tr.CacheLag("a", "7", t0)
 	assert.False(t, behind, "an untracked pod")
 
-	tr.MarkSent("a", "default/web", "a", nil, t0)
+	tr.MarkSent("a", "default/web", "a", nil, nil, t0)
 	behind, _ = tr.CacheLag("a", "7", t0)
 	assert.False(t, behind, "sent, but no update awaited (the patch changed nothing)")
 
@@ -159,7 +159,7 @@ func TestTrackerCacheLag(t *testing.T) {
 // only the one decided on.
 func TestTrackerCacheLagComparesVersions(t *testing.T) {
 	tr := New[PodState]()
-	tr.MarkSent("a", "default/web", "a", nil, t0)
+	tr.MarkSent("a", "default/web", "a", nil, nil, t0)
 	tr.AwaitUpdate("a", "7", "10", t0)
 	for _, v := range []string{"7", "9", "6"} {
 		behind, _ := tr.CacheLag("a", v, t0)
@@ -195,9 +195,9 @@ func TestTrackerSharesEqualTargets(t *testing.T) {
 		require.NotNil(t, tr.entries[uid].sent)
 		return tr.entries[uid].sent.Target
 	}
-	tr.MarkSent("a", "default/web", "a", target("300m"), t0)
-	tr.MarkSent("b", "default/web", "b", target("300m"), t0)
-	tr.MarkSent("c", "default/web", "c", target("400m"), t0)
+	tr.MarkSent("a", "default/web", "a", nil, target("300m"), t0)
+	tr.MarkSent("b", "default/web", "b", nil, target("300m"), t0)
+	tr.MarkSent("c", "default/web", "c", nil, target("400m"), t0)
 	same := func(a, b resources.Resources) bool {
 		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 	}
@@ -213,10 +213,10 @@ func TestTrackerSharesEqualTargets(t *testing.T) {
 	assert.Equal(t, OutcomeSuperseded, outcome, "each pod is settled against the target it was sent")
 	assert.Len(t, tr.targets, 1, "a target no pod holds is dropped")
 
-	tr.MarkSent("c", "default/web", "c", target("500m"), t0)
+	tr.MarkSent("c", "default/web", "c", nil, target("500m"), t0)
 	assert.Equal(t, target("500m"), sentTarget("c"))
 	assert.Len(t, tr.targets, 1, "a pod sent another resize lets go of the former target")
-	tr.MarkSent("d", "default/other", "d", target("500m"), t0)
+	tr.MarkSent("d", "default/other", "d", nil, target("500m"), t0)
 	tr.Forget("c")
 	assert.Len(t, tr.targets, 1, "d still holds it")
 	tr.ForgetVPA("default/other")
@@ -245,7 +245,7 @@ func TestTrackerSettle(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := New[PodState]()
-			tr.MarkSent("a", "default/web", "a", target, t0)
+			tr.MarkSent("a", "default/web", "a", nil, target, t0)
 			got, _ := tr.Settle("a", tc.state, current(tc.current))
 			assert.Equal(t, tc.want, got)
 			if tc.want != "" {
@@ -286,7 +286,7 @@ func BenchmarkResizesUnderWay(b *testing.B) {
 						tr.shareTargets = share
 						allocated = float64(testheap.Allocated(func() {
 							for i := range pods {
-								tr.MarkSent(types.UID(fmt.Sprintf("pod-%05d", i)), "bench/web", fmt.Sprintf("web-%05d", i), targets[i], t0)
+								tr.MarkSent(types.UID(fmt.Sprintf("pod-%05d", i)), "bench/web", fmt.Sprintf("web-%05d", i), nil, targets[i], t0)
 							}
 						})) / pods
 						return tr // the decisions are done with their targets
