@@ -281,7 +281,7 @@ fi
 
 if ! python3 hack/deploy/verify_manifests.py --deploy-dir "${deploy_dir}" \
   --rendered-dir "${work}/rendered" "${kustomized[@]}" --chart-dir "${chart_dir}" \
-  --chart-rendered-dir "${work}/chart" --metrics-source pkg/updater/metrics.go --metrics-source cmd/updater/app/leadermetric.go \
+  --chart-rendered-dir "${work}/chart" --metrics-source pkg/updater/report/metrics.go --metrics-source cmd/updater/app/leadermetric.go \
   --metrics-source pkg/admission/metrics.go "${mirror[@]}" "$@"; then
   status=1
 fi

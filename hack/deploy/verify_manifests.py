@@ -576,7 +576,7 @@ def check_admission_policies(c, where, objs, namespace=NAMESPACE):
     if vpas is None:
         return
     text = policy_text(vpas)
-    conditions = go_strings("pkg/updater", r'ConditionInPlaceResizeBlocked\s+[\w.]*\s*=\s*"([^"]+)"')
+    conditions = go_strings("pkg/updater/condition", r'const Type\s+[\w.]*\s*=\s*"([^"]+)"')
     c.check(len(conditions) == 1 and all(f"'{t}'" in text for t in conditions),
             f"{where}: {VPAS_POLICY} allows the condition the updater writes", str(sorted(conditions)))
     settings = [v.get("expression", "") for v in (vpas.get("spec") or {}).get("variables") or []

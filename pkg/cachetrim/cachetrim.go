@@ -50,7 +50,7 @@ func Transform(obj any) (any, error) {
 	case cache.DeletedFinalStateUnknown:
 		return obj, nil
 	case *corev1.Pod:
-		trimPod(o)
+		trimPod(o, intern)
 	case *appsv1.Deployment:
 		trimTemplate(&o.Spec.Template)
 	case *appsv1.ReplicaSet:
@@ -78,17 +78,19 @@ func trimTemplate(t *corev1.PodTemplateSpec) {
 	t.Spec = corev1.PodSpec{}
 }
 
-func trimPod(p *corev1.Pod) {
+// trimPod trims a pod; in is applied to each resource list it keeps
+// (intern, or the identity in benchmarks).
+func trimPod(p *corev1.Pod, in func(corev1.ResourceList) corev1.ResourceList) {
 	s := &p.Spec
 	s.Volumes = nil
 	for i := range s.InitContainers {
-		trimContainer(&s.InitContainers[i])
+		trimContainer(&s.InitContainers[i], in)
 	}
 	for i := range s.Containers {
-		trimContainer(&s.Containers[i])
+		trimContainer(&s.Containers[i], in)
 	}
 	if s.Resources != nil {
-		internRequirements(s.Resources)
+		internRequirements(s.Resources, in)
 	}
 	// Ephemeral containers have no resources and are never resized.
 	s.EphemeralContainers = nil
@@ -107,10 +109,10 @@ func trimPod(p *corev1.Pod) {
 	// (a kilobyte for a running pod's five), and one to three are kept.
 	st.Conditions = slices.Clone(slices.DeleteFunc(st.Conditions, func(c corev1.PodCondition) bool { return !keptConditions.Has(c.Type) }))
 	for i := range st.InitContainerStatuses {
-		trimContainerStatus(&st.InitContainerStatuses[i])
+		trimContainerStatus(&st.InitContainerStatuses[i], in)
 	}
 	for i := range st.ContainerStatuses {
-		trimContainerStatus(&st.ContainerStatuses[i])
+		trimContainerStatus(&st.ContainerStatuses[i], in)
 	}
 	st.EphemeralContainerStatuses = nil
 	st.Message = ""
@@ -136,7 +138,7 @@ var keptConditions = sets.New(corev1.PodReady, corev1.PodResizePending, corev1.P
 
 // trimContainerStatus keeps a container's name, state, readiness, restart
 // count and its actual and allocated resources (interned).
-func trimContainerStatus(s *corev1.ContainerStatus) {
+func trimContainerStatus(s *corev1.ContainerStatus, in func(corev1.ResourceList) corev1.ResourceList) {
 	s.Image = ""
 	s.ImageID = ""
 	s.ContainerID = ""
@@ -146,15 +148,15 @@ func trimContainerStatus(s *corev1.ContainerStatus) {
 	s.AllocatedResourcesStatus = nil
 	s.StopSignal = nil
 	if s.Resources != nil {
-		internRequirements(s.Resources)
+		internRequirements(s.Resources, in)
 	}
-	s.AllocatedResources = intern(s.AllocatedResources)
+	s.AllocatedResources = in(s.AllocatedResources)
 }
 
 // trimContainer keeps a container's name, image, resources (interned),
 // resize policy and restart policy (a sidecar is an init container that
 // always restarts).
-func trimContainer(c *corev1.Container) {
+func trimContainer(c *corev1.Container, in func(corev1.ResourceList) corev1.ResourceList) {
 	c.Command = nil
 	c.Args = nil
 	c.WorkingDir = ""
@@ -169,5 +171,5 @@ func trimContainer(c *corev1.Container) {
 	c.Lifecycle = nil
 	c.SecurityContext = nil
 	c.RestartPolicyRules = nil
-	internRequirements(&c.Resources)
+	internRequirements(&c.Resources, in)
 }

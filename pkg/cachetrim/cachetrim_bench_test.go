@@ -15,7 +15,9 @@ import (
 // (what upstream VPA's updater caches) and trimmed as Transform trims it:
 // heavy is a pod with every field a real workload's pod tends to carry, bench
 // a running pod of make bench's hollow cluster (testdata/bench-pod.json, as
-// the API server served it). The copies are alike, as the pods of one
+// the API server served it); trimmed-not-interned is trimmed with each pod
+// keeping its own resource lists. trim-alloc-B/pod is what trimming
+// allocates per pod. The copies are alike, as the pods of one
 // workload are, so the shared resource lists count once: the trimmed figure
 // is what a pod costs among pods asking for the same resources.
 func BenchmarkCachedPod(b *testing.B) {
@@ -42,17 +44,42 @@ func BenchmarkCachedPod(b *testing.B) {
 			{"whole", func(*corev1.Pod) error { return nil }},
 			{"no-managed-fields", func(p *corev1.Pod) error { p.ManagedFields = nil; return nil }},
 			{"trimmed", func(p *corev1.Pod) error { _, err := Transform(p); return err }},
+			{"trimmed-not-interned", func(p *corev1.Pod) error { trimPod(p, notInterned); p.ManagedFields = nil; return nil }},
 		} {
 			b.Run(pod.name+"/"+keep.name, func(b *testing.B) {
 				const n = 1000
-				var perPod float64
+				var perPod, allocated float64
 				for b.Loop() {
 					perPod = heldPerPod(b, data, n, keep.trim)
+					allocated = allocatedPerPod(b, data, n, keep.trim)
 				}
 				b.ReportMetric(perPod, "B/pod")
+				b.ReportMetric(allocated, "trim-alloc-B/pod")
 			})
 		}
 	}
+}
+
+// notInterned keeps each list as decoded: what Transform would hold without
+// interning.
+func notInterned(l corev1.ResourceList) corev1.ResourceList { return l }
+
+// allocatedPerPod returns what trimming allocates per pod (decoding aside).
+func allocatedPerPod(b *testing.B, data []byte, n int, trim func(*corev1.Pod) error) float64 {
+	pods := make([]*corev1.Pod, n)
+	for i := range pods {
+		pods[i] = &corev1.Pod{}
+		if err := pods[i].Unmarshal(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(testheap.Allocated(func() {
+		for _, p := range pods {
+			if err := trim(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})) / float64(n)
 }
 
 // heldPerPod decodes n copies of a pod and returns the live heap they hold,

@@ -55,7 +55,7 @@ func resourceListKey(l corev1.ResourceList) string {
 	return b.String()
 }
 
-func internRequirements(r *corev1.ResourceRequirements) {
-	r.Requests = intern(r.Requests)
-	r.Limits = intern(r.Limits)
+func internRequirements(r *corev1.ResourceRequirements, in func(corev1.ResourceList) corev1.ResourceList) {
+	r.Requests = in(r.Requests)
+	r.Limits = in(r.Limits)
 }

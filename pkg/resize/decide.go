@@ -17,6 +17,7 @@ package resize
 import (
 	"fmt"
 	"math"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -68,6 +69,11 @@ const (
 	// ReasonMemoryLimitRefused: the kubelet refused to lower memory limits;
 	// the resize is sent again, once, with those limits kept.
 	ReasonMemoryLimitRefused Reason = "MemoryLimitRefused"
+	// ReasonReversalHeld: requests are inside the recommended range and the
+	// change would move them back the way the pod's last resize came,
+	// within Input.ReversalHold of it: a recommendation flapping between
+	// two values does not resize the pod at every flap.
+	ReasonReversalHeld Reason = "ReversalHeld"
 )
 
 // Input is everything a decision depends on.
@@ -99,6 +105,22 @@ type Input struct {
 	// MemoryRecord holds memory limits that must not be lowered to, or
 	// below (memory.go), or nil.
 	MemoryRecord *records.Record
+	// LastResize is the last resize sent to the pod, or nil when none is
+	// known. With ReversalHold and Now, it damps a flapping recommendation.
+	LastResize *LastResize
+	// ReversalHold is how long after LastResize a change that only moves
+	// requests back the way it came is held, while they stay inside the
+	// recommended range; 0 holds nothing.
+	ReversalHold time.Duration
+	// Now is the time of the decision, compared with LastResize.At.
+	Now time.Time
+}
+
+// LastResize is a resize sent to a pod: when, and the requests of the
+// containers it changed before and after.
+type LastResize struct {
+	At       time.Time
+	From, To resources.Resources
 }
 
 // Decision is what to do and why.
@@ -124,6 +146,9 @@ type Decision struct {
 	// Held lists the memory limits kept at their running value in Target
 	// instead of the lower recommended ones.
 	Held []HeldLimit
+	// RecheckAfter, with ReasonReversalHeld, is when the hold ends and the
+	// pod is worth deciding again.
+	RecheckAfter time.Duration
 	// NewMemoryRecord asks to remember this memory record for the pod
 	// (replacing any); ClearMemoryRecord to forget it.
 	NewMemoryRecord   *records.Record
@@ -218,8 +243,12 @@ func Decide(in Input) Decision {
 		return d.with(ActionSkip, ReasonUpToDate, "pod resources match the recommendation")
 	}
 	if !retryInfeasible && !resendRefused {
-		if matters, why := changeMatters(pod, in.Desired, in.Threshold); !matters {
+		if matters, why := ChangeMatters(pod, in.Desired, in.Threshold); !matters {
 			return d.with(ActionSkip, ReasonBelowThreshold, why)
+		}
+		if left, why := reversalHeld(in, current); left > 0 {
+			d.RecheckAfter = left
+			return d.with(ActionSkip, ReasonReversalHeld, why)
 		}
 	}
 	if len(held) > 0 && d.NewMemoryRecord == nil {
@@ -313,6 +342,18 @@ func Target(pod *corev1.Pod, desired recommendation.Desired) resources.Resources
 	return out
 }
 
+// CurrentRequests returns the pod's spec cpu and memory requests (no
+// limits) for the containers named in like: what LastResize.From needs.
+func CurrentRequests(pod *corev1.Pod, like resources.Resources) resources.Resources {
+	out := resources.Resources{}
+	for _, c := range pod.Spec.Containers {
+		if _, ok := like[c.Name]; ok {
+			out[c.Name] = corev1.ResourceRequirements{Requests: cpuMemory(c.Resources).Requests}
+		}
+	}
+	return out
+}
+
 // Current returns the pod's spec cpu and memory requests and limits for the
 // containers named in like.
 func Current(pod *corev1.Pod, like resources.Resources) resources.Resources {
@@ -344,12 +385,25 @@ func cpuMemory(r corev1.ResourceRequirements) corev1.ResourceRequirements {
 	return out
 }
 
-// changeMatters applies the updater's update threshold, as upstream VPA
+// ChangeMatters applies the updater's update threshold, as upstream VPA
 // does: a change matters when a current request is outside the recommended
 // range (or missing), or when the relative difference of requests, summed
 // over resources (each resource totalled over containers), exceeds threshold.
 // Requests are compared with the capped target, never with raw values.
-func changeMatters(pod *corev1.Pod, desired recommendation.Desired, threshold float64) (bool, string) {
+func ChangeMatters(pod *corev1.Pod, desired recommendation.Desired, threshold float64) (bool, string) {
+	outOfRange, diff, _ := requestChange(pod, desired, nil)
+	if outOfRange || diff > threshold {
+		return true, ""
+	}
+	return false, fmt.Sprintf("requests are inside the recommended range and differ by %.3f, not more than the threshold %.3f", diff, threshold)
+}
+
+// requestChange sums, per resource, the relative change of the requests of
+// the containers the VPA recommends for, leaving out those skip names (it
+// returns how many it left out that would change). outOfRange is true when
+// a request is missing or outside the recommended range.
+func requestChange(pod *corev1.Pod, desired recommendation.Desired,
+	skip func(container string, name corev1.ResourceName, want resource.Quantity) bool) (outOfRange bool, diff float64, skipped int) {
 	totalNow := map[corev1.ResourceName]float64{}
 	totalWant := map[corev1.ResourceName]float64{}
 	for _, c := range pod.Spec.Containers {
@@ -360,27 +414,27 @@ func changeMatters(pod *corev1.Pod, desired recommendation.Desired, threshold fl
 		for name, target := range want.Requests {
 			now, has := c.Resources.Requests[name]
 			if !has {
-				return true, ""
+				return true, 0, 0
 			}
 			if low, ok := want.LowerBound[name]; ok && now.Cmp(low) < 0 {
-				return true, ""
+				return true, 0, 0
 			}
 			if up, ok := want.UpperBound[name]; ok && now.Cmp(up) > 0 {
-				return true, ""
+				return true, 0, 0
+			}
+			if skip != nil && now.Cmp(target) != 0 && skip(c.Name, name, target) {
+				skipped++
+				target = now
 			}
 			totalNow[name] += float64(now.MilliValue())
 			totalWant[name] += float64(target.MilliValue())
 		}
 	}
-	diff := 0.0
 	for name, want := range totalWant {
 		now := math.Max(totalNow[name], 1)
 		diff += math.Abs(now-want) / now
 	}
-	if diff > threshold {
-		return true, ""
-	}
-	return false, fmt.Sprintf("requests are inside the recommended range and differ by %.3f, not more than the threshold %.3f", diff, threshold)
+	return false, diff, skipped
 }
 
 // IsDisruptive reports whether applying target restarts a container: a
@@ -402,4 +456,57 @@ func IsDisruptive(pod *corev1.Pod, target resources.Resources) bool {
 		}
 	}
 	return false
+}
+
+// reversalHeld tells whether the change to the pod's requests is held as
+// the reversal of its last resize, and for how much longer: within
+// in.ReversalHold of it, when the pod still has the requests it gave, every
+// request is inside the recommended range, and what is left of the change
+// once the requests moving back the way the last resize came are left out
+// is not above the threshold. A request outside the recommended range is
+// never held: the pod needs it.
+func reversalHeld(in Input, current resources.Resources) (time.Duration, string) {
+	last := in.LastResize
+	if last == nil || in.ReversalHold <= 0 {
+		return 0, ""
+	}
+	left := last.At.Add(in.ReversalHold).Sub(in.Now)
+	if left <= 0 || !sameRequests(current, last.To) {
+		return 0, ""
+	}
+	reversed := func(container string, name corev1.ResourceName, want resource.Quantity) bool {
+		from, okFrom := last.From[container].Requests[name]
+		to, okTo := last.To[container].Requests[name]
+		if !okFrom || !okTo {
+			return false
+		}
+		came, goes := to.Cmp(from), want.Cmp(to)
+		return came != 0 && goes == -came
+	}
+	outOfRange, diff, moved := requestChange(in.Pod, in.Desired, reversed)
+	if outOfRange || moved == 0 || diff > in.Threshold {
+		return 0, ""
+	}
+	return left, fmt.Sprintf("requests are inside the recommended range and the change would move %d of them back the way the resize of %s ago came; held for %s more (reversal hold %s)",
+		moved, in.Now.Sub(last.At).Round(time.Second), left.Round(time.Second), in.ReversalHold)
+}
+
+// sameRequests tells whether a and b hold the same requests (limits are
+// not compared).
+func sameRequests(a, b resources.Resources) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for c, ra := range a {
+		rb, ok := b[c]
+		if !ok || len(ra.Requests) != len(rb.Requests) {
+			return false
+		}
+		for name, qa := range ra.Requests {
+			if qb, ok := rb.Requests[name]; !ok || qa.Cmp(qb) != 0 {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
 // Sending only what the node can take. A resize the node has no room for is
@@ -34,10 +35,6 @@ const (
 	// ResizeWhenAlways: resizes are sent, and the kubelet may defer them.
 	ResizeWhenAlways = "always"
 )
-
-// EventResizeWaitingForNodeCapacity: a resize is not sent because it does
-// not fit the node now; once per pod and node.
-const EventResizeWaitingForNodeCapacity = "InPlaceResizeWaitingForNodeCapacity"
 
 // nodeIndex indexes pods by the node they are bound to.
 const nodeIndex = "vpa-inplace/node"
@@ -100,7 +97,7 @@ func (c *Controller) enqueueWaitingOnNode(node string) {
 	if node == "" {
 		return
 	}
-	for _, key := range c.tracker.waitingOnNode(node) {
+	for _, key := range waiting(c.tracker, func(s state.Pod) bool { return s.State == state.PodWaitingForNode && s.Values == node }) {
 		c.queue.Add(key)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 )
 
 // A broker of a StrimziPodSet, on a node with 4 cpus of which a filler
@@ -31,13 +33,13 @@ func TestStrimziPodsAreSentOnlyWhatFitsTheNode(t *testing.T) {
 	f := strimziFixture(t, "")
 	require.NoError(t, f.sync("kafka-0"))
 	assert.Empty(t, f.resizePatches(), "a resize the node cannot take now is not sent: Strimzi would restart a Deferred broker")
-	assert.Equal(t, []string{"Pod/kafka-0 Normal " + EventResizeWaitingForNodeCapacity +
+	assert.Equal(t, []string{"Pod/kafka-0 Normal " + report.EventResizeWaitingForNodeCapacity +
 		" Resize not sent: the resize to c: requests cpu=2 memory=1Gi does not fit the node now: node node-1 has 1500m cpu free of 4 allocatable; the pod would request 2;" +
 		" it is sent once the node has room (vpa-inplace.dev/resize-when: fits-node on the VPA)"}, f.events())
 	require.NoError(t, f.syncStatus("web"))
 	c := f.condition("web")
 	require.NotNil(t, c)
-	assert.Equal(t, ReasonWaitingForNodeCapacity, c.Reason)
+	assert.Equal(t, condition.ReasonWaitingForNodeCapacity, c.Reason)
 	assert.Contains(t, c.Message, "1 waiting for node capacity")
 
 	// The filler goes: the broker is looked at again at once.

@@ -1,13 +1,15 @@
-// Package updater is the InPlace updater's controller: informers on pods and
-// VPAs feed a rate-limited workqueue of pods; a worker reads the caches, lets
-// pkg/resize decide, and acts: the one place that calls the API to resize.
+// Package updater wires the InPlace updater: informers on pods and VPAs
+// feed rate-limited workqueues; workers read the caches, let pkg/resize
+// decide, and act: the one place that calls the API to resize a pod.
 //
 // A recommendation travels: VPA informer event -> the VPA's pods are queued
 // -> worker -> resize.Decide -> patch pods/resize -> the outcome is recorded
-// (pkg/records) and reported: events on the pod and the VPA, metrics, and
-// the VPA's InPlaceResizeBlocked condition (status.go), written by a second
-// queue keyed by VPA. A third queue, keyed by Job, writes recommendations into
-// the pod templates of suspended Jobs (jobs.go).
+// (pkg/records) and reported: events on the pod and the VPA, metrics
+// (report), and the VPA's InPlaceResizeBlocked condition, written by the
+// condition sub-controller from a queue keyed by VPA. A queue keyed by Job
+// feeds the jobtemplate sub-controller, which writes recommendations into
+// the pod templates of suspended Jobs. The states of pods and Jobs live in
+// one tracker each (state).
 package updater
 
 import (
@@ -33,16 +35,22 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions/autoscaling.k8s.io/v1"
 	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
@@ -80,6 +88,10 @@ type Config struct {
 	// resize must stay Ready before the next pod of its workload may go,
 	// when the workload sets no minReadySeconds; 0 means 30s.
 	RestartMinReady time.Duration
+	// ReversalHold is --resize-reversal-hold: how long after a resize a
+	// change that only undoes it is held while the pod's requests stay
+	// inside the recommended range; 0 holds nothing.
+	ReversalHold time.Duration
 	// ResyncInterval is --updater-interval.
 	ResyncInterval time.Duration
 	// Workers is the number of concurrent workers.
@@ -97,19 +109,13 @@ type Config struct {
 	// cluster-wide (read through Deps.ConfigMaps).
 	ConfigMap types.NamespacedName
 	// StatusMinInterval is the shortest time between two writes of one VPA's
-	// condition; 0 means 10s, a negative value no limit.
+	// condition; 0 means condition.DefaultMinInterval, a negative value no
+	// limit.
 	StatusMinInterval time.Duration
 	// MemoryLimitMargin is --memory-limit-decrease-margin: with usage known,
 	// a memory limit is lowered only above usage x (1 + margin).
 	MemoryLimitMargin float64
 }
-
-const (
-	defaultStatusMinInterval = 10 * time.Second
-	// statusDelay lets the pods of a VPA settle before its condition is
-	// computed: changes within it make one write.
-	statusDelay = time.Second
-)
 
 // Deps are the controller's collaborators.
 type Deps struct {
@@ -144,9 +150,11 @@ type Deps struct {
 	Usage       usage.Source
 	Recorder    record.EventRecorder
 	FeatureGate featuregate.FeatureGate
-	Now         func() time.Time
+	// Clock is the one clock of decisions, workqueue delays and the
+	// resync; nil: the real clock.
+	Clock clock.WithTicker
 	// Metrics may be nil.
-	Metrics *Metrics
+	Metrics *report.Metrics
 }
 
 // Controller is the InPlace updater.
@@ -170,8 +178,9 @@ type Controller struct {
 	usage      usage.Source
 	recorder   record.EventRecorder
 	gate       featuregate.FeatureGate
+	clock      clock.WithTicker
 	now        func() time.Time
-	metrics    *Metrics
+	metrics    *report.Metrics
 	ignored    sets.Set[string]
 	// budget paces resizes that restart containers (restart.go).
 	budget   *disruption.Budget
@@ -183,8 +192,15 @@ type Controller struct {
 	vpaQueue    workqueue.TypedRateLimitingInterface[string]
 	statusQueue workqueue.TypedRateLimitingInterface[string]
 	jobQueue    workqueue.TypedRateLimitingInterface[string]
-	tracker     *tracker
-	jobTracker  *jobTracker
+	// tracker holds the states of pods; jobTracker of suspended Jobs.
+	tracker    *state.Tracker[state.PodState]
+	jobTracker *state.Tracker[state.JobState]
+	// jobTemplates writes recommendations into suspended Jobs' templates,
+	// one Job key of jobQueue at a time.
+	jobTemplates *jobtemplate.Controller
+	// conditions writes the VPA condition, one VPA key of statusQueue at a
+	// time.
+	conditions *condition.Controller
 
 	// started is set once Run has synced its caches, loaded the records
 	// and starts its workers.
@@ -193,35 +209,26 @@ type Controller struct {
 	busy atomic.Int32
 	// loading is set while Run loads the records.
 	loading atomic.Bool
+	// recordsLoaded is set once Run has loaded the records: no pod or Job
+	// is decided before (errRecordsNotLoaded).
+	recordsLoaded atomic.Bool
 
 	mu sync.Mutex
 	// recommendationSeen holds, per VPA UID, when the updater saw its
 	// recommendation change (or first saw the VPA).
 	recommendationSeen map[types.UID]time.Time
-	// statusWritten holds, per VPA key, when its condition was last written.
-	statusWritten map[string]time.Time
 	// gateOffLogged holds the VPAs already reported as skipped because the
 	// gate is off, so each is logged once.
 	gateOffLogged sets.Set[types.UID]
 }
-
-// nowClock is an injected clock function as a clock.PassiveClock.
-type nowClock func() time.Time
-
-func (f nowClock) Now() time.Time { return f() }
-
-func (f nowClock) Since(t time.Time) time.Duration { return f().Sub(t) }
 
 // New builds a Controller and registers its event handlers.
 func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
 	}
-	if deps.Now == nil {
-		deps.Now = time.Now
-	}
-	if cfg.StatusMinInterval == 0 {
-		cfg.StatusMinInterval = defaultStatusMinInterval
+	if deps.Clock == nil {
+		deps.Clock = clock.RealClock{}
 	}
 	if cfg.RestartMinReady <= 0 {
 		cfg.RestartMinReady = restartMinReadyDefault
@@ -245,35 +252,42 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		usage:     deps.Usage,
 		recorder:  deps.Recorder,
 		gate:      deps.FeatureGate,
-		now:       deps.Now,
+		clock:     deps.Clock,
+		now:       deps.Clock.Now,
 		metrics:   deps.Metrics,
 		ignored:   sets.New(cfg.IgnoredNamespaces...),
-		budget:    disruption.New(cfg.EvictionTolerance, nowClock(deps.Now)),
+		budget:    disruption.New(cfg.EvictionTolerance, deps.Clock),
 		minReady:  deps.MinReady,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),
 			),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater"},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater", Clock: deps.Clock},
 		),
 		vpaQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-vpas"},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-vpas", Clock: deps.Clock},
 		),
 		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-status"},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-status", Clock: deps.Clock},
 		),
 		jobQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-jobs"},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-jobs", Clock: deps.Clock},
 		),
-		tracker:            newTracker(),
-		jobTracker:         newJobTracker(),
+		tracker:            state.New[state.PodState](),
+		jobTracker:         state.New[state.JobState](),
 		recommendationSeen: map[types.UID]time.Time{},
-		statusWritten:      map[string]time.Time{},
 		gateOffLogged:      sets.New[types.UID](),
 	}
+	c.conditions = condition.New(condition.Config{MinInterval: cfg.StatusMinInterval}, condition.Deps{
+		VPAs:    c.vpas,
+		Client:  deps.VPAClient,
+		Source:  c.conditionSummary,
+		Clock:   deps.Clock,
+		Requeue: func(key string, after time.Duration) { c.statusQueue.AddAfter(key, after) },
+	})
 	if deps.ConfigMaps != nil {
 		c.configMaps = deps.ConfigMaps.Lister()
 		// Fail closed: no resize before the kill switch has been read.
@@ -301,17 +315,26 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("adding VPA handler: %w", err)
 	}
+	jobDeps := jobtemplate.Deps{
+		Client: deps.Client, Resolver: deps.Resolver, Calculator: deps.Calculator, Store: deps.Store, Tracker: c.jobTracker,
+		Recorder: deps.Recorder, Gate: deps.FeatureGate, Metrics: deps.Metrics, Clock: deps.Clock,
+		Enqueue: func(key string) { c.jobQueue.Add(key) }, Status: c.enqueueCondition, Withheld: c.withheld, GateOff: c.logGateOffOnce,
+	}
 	if deps.Jobs != nil {
 		c.jobs = deps.Jobs.Lister()
 		c.jobIdx = deps.Jobs.Informer().GetIndexer()
+		jobDeps.Jobs, jobDeps.Index = c.jobs, c.jobIdx
+	}
+	c.jobTemplates = jobtemplate.New(jobtemplate.Config{Threshold: cfg.Threshold, ServerMinor: cfg.ServerMinor, Ignored: c.ignored}, jobDeps)
+	if deps.Jobs != nil {
 		c.synced = append(c.synced, deps.Jobs.Informer().HasSynced)
-		if err := deps.Jobs.Informer().AddIndexers(cache.Indexers{jobCronJobIndex: indexJobByCronJob, uidIndex: indexByUID}); err != nil {
+		if err := deps.Jobs.Informer().AddIndexers(cache.Indexers{jobtemplate.CronJobIndex: jobtemplate.IndexByCronJob, uidIndex: indexByUID}); err != nil {
 			return nil, fmt.Errorf("adding Job index: %w", err)
 		}
 		if _, err := deps.Jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.onJob(logger, nil, obj) },
-			UpdateFunc: func(old, obj any) { c.onJob(logger, old, obj) },
-			DeleteFunc: func(obj any) { c.onJobDelete(logger, obj) },
+			AddFunc:    func(obj any) { c.jobTemplates.OnJob(logger, nil, obj) },
+			UpdateFunc: func(old, obj any) { c.jobTemplates.OnJob(logger, old, obj) },
+			DeleteFunc: func(obj any) { c.jobTemplates.OnJobDelete(logger, obj) },
 		}); err != nil {
 			return nil, fmt.Errorf("adding Job handler: %w", err)
 		}
@@ -345,15 +368,37 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 			return nil, fmt.Errorf("adding ConfigMap handler: %w", err)
 		}
 	}
-	c.metrics.bind(c.gaugeSnapshot)
+	c.metrics.Bind(c.gaugeSnapshot)
 	return c, nil
 }
 
+// conditionSummary is what a VPA's condition is made from (condition.Source).
+func (c *Controller) conditionSummary(vpa *vpatypes.VerticalPodAutoscaler) (condition.Summary, bool) {
+	if !isInPlace(vpa) {
+		return condition.Summary{}, false
+	}
+	key := vpaKey(vpa)
+	return condition.Summary{
+		Pods:    c.tracker.Of(key),
+		Jobs:    c.jobTracker.Of(key),
+		Paused:  c.pausedWhy(vpa),
+		GateOff: !c.gate.Enabled(features.InPlace),
+		DryRun:  c.cfg.DryRun,
+	}, true
+}
+
+// enqueueCondition queues a VPA's condition, to be looked at once its pods
+// have settled (condition.Delay).
+func (c *Controller) enqueueCondition(key string) {
+	c.statusQueue.AddAfter(key, condition.Delay)
+}
+
 // gaugeSnapshot is read by the metrics at each scrape.
-func (c *Controller) gaugeSnapshot() gaugeSnapshot {
-	pending, oldest := c.tracker.pending(c.now())
+func (c *Controller) gaugeSnapshot() report.GaugeSnapshot {
+	pending, oldest := c.tracker.Counts(c.now())
+	jobs, _ := c.jobTracker.Counts(c.now())
 	paused, _ := c.clusterPaused()
 	metricsAPI := c.usage != nil && c.usage.Available()
-	return gaugeSnapshot{records: c.store.Len(), memoryRecords: c.memStore.Len(), pending: pending, oldest: oldest,
-		paused: paused, dryRun: c.cfg.DryRun, metricsAPI: metricsAPI, jobs: c.jobTracker.counts()}
+	return report.GaugeSnapshot{Records: c.store.Len(), MemoryRecords: c.memStore.Len(), Pending: pending, Oldest: oldest,
+		Paused: paused, DryRun: c.cfg.DryRun, MetricsAPI: metricsAPI, Jobs: jobs}
 }

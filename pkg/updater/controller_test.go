@@ -30,6 +30,8 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
 var webOwner = records.Owner{Namespace: "default", Name: "web", UID: "uid-web"}
@@ -60,13 +62,13 @@ func TestPatchOutcomes(t *testing.T) {
 		assert.False(t, held)
 		ev := f.events()
 		require.Len(t, ev, 1)
-		assert.Contains(t, ev[0], "Normal "+EventResizeSent)
+		assert.Contains(t, ev[0], "Normal "+report.EventResizeSent)
 
 		pod, err := f.kube.CoreV1().Pods("default").Get(f.ctx, "p", metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, "300m", pod.Spec.Containers[0].Resources.Requests.Cpu().String(), "the patch reached the pod")
-		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.sent), 0)
-		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.decisions.WithLabelValues("Patch", "Resize")), 0)
+		assert.InDelta(t, 1, counter(t, f, report.MetricResizesSent), 0)
+		assert.InDelta(t, 1, counter(t, f, report.MetricDecisions, "action", "Patch", "reason", "Resize"), 0)
 	})
 
 	t.Run("patch fails with error containing NodeCapacity cause: store attempted recommendation as infeasible, skip pod", func(t *testing.T) {
@@ -78,13 +80,13 @@ func TestPatchOutcomes(t *testing.T) {
 		assert.Equal(t, records.KindNodeCapacity, r.Kind)
 		assert.Equal(t, "c: requests cpu=8 memory=100Mi", r.Attempted.String())
 		assert.Contains(t, r.Message, "allocatable")
-		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.failures.WithLabelValues("NodeCapacity")), 0)
-		n, err := testutil.GatherAndCount(f.registry, MetricInfeasibleRecords)
+		assert.InDelta(t, 1, counter(t, f, report.MetricResizeFailures, "reason", "NodeCapacity"), 0)
+		n, err := testutil.GatherAndCount(f.registry, report.MetricInfeasibleRecords)
 		require.NoError(t, err)
 		assert.Equal(t, 1, n)
 		ev := f.events()
 		require.Len(t, ev, 1)
-		assert.Contains(t, ev[0], "Warning "+EventResizeInfeasible)
+		assert.Contains(t, ev[0], "Warning "+report.EventResizeInfeasible)
 
 		// The same recommendation again: no new attempt, no new event.
 		require.NoError(t, f.sync("p"))
@@ -120,7 +122,7 @@ func TestPatchOutcomes(t *testing.T) {
 		assert.Contains(t, r.Message, "QOS Class")
 		ev := f.events()
 		require.Len(t, ev, 1)
-		assert.Contains(t, ev[0], "Warning "+EventResizeInvalid)
+		assert.Contains(t, ev[0], "Warning "+report.EventResizeInvalid)
 		require.NoError(t, f.sync("p"))
 		assert.Len(t, f.resizePatches(), 1, "no second attempt for the same values")
 	})
@@ -326,7 +328,7 @@ func TestLongStaleCacheReadsThePodInsteadOfPatchingAgain(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, f.ctrl.podIdx.Update(stale))
 
-	f.clock.Step(maxCacheLag - time.Second)
+	f.clock.Step(state.MaxCacheLag - time.Second)
 	require.NoError(t, f.sync("p"))
 	assert.Zero(t, podGets(f), "the pod's update event is awaited for a while")
 
@@ -334,10 +336,10 @@ func TestLongStaleCacheReadsThePodInsteadOfPatchingAgain(t *testing.T) {
 	require.NoError(t, f.sync("p"))
 	assert.Len(t, f.resizePatches(), 1, "the pod read from the API server has the resize already")
 	assert.Equal(t, 1, podGets(f), "one read of the pod")
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.staleCacheReads), 0)
-	states := f.ctrl.tracker.podsOf("default/web")
+	assert.InDelta(t, 1, counter(t, f, report.MetricStaleCacheReads), 0)
+	states := f.ctrl.tracker.Of("default/web")
 	require.Len(t, states, 1)
-	assert.Equal(t, PodResized, states[0].state, "decided on the pod as the API server has it")
+	assert.Equal(t, state.PodResized, states[0].State, "decided on the pod as the API server has it")
 
 	// The cache is still behind: read again, never patched from it.
 	f.clock.Step(time.Minute)
@@ -386,7 +388,7 @@ func TestLaggingCacheOlderThanThePodReadIsNotDecidedOn(t *testing.T) {
 	f.waitCached("web", func(v *vpatypes.VerticalPodAutoscaler) bool {
 		return v.Status.Recommendation.ContainerRecommendations[0].Target.Cpu().String() == "400m"
 	})
-	f.clock.Step(maxCacheLag)
+	f.clock.Step(state.MaxCacheLag)
 	require.NoError(t, f.sync("p"))
 	require.Len(t, f.resizePatches(), 2, "decided on the pod read from the API server")
 	assert.Contains(t, f.resizePatches()[1], `"cpu":"400m"`)
@@ -421,6 +423,6 @@ func TestNoOpResizePatchLeavesNoCacheExpectation(t *testing.T) {
 	require.Len(t, f.resizePatches(), 1)
 	pod, err := f.ctrl.pods.Pods("default").Get("p")
 	require.NoError(t, err)
-	behind, _ := f.ctrl.tracker.cacheLag(pod.UID, pod.ResourceVersion, f.clock.Now())
+	behind, _ := f.ctrl.tracker.CacheLag(pod.UID, pod.ResourceVersion, f.clock.Now())
 	assert.False(t, behind)
 }

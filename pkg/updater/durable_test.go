@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 )
 
 const (
@@ -40,7 +40,7 @@ func TestRecordSurvivesRestart(t *testing.T) {
 			next := newFixtureOn(t, first.kube, first.vpa, fixtureOpts{durable: true})
 			next.run()
 			require.Eventually(t, func() bool {
-				return testutil.ToFloat64(next.ctrl.metrics.decisions.WithLabelValues("Skip", "RecordedAttemptSame")) >= 1
+				return counter(t, next, report.MetricDecisions, "action", "Skip", "reason", "RecordedAttemptSame") >= 1
 			}, waitFor, every, "the pod is decided against the loaded record")
 			assert.Len(t, first.resizePatches(), 1, "no repeated attempt for an unchanged recommendation")
 			assert.Equal(t, 1, next.store.Len())
@@ -64,12 +64,19 @@ func (s *blockingStore) Load(ctx context.Context) error {
 	}
 }
 
+// Caches synced and a resize due, but the records not loaded yet: the pod
+// (and a Job) is not decided, and the key is retried; once Run has loaded
+// the records, the resize goes.
 func TestNoResizeBeforeRecordsAreLoaded(t *testing.T) {
 	store := &blockingStore{InMemoryStore: records.NewInMemoryStore(), release: make(chan struct{})}
-	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{store: store})
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")},
+		fixtureOpts{store: store, recordsNotLoaded: true})
+	require.ErrorIs(t, f.sync("p"), errRecordsNotLoaded)
+	require.ErrorIs(t, f.ctrl.syncJob(f.ctx, "default/train"), errRecordsNotLoaded)
+	assert.Empty(t, f.resizePatches())
+	assert.Empty(t, f.recorder.unread("Pod"), "nothing decided, nothing reported")
+
 	f.run()
-	time.Sleep(300 * time.Millisecond)
-	assert.Empty(t, f.resizePatches(), "caches synced and a resize is due, but records are not loaded yet")
 	close(store.release)
 	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, every)
 }
@@ -98,11 +105,11 @@ func TestDeletedVPAForgetsItsRecordsAndPods(t *testing.T) {
 	f.failResize(nodeCapacityErr())
 	require.NoError(t, f.sync("p"))
 	require.Equal(t, 1, f.store.Len())
-	require.Len(t, f.ctrl.tracker.podsOf("default/web"), 1)
+	require.Len(t, f.ctrl.tracker.Of("default/web"), 1)
 
 	require.NoError(t, f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Delete(context.Background(), "web", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return f.store.Len() == 0 }, waitFor, every, "the records went with the VPA's annotation")
-	assert.Empty(t, f.ctrl.tracker.podsOf("default/web"))
+	assert.Empty(t, f.ctrl.tracker.Of("default/web"))
 	f.ctrl.mu.Lock()
 	defer f.ctrl.mu.Unlock()
 	assert.NotContains(t, f.ctrl.recommendationSeen, types.UID("uid-web"))

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +16,8 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 )
 
 func TestInfeasibleAndInvalidAreReportedOnThePodAndItsVPA(t *testing.T) {
@@ -28,14 +29,14 @@ func TestInfeasibleAndInvalidAreReportedOnThePodAndItsVPA(t *testing.T) {
 		reason   string
 		contains string
 	}{
-		{"NodeCapacity refusal", webPod("p").Running().Obj(), inPlaceVPA("8", "100Mi"), nodeCapacityErr(), EventResizeInfeasible, "allocatable"},
+		{"NodeCapacity refusal", webPod("p").Running().Obj(), inPlaceVPA("8", "100Mi"), nodeCapacityErr(), report.EventResizeInfeasible, "allocatable"},
 		{"kubelet Infeasible", testpod.New("p").Container("c", "4", "100Mi").OwnedBy("apps/v1", "ReplicaSet", "web-rs").Running().
-			Condition(corev1.PodResizePending, corev1.PodReasonInfeasible, "static CPU manager").Obj(), inPlaceVPA("4", "100Mi"), nil, EventResizeInfeasible, "static CPU manager"},
+			Condition(corev1.PodResizePending, corev1.PodReasonInfeasible, "static CPU manager").Obj(), inPlaceVPA("4", "100Mi"), nil, report.EventResizeInfeasible, "static CPU manager"},
 		{"invalid, known before patching", testpod.New("p").Container("c", "", "").OwnedBy("apps/v1", "ReplicaSet", "web-rs").Running().Obj(),
-			inPlaceVPA("300m", "100Mi"), nil, EventResizeInvalid, "QoS class"},
+			inPlaceVPA("300m", "100Mi"), nil, report.EventResizeInvalid, "QoS class"},
 		{"invalid, refused by the API server", webPod("p").Running().Obj(), inPlaceVPA("300m", "300Mi"),
 			apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", field.ErrorList{field.Forbidden(field.NewPath("spec"), "resize is not supported")}),
-			EventResizeInvalid, "resize is not supported"},
+			report.EventResizeInvalid, "resize is not supported"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,10 +79,10 @@ func TestLongDeferredWaitIsWarnedOnce(t *testing.T) {
 	require.NoError(t, f.sync("p"))
 	pods := f.events()
 	require.Len(t, pods, 1)
-	assert.Contains(t, pods[0], "Pod/p Warning "+EventResizeDeferredTooLong+" Resize deferred by the kubelet for 10m0s (since 2027-01-15T07:56:00Z): Node didn't have enough resource: cpu; still waiting, the pod is not evicted")
+	assert.Contains(t, pods[0], "Pod/p Warning "+report.EventResizeDeferredTooLong+" Resize deferred by the kubelet for 10m0s (since 2027-01-15T07:56:00Z): Node didn't have enough resource: cpu; still waiting, the pod is not evicted")
 	vpas := f.vpaEvents()
 	require.Len(t, vpas, 1)
-	assert.Contains(t, vpas[0], "VerticalPodAutoscaler/web Warning "+EventResizeDeferredTooLong+" Pod p: resize deferred")
+	assert.Contains(t, vpas[0], "VerticalPodAutoscaler/web Warning "+report.EventResizeDeferredTooLong+" Pod p: resize deferred")
 
 	f.clock.Step(time.Hour)
 	require.NoError(t, f.sync("p"))
@@ -126,18 +127,18 @@ func TestDryRunDecidesAndReportsWithoutPatching(t *testing.T) {
 	assert.Empty(t, f.writes(), "no resize is sent")
 	events := f.events()
 	require.Len(t, events, 2, "one withheld event per pod and target, one invalid event: %v", events)
-	assert.Contains(t, events[0], "Pod/p Normal "+EventResizeWithheld+" Would resize in place to c: requests cpu=300m memory=300Mi; not sent: the updater runs with --dry-run")
-	assert.Contains(t, events[1], "Pod/q Warning "+EventResizeInvalid)
-	assert.InDelta(t, 3, testutil.ToFloat64(f.ctrl.metrics.withheld.WithLabelValues(withheldDryRun)), 0)
-	assert.InDelta(t, 3, testutil.ToFloat64(f.ctrl.metrics.decisions.WithLabelValues("Patch", "Resize")), 0)
-	assert.InDelta(t, 0, testutil.ToFloat64(f.ctrl.metrics.sent), 0)
-	assert.InDelta(t, 1, gauge(t, f, MetricDryRun, nil), 0)
-	assert.InDelta(t, 1, gauge(t, f, MetricPodsPending, map[string]string{"state": "Withheld"}), 0)
+	assert.Contains(t, events[0], "Pod/p Normal "+report.EventResizeWithheld+" Would resize in place to c: requests cpu=300m memory=300Mi; not sent: the updater runs with --dry-run")
+	assert.Contains(t, events[1], "Pod/q Warning "+report.EventResizeInvalid)
+	assert.InDelta(t, 3, counter(t, f, report.MetricResizesWithheld, "reason", withheldDryRun), 0)
+	assert.InDelta(t, 3, counter(t, f, report.MetricDecisions, "action", "Patch", "reason", "Resize"), 0)
+	assert.InDelta(t, 0, counter(t, f, report.MetricResizesSent), 0)
+	assert.InDelta(t, 1, gauge(t, f, report.MetricDryRun, nil), 0)
+	assert.InDelta(t, 1, gauge(t, f, report.MetricPodsPending, map[string]string{"state": "Withheld"}), 0)
 
 	require.NoError(t, f.syncStatus("web"))
 	c := f.condition("web")
 	require.NotNil(t, c)
-	assert.Equal(t, ReasonDryRun, c.Reason)
+	assert.Equal(t, condition.ReasonDryRun, c.Reason)
 	assert.Contains(t, c.Message, "p would be resized to c: requests cpu=300m memory=300Mi")
 	assert.Contains(t, c.Message, "Invalid: q cannot be resized in place")
 
@@ -178,7 +179,7 @@ func TestPauseAnnotation(t *testing.T) {
 				return
 			}
 			assert.Empty(t, f.resizePatches())
-			assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.withheld.WithLabelValues(withheldVPAPaused)), 0)
+			assert.InDelta(t, 1, counter(t, f, report.MetricResizesWithheld, "reason", withheldVPAPaused), 0)
 			events := f.events()
 			require.Len(t, events, 1)
 			assert.Contains(t, events[0], "not sent: resizing is paused by annotation vpa-inplace.dev/paused")
@@ -191,7 +192,7 @@ func TestPauseAnnotation(t *testing.T) {
 		f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{vpa}, fixtureOpts{})
 		f.run()
 		require.Eventually(t, func() bool {
-			return testutil.ToFloat64(f.ctrl.metrics.withheld.WithLabelValues(withheldVPAPaused)) >= 1
+			return counter(t, f, report.MetricResizesWithheld, "reason", withheldVPAPaused) >= 1
 		}, 10*time.Second, 20*time.Millisecond)
 		assert.Empty(t, f.resizePatches())
 
@@ -233,16 +234,16 @@ func TestClusterKillSwitch(t *testing.T) {
 			require.NoError(t, f.sync("p"))
 			if tc.patched {
 				assert.Len(t, f.resizePatches(), 1)
-				assert.InDelta(t, 0, gauge(t, f, MetricPaused, nil), 0)
+				assert.InDelta(t, 0, gauge(t, f, report.MetricPaused, nil), 0)
 				return
 			}
 			assert.Empty(t, f.resizePatches())
-			assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.withheld.WithLabelValues(withheldClusterPaused)), 0)
-			assert.InDelta(t, 1, gauge(t, f, MetricPaused, nil), 0)
+			assert.InDelta(t, 1, counter(t, f, report.MetricResizesWithheld, "reason", withheldClusterPaused), 0)
+			assert.InDelta(t, 1, gauge(t, f, report.MetricPaused, nil), 0)
 			require.NoError(t, f.syncStatus("web"))
 			c := f.condition("web")
 			require.NotNil(t, c)
-			assert.Equal(t, ReasonPaused, c.Reason)
+			assert.Equal(t, condition.ReasonPaused, c.Reason)
 			assert.Contains(t, c.Message, "cluster-wide by ConfigMap vpa-inplace-system/vpa-inplace-updater-config")
 		})
 	}
@@ -254,7 +255,7 @@ func TestClusterKillSwitch(t *testing.T) {
 		require.Eventually(t, func() bool { paused, _ := f.ctrl.clusterPaused(); return paused }, 10*time.Second, 10*time.Millisecond)
 		f.run()
 		require.Eventually(t, func() bool {
-			return testutil.ToFloat64(f.ctrl.metrics.withheld.WithLabelValues(withheldClusterPaused)) >= 1
+			return counter(t, f, report.MetricResizesWithheld, "reason", withheldClusterPaused) >= 1
 		}, 10*time.Second, 20*time.Millisecond)
 
 		_, err = f.kube.CoreV1().ConfigMaps(systemNamespace).Update(context.Background(), configMap(map[string]string{PausedKey: "false"}), metav1.UpdateOptions{})

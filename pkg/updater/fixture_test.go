@@ -2,10 +2,7 @@ package updater
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"sort"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,19 +12,16 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpafake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
@@ -39,6 +33,8 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
@@ -84,114 +80,6 @@ func (labelResolver) Target(_ context.Context, vpa *vpatypes.VerticalPodAutoscal
 
 func (labelResolver) Forget(types.UID) {}
 
-// fakeClock is the controller's clock in tests.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// event is one recorded event.
-type event struct {
-	kind, name, eventType, reason, message string
-}
-
-func (e event) String() string {
-	return e.kind + "/" + e.name + " " + e.eventType + " " + e.reason + " " + e.message
-}
-
-// eventRecorder records events with the kind of object they are about.
-var _ record.EventRecorder = (*eventRecorder)(nil)
-
-type eventRecorder struct {
-	mu     sync.Mutex
-	events []event
-	read   map[string]int
-}
-
-func (r *eventRecorder) Event(obj runtime.Object, eventType, reason, message string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e := event{eventType: eventType, reason: reason, message: message}
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		e.kind, e.name = "Pod", o.Name
-	case *vpatypes.VerticalPodAutoscaler:
-		e.kind, e.name = "VerticalPodAutoscaler", o.Name
-	case *batchv1.Job:
-		e.kind, e.name = "Job", o.Name
-	default:
-		e.kind = fmt.Sprintf("%T", obj)
-	}
-	r.events = append(r.events, e)
-}
-
-func (r *eventRecorder) Eventf(obj runtime.Object, eventType, reason, messageFmt string, args ...any) {
-	r.Event(obj, eventType, reason, fmt.Sprintf(messageFmt, args...))
-}
-
-func (r *eventRecorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventType, reason, messageFmt string, args ...any) {
-	r.Eventf(obj, eventType, reason, messageFmt, args...)
-}
-
-// unread returns the events about objects of kind not returned before.
-func (r *eventRecorder) unread(kind string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.read == nil {
-		r.read = map[string]int{}
-	}
-	var out []string
-	seen := 0
-	for _, e := range r.events {
-		if e.kind != kind {
-			continue
-		}
-		seen++
-		if seen > r.read[kind] {
-			out = append(out, e.String())
-		}
-	}
-	r.read[kind] = seen
-	return out
-}
-
-// delays records the AddAfter calls of a queue.
-type delays struct {
-	workqueue.TypedRateLimitingInterface[string]
-	mu    sync.Mutex
-	after map[string][]time.Duration
-}
-
-func (d *delays) AddAfter(key string, after time.Duration) {
-	d.mu.Lock()
-	d.after[key] = append(d.after[key], after)
-	d.mu.Unlock()
-	d.TypedRateLimitingInterface.AddAfter(key, after)
-}
-
-// of returns the longest delay asked for key.
-func (d *delays) of(key string) (time.Duration, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var longest time.Duration
-	for _, after := range d.after[key] {
-		longest = max(longest, after)
-	}
-	return longest, len(d.after[key]) > 0
-}
-
 type fixture struct {
 	t        *testing.T
 	ctx      context.Context
@@ -200,7 +88,9 @@ type fixture struct {
 	store    records.Store
 	memStore records.Store
 	recorder *eventRecorder
-	clock    *fakeClock
+	// clock is the controller's one clock: its queues' delays pass
+	// only when a test steps it.
+	clock    *testingclock.FakeClock
 	ctrl     *Controller
 	registry *prometheus.Registry
 	opts     fixtureOpts
@@ -235,23 +125,33 @@ type fixtureOpts struct {
 	usage usage.Source
 	// memoryMargin is --memory-limit-decrease-margin.
 	memoryMargin float64
+	// reversalHold is --resize-reversal-hold.
+	reversalHold time.Duration
 	// calculator replaces the plain calculator (with no LimitRanges).
 	calculator Calculator
 	// pdbs are created with the pods and watched.
 	pdbs []*policyv1.PodDisruptionBudget
 	// nodes are created with the pods and watched.
 	nodes []*corev1.Node
+	// recordsNotLoaded leaves the controller as before Run has loaded the
+	// records; otherwise sync may be called without Run.
+	recordsNotLoaded bool
 }
 
-// slowResolver delays VPAForPod (a loaded API server or a large cluster,
-// where a pass over the pods takes a while).
-type slowResolver struct {
+// gatedResolver holds every VPAForPod until release is closed, and closes
+// entered at the first.
+type gatedResolver struct {
 	Resolver
-	delay time.Duration
+	entered, release chan struct{}
+	once, opened     sync.Once
 }
 
-func (r slowResolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error) {
-	time.Sleep(r.delay)
+// open lets every VPAForPod through.
+func (r *gatedResolver) open() { r.opened.Do(func() { close(r.release) }) }
+
+func (r *gatedResolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.VerticalPodAutoscaler, error) {
+	r.once.Do(func() { close(r.entered) })
+	<-r.release
 	return r.Resolver.VPAForPod(ctx, pod)
 }
 
@@ -276,87 +176,6 @@ func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAu
 	kube := kubefake.NewClientset(kubeObjs...)
 	bumpResourceVersions(kube)
 	return newFixtureOn(t, kube, vpafake.NewSimpleClientset(vpaObjs...), o)
-}
-
-// bumpResourceVersions gives every pod written (patched or updated) a new,
-// higher resourceVersion, as the API server does (the fake tracker does
-// not), in one write: written twice, a patched pod would reach watchers at
-// its old version first.
-func bumpResourceVersions(kube *kubefake.Clientset) {
-	var mu sync.Mutex
-	version := 1000
-	tracker := kube.Tracker()
-	kube.PrependReactor("update", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		pod, ok := a.(clienttesting.UpdateAction).GetObject().(*corev1.Pod)
-		if !ok {
-			return false, nil, nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		pod = pod.DeepCopy()
-		version++
-		pod.ResourceVersion = strconv.Itoa(version)
-		return true, pod, tracker.Update(a.GetResource(), pod, pod.Namespace)
-	})
-	kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		obj, err := patched(tracker, a.(clienttesting.PatchAction))
-		pod, ok := obj.(*corev1.Pod)
-		if err != nil || !ok {
-			return true, obj, err
-		}
-		version++
-		pod.ResourceVersion = strconv.Itoa(version)
-		return true, pod, tracker.Update(a.GetResource(), pod, pod.Namespace)
-	})
-	// Job patches carry the resourceVersion they were decided on: refuse a
-	// stale one with a conflict, and bump it (and the generation, for the
-	// template) on success, as the API server does.
-	kube.PrependReactor("patch", "jobs", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		pa := a.(clienttesting.PatchAction)
-		mu.Lock()
-		defer mu.Unlock()
-		current, err := tracker.Get(a.GetResource(), pa.GetNamespace(), pa.GetName())
-		if err != nil {
-			return true, nil, err
-		}
-		var sent struct {
-			Metadata struct {
-				ResourceVersion string `json:"resourceVersion"`
-			} `json:"metadata"`
-		}
-		if err := json.Unmarshal(pa.GetPatch(), &sent); err != nil {
-			return true, nil, err
-		}
-		if rv := current.(*batchv1.Job).ResourceVersion; sent.Metadata.ResourceVersion != "" && sent.Metadata.ResourceVersion != rv {
-			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), pa.GetName(), fmt.Errorf("resourceVersion %s, not %s", rv, sent.Metadata.ResourceVersion))
-		}
-		obj, err := patched(tracker, pa)
-		job, ok := obj.(*batchv1.Job)
-		if err != nil || !ok {
-			return true, obj, err
-		}
-		version++
-		job.ResourceVersion = strconv.Itoa(version)
-		job.Generation++
-		return true, job, tracker.Update(a.GetResource(), job, job.Namespace)
-	})
-}
-
-// patched returns what a patch makes of the tracker's object, without
-// writing it: the patch is applied on a scratch tracker holding a copy.
-func patched(tracker clienttesting.ObjectTracker, a clienttesting.PatchAction) (runtime.Object, error) {
-	current, err := tracker.Get(a.GetResource(), a.GetNamespace(), a.GetName())
-	if err != nil {
-		return nil, err
-	}
-	scratch := clienttesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
-	if err := scratch.Add(current); err != nil {
-		return nil, err
-	}
-	_, obj, err := clienttesting.ObjectReaction(scratch)(a)
-	return obj, err
 }
 
 // newFixtureOn builds a controller, with its own informers and store, on
@@ -387,7 +206,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		o.statusMinInterval = -1 // no rate limit, unless a test asks for one
 	}
 	vpaLister := vpaInformer.Lister()
-	f := &fixture{t: t, ctx: ctx, kube: kube, vpa: vpaClient, recorder: &eventRecorder{}, clock: &fakeClock{now: t0}, opts: o}
+	f := &fixture{t: t, ctx: ctx, kube: kube, vpa: vpaClient, recorder: &eventRecorder{}, clock: testingclock.NewFakeClock(t0), opts: o}
 	switch {
 	case o.store != nil:
 		f.store = o.store
@@ -404,7 +223,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		o.serverMinor = 37
 	}
 	f.registry = prometheus.NewRegistry()
-	metrics, err := NewMetrics(f.registry)
+	metrics, err := report.NewMetrics(f.registry)
 	require.NoError(t, err)
 	deps := Deps{
 		Client:    kube,
@@ -422,7 +241,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		Usage:         o.usage,
 		Recorder:      f.recorder,
 		FeatureGate:   gate,
-		Now:           f.clock.Now,
+		Clock:         f.clock,
 		Metrics:       metrics,
 	}
 	if o.resolver != nil {
@@ -440,7 +259,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	cfg := Config{
 		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: o.serverMinor,
 		DryRun: o.dryRun, DeferredWarningAfter: o.deferredWarningAfter, StatusMinInterval: o.statusMinInterval,
-		MemoryLimitMargin: o.memoryMargin,
+		MemoryLimitMargin: o.memoryMargin, ReversalHold: o.reversalHold,
 	}
 	if o.pdbs != nil {
 		deps.PDBs = kubeFactory.Policy().V1().PodDisruptionBudgets()
@@ -459,6 +278,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	f.statusQueue = &delays{TypedRateLimitingInterface: ctrl.statusQueue, after: map[string][]time.Duration{}}
 	ctrl.statusQueue = f.statusQueue
 	f.ctrl = ctrl
+	ctrl.recordsLoaded.Store(!o.recordsNotLoaded)
 	kubeFactory.Start(ctx.Done())
 	systemFactory.Start(ctx.Done())
 	vpaFactory.Start(ctx.Done())
@@ -516,7 +336,7 @@ func (f *fixture) sync(pod string) error {
 }
 
 func (f *fixture) syncStatus(vpa string) error {
-	return f.ctrl.syncStatus(f.ctx, "default/"+vpa)
+	return f.ctrl.conditions.Sync(f.ctx, "default/"+vpa)
 }
 
 // resizePatches returns the resize patches sent so far.
@@ -582,7 +402,7 @@ func (f *fixture) getVPA(name string) *vpatypes.VerticalPodAutoscaler {
 // condition returns the VPA's InPlaceResizeBlocked condition from the API.
 func (f *fixture) condition(vpa string) *vpatypes.VerticalPodAutoscalerCondition {
 	for _, c := range f.getVPA(vpa).Status.Conditions {
-		if c.Type == ConditionInPlaceResizeBlocked {
+		if c.Type == condition.Type {
 			return &c
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 )
 
 // Event handlers. They only look at the objects they are given and queue
@@ -128,8 +129,8 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	if c.memStore.Delete(pod.UID) {
 		logger.V(4).Info("Forgot memory record of deleted pod", "pod", klog.KObj(pod))
 	}
-	if key, ok := c.tracker.deleted(pod.UID, c.now()); ok {
-		c.statusQueue.AddAfter(key, statusDelay)
+	if key, ok := c.tracker.Deleted(pod.UID, c.now()); ok {
+		c.enqueueCondition(key)
 	}
 	c.budget.Forget(pod.UID)
 	c.enqueueWaitingOnNode(pod.Spec.NodeName)
@@ -144,7 +145,7 @@ func (c *Controller) onVPA(oldObj, obj any) {
 	}
 	old, isUpdate := oldObj.(*vpatypes.VerticalPodAutoscaler)
 	switch {
-	case isInPlace(vpa) || hasCondition(vpa):
+	case isInPlace(vpa) || condition.Has(vpa):
 	case isUpdate && isInPlace(old):
 	default:
 		return
@@ -169,7 +170,7 @@ func (c *Controller) onVPA(oldObj, obj any) {
 	c.vpaQueue.Add(vpaKey(vpa))
 	if isUpdate && old.Spec.TargetRef != nil && !apiequality.Semantic.DeepEqual(old.Spec.TargetRef, vpa.Spec.TargetRef) {
 		// The Jobs it no longer targets are looked at again.
-		c.enqueueVPAJobs(old)
+		c.jobTemplates.EnqueueVPAJobs(old)
 	}
 }
 
@@ -186,13 +187,12 @@ func (c *Controller) onVPADelete(obj any) {
 	// The VPA's records went with its annotations.
 	c.store.ForgetOwner(ownerOf(vpa))
 	c.memStore.ForgetOwner(ownerOf(vpa))
-	c.tracker.forgetVPA(vpaKey(vpa))
-	c.jobTracker.forgetVPA(vpaKey(vpa))
-	c.enqueueVPAJobs(vpa)
+	c.tracker.ForgetVPA(vpaKey(vpa))
+	c.jobTracker.ForgetVPA(vpaKey(vpa))
+	c.jobTemplates.EnqueueVPAJobs(vpa)
 	c.mu.Lock()
 	c.gateOffLogged.Delete(vpa.UID)
 	delete(c.recommendationSeen, vpa.UID)
-	delete(c.statusWritten, vpaKey(vpa))
 	c.mu.Unlock()
 }
 
@@ -267,5 +267,5 @@ func (c *Controller) enqueueStatus(vpa *vpatypes.VerticalPodAutoscaler) {
 	if c.ignored.Has(vpa.Namespace) {
 		return
 	}
-	c.statusQueue.AddAfter(vpaKey(vpa), statusDelay)
+	c.enqueueCondition(vpaKey(vpa))
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -17,8 +16,11 @@ import (
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
 // countingResolver counts the target resolutions (which may read /scale).
@@ -90,9 +92,79 @@ func TestWorkerRecoversFromAPanicInOneItem(t *testing.T) {
 	f.ctrl.queue.Add("default/good")
 	require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, "pod", f.ctrl.sync))
 	require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, "pod", f.ctrl.sync))
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.panics.WithLabelValues("pod")), 0)
+	assert.InDelta(t, 1, counter(t, f, report.MetricPanics, "queue", "pod"), 0)
 	assert.Equal(t, 1, f.ctrl.queue.NumRequeues("default/bad"), "retried with backoff")
 	assert.Len(t, f.resizePatches(), 1, "the good pod was resized")
+}
+
+// panickyCalculator panics on every pod, panickyTarget on every VPA.
+type (
+	panickyCalculator struct{ Calculator }
+	panickyTarget     struct{ labelResolver }
+)
+
+func (panickyCalculator) ForPod(*corev1.Pod, *vpatypes.VerticalPodAutoscaler) (recommendation.Desired, error) {
+	panic("computing: index out of range [3] with length 3")
+}
+
+func (panickyTarget) Target(context.Context, *vpatypes.VerticalPodAutoscaler) (target.Target, error) {
+	panic("resolving: nil pointer")
+}
+
+// A recovered panic also goes on the VPA its item belongs to, as a warning:
+// whoever owns the VPA sees that its pods are not being handled.
+func TestWorkerPanicIsReportedOnTheVPA(t *testing.T) {
+	tests := []struct {
+		name       string
+		opts       fixtureOpts
+		queue, key string
+		want       string
+	}{
+		{"a pod's decision, its VPA found by the resolver", fixtureOpts{calculator: panickyCalculator{}}, queuePod, "default/p",
+			"VerticalPodAutoscaler/web Warning " + report.EventWorkerPanic + " The updater recovered from a panic while handling pod default/p; " +
+				"it is retried with backoff: computing: index out of range [3] with length 3"},
+		{"a VPA's pods queued", fixtureOpts{wrapResolver: func(r Resolver) Resolver { return panickyTarget{r.(labelResolver)} }}, queueVPA, "default/web",
+			"VerticalPodAutoscaler/web Warning " + report.EventWorkerPanic + " The updater recovered from a panic while handling vpa default/web; " +
+				"it is retried with backoff: resolving: nil pointer"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, tc.opts)
+			f.ctrl.started.Store(true)
+			q, sync := f.ctrl.queue, f.ctrl.sync
+			if tc.queue == queueVPA {
+				q, sync = f.ctrl.vpaQueue, f.ctrl.syncVPA
+			}
+			f.queued()
+			q.Add(tc.key)
+			require.True(t, f.ctrl.processNext(f.ctx, q, tc.queue, sync))
+			assert.InDelta(t, 1, counter(t, f, report.MetricPanics, "queue", tc.queue), 0)
+			assert.Equal(t, []string{tc.want}, f.vpaEvents())
+		})
+	}
+
+	t.Run("a tracked pod's VPA comes from its state, not from the resolver that panics", func(t *testing.T) {
+		f := newFixture(t, []*corev1.Pod{webPod("bad").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, fixtureOpts{
+			wrapResolver: func(r Resolver) Resolver { return panickyResolver{r.(labelResolver)} },
+		})
+		f.ctrl.tracker.Set("uid-bad", state.Pod{VPA: "default/web", Name: "bad", State: state.PodResized}, t0)
+		f.queued()
+		f.ctrl.queue.Add("default/bad")
+		require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, queuePod, f.ctrl.sync))
+		events := f.vpaEvents()
+		require.Len(t, events, 1)
+		assert.Contains(t, events[0], "VerticalPodAutoscaler/web Warning "+report.EventWorkerPanic+" The updater recovered from a panic while handling pod default/bad")
+	})
+	t.Run("no VPA known: the panic is counted and logged only", func(t *testing.T) {
+		f := newFixture(t, []*corev1.Pod{webPod("bad").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, fixtureOpts{
+			wrapResolver: func(r Resolver) Resolver { return panickyResolver{r.(labelResolver)} },
+		})
+		f.queued()
+		f.ctrl.queue.Add("default/bad")
+		require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, queuePod, f.ctrl.sync))
+		assert.InDelta(t, 1, counter(t, f, report.MetricPanics, "queue", queuePod), 0)
+		assert.Empty(t, f.vpaEvents(), "the second panic, in the resolver, is swallowed")
+	})
 }
 
 // A pod deleted while a worker decides on it is not tracked again: its
@@ -105,16 +177,16 @@ func TestPodDeletedDuringSyncLeavesNoGhost(t *testing.T) {
 	// The delete event arrives while the worker is between its decision and
 	// its report.
 	f.ctrl.onPodDelete(klog.Background(), cache.DeletedFinalStateUnknown{Key: "default/p", Obj: pod})
-	f.ctrl.report(f.ctx, pod, vpa, podStatus{state: PodInProgress}, resize.Status{})
-	assert.Empty(t, f.ctrl.tracker.podsOf("default/web"))
-	pending, _ := f.ctrl.tracker.pending(f.clock.Now())
-	assert.Zero(t, pending[PodInProgress])
+	f.ctrl.report(f.ctx, pod, vpa, state.Pod{State: state.PodInProgress}, resize.Status{})
+	assert.Empty(t, f.ctrl.tracker.Of("default/web"))
+	pending, _ := f.ctrl.tracker.Counts(f.clock.Now())
+	assert.Zero(t, pending[state.PodInProgress])
 
 	t.Run("and a resync forgets states of pods no longer in the cache", func(t *testing.T) {
 		f := newFixture(t, nil, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "100Mi")}, fixtureOpts{})
-		f.ctrl.tracker.set("uid-gone", podStatus{vpa: "default/web", name: "gone", state: PodDeferred}, f.clock.Now())
+		f.ctrl.tracker.Set("uid-gone", state.Pod{VPA: "default/web", Name: "gone", State: state.PodDeferred}, f.clock.Now())
 		f.ctrl.CleanupRecords()
-		assert.Empty(t, f.ctrl.tracker.podsOf("default/web"))
+		assert.Empty(t, f.ctrl.tracker.Of("default/web"))
 	})
 }
 
@@ -131,6 +203,6 @@ func TestResyncHonoursThePodBackoff(t *testing.T) {
 	f.ctrl.Resync(f.ctx)
 	require.NoError(t, f.ctrl.syncVPA(f.ctx, "default/web"))
 	assert.Zero(t, f.ctrl.queue.Len(), "the pod is not queued before its backoff ends")
-	assert.Eventually(t, func() bool { return f.ctrl.queue.Len() == 1 }, 10*time.Second, 10*time.Millisecond,
-		"the backoff brings it back")
+	f.clock.Step(200 * time.Millisecond) // the first backoff, on the queues' clock
+	assert.Eventually(t, func() bool { return f.ctrl.queue.Len() == 1 }, waitFor, every, "the backoff brings it back")
 }

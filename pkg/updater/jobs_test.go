@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -14,10 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
-	clienttesting "k8s.io/client-go/testing"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
@@ -25,98 +21,11 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testjob"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
-
-func trainJob() *testjob.Builder {
-	return testjob.New("train").Container("app", "100m", "100Mi")
-}
-
-// jobVPA is an InPlace VPA "train" targeting Job "train".
-func jobVPA(cpu, mem string) *vpatypes.VerticalPodAutoscaler {
-	return testvpa.New("train").Target("batch/v1", "Job", "train").InPlace().Recommend("app", cpu, mem).Obj()
-}
-
-// immutableErr is the API server's answer to a template change it does not
-// allow (gate MutablePodResourcesForSuspendedJobs off, Kubernetes 1.34-).
-func immutableErr() error {
-	return apierrors.NewInvalid(schema.GroupKind{Group: "batch", Kind: "Job"}, "train", field.ErrorList{
-		field.Invalid(field.NewPath("spec", "template"), "", "field is immutable"),
-	})
-}
-
-func newJobFixture(t *testing.T, job *batchv1.Job, vpa *vpatypes.VerticalPodAutoscaler, o fixtureOpts) *fixture {
-	t.Helper()
-	o.jobs = append(o.jobs, job)
-	return newFixture(t, nil, []*vpatypes.VerticalPodAutoscaler{vpa}, o)
-}
-
-func (f *fixture) syncJob(name string) error {
-	return f.ctrl.syncJob(f.ctx, "default/"+name)
-}
-
-// jobPatches returns the patches sent to Jobs so far.
-func (f *fixture) jobPatches() []string {
-	var out []string
-	for _, a := range f.kube.Actions() {
-		if p, ok := a.(clienttesting.PatchAction); ok && a.GetResource().Resource == "jobs" {
-			out = append(out, string(p.GetPatch()))
-		}
-	}
-	return out
-}
-
-func (f *fixture) getJob(name string) *batchv1.Job {
-	j, err := f.kube.BatchV1().Jobs("default").Get(context.Background(), name, metav1.GetOptions{})
-	require.NoError(f.t, err)
-	return j
-}
-
-// waitJobCached waits until the controller's Job cache satisfies ok.
-func (f *fixture) waitJobCached(name string, ok func(*batchv1.Job) bool) {
-	f.t.Helper()
-	require.Eventually(f.t, func() bool {
-		j, err := f.ctrl.jobs.Jobs("default").Get(name)
-		return err == nil && ok(j)
-	}, waitFor, every)
-}
-
-// updateJob changes a Job through the API, as a user or the Job controller
-// would, and waits for the cache to hold the change.
-func (f *fixture) updateJob(name string, change func(*batchv1.Job)) {
-	f.t.Helper()
-	j := f.getJob(name)
-	before := j.ResourceVersion
-	change(j)
-	j.Generation++
-	j.ResourceVersion = before + "1"
-	_, err := f.kube.BatchV1().Jobs("default").Update(context.Background(), j, metav1.UpdateOptions{})
-	require.NoError(f.t, err)
-	f.waitJobCached(name, func(j *batchv1.Job) bool { return j.ResourceVersion != before })
-}
-
-// setRecommendation writes a new recommendation for container app and waits
-// for the cache to hold it.
-func (f *fixture) setRecommendation(vpa, cpu, mem string) {
-	f.t.Helper()
-	v := f.getVPA(vpa)
-	v.Status.Recommendation = testvpa.New(vpa).Recommend("app", cpu, mem).Obj().Status.Recommendation
-	_, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").UpdateStatus(context.Background(), v, metav1.UpdateOptions{})
-	require.NoError(f.t, err)
-	f.waitCached(vpa, func(v *vpatypes.VerticalPodAutoscaler) bool {
-		return v.Status.Recommendation.ContainerRecommendations[0].Target.Cpu().String() == cpu
-	})
-}
-
-func (f *fixture) failJobPatch(err error) {
-	f.kube.PrependReactor("patch", "jobs", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, err
-	})
-}
-
-func templateRequests(j *batchv1.Job) string {
-	r := j.Spec.Template.Spec.Containers[0].Resources.Requests
-	return r.Cpu().String() + "/" + r.Memory().String()
-}
 
 func TestSuspendedJobGetsTheRecommendation(t *testing.T) {
 	f := newJobFixture(t, trainJob().Container("sidecar", "10m", "10Mi").Suspended().Obj(), jobVPA("250m", "200Mi"), fixtureOpts{})
@@ -130,18 +39,18 @@ func TestSuspendedJobGetsTheRecommendation(t *testing.T) {
 	job := f.getJob("train")
 	assert.Equal(t, "250m/200Mi", templateRequests(job))
 	assert.Equal(t, "10m", job.Spec.Template.Spec.Containers[1].Resources.Requests.Cpu().String(), "the sidecar is untouched")
-	assert.Equal(t, []string{"Job/train Normal " + EventJobTemplateUpdated +
+	assert.Equal(t, []string{"Job/train Normal " + report.EventJobTemplateUpdated +
 		" Pod template resources set to app: requests cpu=250m memory=200Mi while suspended (VPA train); pods created on resume get them"},
 		f.recorder.unread("Job"))
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues("Accepted")), 0)
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.jobDecisions.WithLabelValues("Patch", "JobTemplateUpdate")), 0)
+	assert.InDelta(t, 1, counter(t, f, report.MetricJobWrites, "outcome", "Accepted"), 0)
+	assert.InDelta(t, 1, counter(t, f, report.MetricJobDecisions, "action", "Patch", "reason", "JobTemplateUpdate"), 0)
 
 	t.Run("until the cache has seen the write, the Job is not decided again", func(t *testing.T) {
 		written := f.getJob("train").ResourceVersion
-		assert.True(t, f.ctrl.jobTracker.cacheBehind("uid-train", "1", f.clock.Now()), "the version the write was decided on")
-		assert.False(t, f.ctrl.jobTracker.cacheBehind("uid-train", written, f.clock.Now()), "the version the write made")
-		f.ctrl.jobTracker.markSent("uid-train", "1", written, f.clock.Now())
-		assert.False(t, f.ctrl.jobTracker.cacheBehind("uid-train", "1", f.clock.Now().Add(maxCacheLag)), "the cache is trusted again after a while")
+		assert.True(t, jobCacheBehind(f, "uid-train", "1", f.clock.Now()), "the version the write was decided on")
+		assert.False(t, jobCacheBehind(f, "uid-train", written, f.clock.Now()), "the version the write made")
+		f.ctrl.jobTracker.AwaitUpdate("uid-train", "1", written, f.clock.Now())
+		assert.False(t, jobCacheBehind(f, "uid-train", "1", f.clock.Now().Add(state.MaxCacheLag)), "the cache is trusted again after a while")
 	})
 	t.Run("right-sized now: no further write, condition up to date", func(t *testing.T) {
 		f.waitJobCached("train", func(j *batchv1.Job) bool { return j.ResourceVersion != "1" })
@@ -154,9 +63,9 @@ func TestSuspendedJobGetsTheRecommendation(t *testing.T) {
 		c := f.condition("train")
 		require.NotNil(t, c)
 		assert.Equal(t, corev1.ConditionFalse, c.Status)
-		assert.Equal(t, ReasonNotBlocked, c.Reason)
+		assert.Equal(t, condition.ReasonNotBlocked, c.Reason)
 		assert.Contains(t, c.Message, "1 suspended Job: 1 template up to date.")
-		assert.InDelta(t, 1, gauge(t, f, MetricSuspendedJobs, map[string]string{"state": string(JobTemplateUpToDate)}), 0)
+		assert.InDelta(t, 1, gauge(t, f, report.MetricSuspendedJobs, map[string]string{"state": string(state.JobTemplateUpToDate)}), 0)
 	})
 }
 
@@ -166,17 +75,17 @@ func TestJobsThatAreNotWritten(t *testing.T) {
 		job    *batchv1.Job
 		vpa    *vpatypes.VerticalPodAutoscaler
 		gate   bool
-		state  JobState // "" when the Job is not tracked
-		reason string   // decision reason, "" when no decision is taken
+		want   state.JobState // "" when the Job is not tracked
+		reason string         // decision reason, "" when no decision is taken
 	}{
 		{name: "not suspended: left to the pod path", job: trainJob().Obj(), vpa: jobVPA("250m", "200Mi")},
 		{name: "resumed and running", job: trainJob().Resumed().Started().Active(1).Obj(), vpa: jobVPA("250m", "200Mi")},
 		{name: "suspended but pods still active: waits", job: trainJob().Suspended().Started().Active(2).Obj(), vpa: jobVPA("250m", "200Mi"),
-			state: JobWaiting, reason: "JobNotMutableYet"},
+			want: state.JobWaiting, reason: "JobNotMutableYet"},
 		{name: "already right-sized", job: trainJob().Suspended().Obj(), vpa: jobVPA("100m", "100Mi"),
-			state: JobTemplateUpToDate, reason: "UpToDate"},
+			want: state.JobTemplateUpToDate, reason: "UpToDate"},
 		{name: "no recommendation yet", job: trainJob().Suspended().Obj(), vpa: testvpa.New("train").Target("batch/v1", "Job", "train").InPlace().Obj(),
-			state: JobNoRecommendation, reason: "NoRecommendation"},
+			want: state.JobNoRecommendation, reason: "NoRecommendation"},
 		{name: "VPA not in InPlace mode", job: trainJob().Suspended().Obj(),
 			vpa: testvpa.New("train").Target("batch/v1", "Job", "train").Mode(vpatypes.UpdateModeInitial).Recommend("app", "250m", "200Mi").Obj()},
 		{name: "VPA names another Job", job: trainJob().Suspended().Obj(),
@@ -191,20 +100,20 @@ func TestJobsThatAreNotWritten(t *testing.T) {
 			assert.Empty(t, f.jobPatches())
 			assert.Empty(t, f.recorder.unread("Job"))
 			assert.Equal(t, 0, f.store.Len())
-			jobs := f.ctrl.jobTracker.jobsOf("default/train")
-			if tc.state == "" {
+			jobs := f.ctrl.jobTracker.Of("default/train")
+			if tc.want == "" {
 				assert.Empty(t, jobs)
 			} else {
 				require.Len(t, jobs, 1)
-				assert.Equal(t, tc.state, jobs[0].state)
+				assert.Equal(t, tc.want, jobs[0].State)
 			}
-			n, err := testutil.GatherAndCount(f.registry, MetricJobDecisions)
+			n, err := testutil.GatherAndCount(f.registry, report.MetricJobDecisions)
 			require.NoError(t, err)
 			if tc.reason == "" {
 				assert.Equal(t, 0, n, "no decision for a Job out of scope")
 			} else {
-				assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.jobDecisions.WithLabelValues("Skip", tc.reason))+
-					testutil.ToFloat64(f.ctrl.metrics.jobDecisions.WithLabelValues("Wait", tc.reason)), 0)
+				assert.InDelta(t, 1, counter(t, f, report.MetricJobDecisions, "action", "Skip", "reason", tc.reason)+
+					counter(t, f, report.MetricJobDecisions, "action", "Wait", "reason", tc.reason), 0)
 			}
 		})
 	}
@@ -231,7 +140,7 @@ func TestJobBecomesMutable(t *testing.T) {
 		f := newJobFixture(t, trainJob().SuspendOnly().Obj(), jobVPA("250m", "200Mi"), fixtureOpts{serverMinor: 35})
 		f.run()
 		require.Eventually(t, func() bool {
-			return testutil.ToFloat64(f.ctrl.metrics.jobDecisions.WithLabelValues("Wait", "JobNotMutableYet")) >= 1
+			return counter(t, f, report.MetricJobDecisions, "action", "Wait", "reason", "JobNotMutableYet") >= 1
 		}, waitFor, every)
 		assert.Empty(t, f.jobPatches(), "no write the API server would refuse")
 		f.updateJob("train", func(j *batchv1.Job) {
@@ -248,14 +157,14 @@ func TestJobBecomesMutable(t *testing.T) {
 		f := newJobFixture(t, trainJob().Suspended().Started().Active(1).Obj(), jobVPA("250m", "200Mi"), fixtureOpts{})
 		f.run()
 		require.Eventually(t, func() bool {
-			return testutil.ToFloat64(f.ctrl.metrics.jobDecisions.WithLabelValues("Wait", "JobNotMutableYet")) >= 1
+			return counter(t, f, report.MetricJobDecisions, "action", "Wait", "reason", "JobNotMutableYet") >= 1
 		}, waitFor, every)
 		require.Eventually(t, func() bool {
 			if f.syncStatus("train") != nil {
 				return false
 			}
 			c := f.condition("train")
-			return c != nil && c.Reason == ReasonNotBlocked && strings.Contains(c.Message, "waiting until the template may change") && assert.ObjectsAreEqual(corev1.ConditionFalse, c.Status)
+			return c != nil && c.Reason == condition.ReasonNotBlocked && strings.Contains(c.Message, "waiting until the template may change") && assert.ObjectsAreEqual(corev1.ConditionFalse, c.Status)
 		}, waitFor, every, "waiting is progress, not blocked")
 		assert.Empty(t, f.jobPatches())
 		f.updateJob("train", func(j *batchv1.Job) { j.Status.Active = 0 })
@@ -277,17 +186,17 @@ func TestJobRejectionIsReportedOnceAndNotRetried(t *testing.T) {
 	assert.Contains(t, r.Message, "field is immutable")
 	jobEvents, vpaEvents := f.recorder.unread("Job"), f.vpaEvents()
 	require.Len(t, jobEvents, 1)
-	assert.Contains(t, jobEvents[0], "Job/train Warning "+EventJobTemplateRejected+" Pod template resources cannot be set to app: requests cpu=250m memory=200Mi")
+	assert.Contains(t, jobEvents[0], "Job/train Warning "+report.EventJobTemplateRejected+" Pod template resources cannot be set to app: requests cpu=250m memory=200Mi")
 	assert.Contains(t, jobEvents[0], "not retried until the recommendation or the Job changes")
 	require.Len(t, vpaEvents, 1)
-	assert.Contains(t, vpaEvents[0], "VerticalPodAutoscaler/train Warning "+EventJobTemplateRejected+" Job train: pod template resources cannot be set")
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues("Rejected")), 0)
+	assert.Contains(t, vpaEvents[0], "VerticalPodAutoscaler/train Warning "+report.EventJobTemplateRejected+" Job train: pod template resources cannot be set")
+	assert.InDelta(t, 1, counter(t, f, report.MetricJobWrites, "outcome", "Rejected"), 0)
 
 	require.NoError(t, f.syncStatus("train"))
 	c := f.condition("train")
 	require.NotNil(t, c)
 	assert.Equal(t, corev1.ConditionTrue, c.Status)
-	assert.Equal(t, ReasonJobTemplateRejected, c.Reason)
+	assert.Equal(t, condition.ReasonJobTemplateRejected, c.Reason)
 	assert.Contains(t, c.Message, "Job train cannot get app: requests cpu=250m memory=200Mi in its pod template while suspended (JobRejected:")
 	assert.Contains(t, c.Message, "field is immutable")
 
@@ -300,8 +209,8 @@ func TestJobRejectionIsReportedOnceAndNotRetried(t *testing.T) {
 		assert.Len(t, f.jobPatches(), 1)
 		assert.Empty(t, f.recorder.unread("Job"))
 		assert.Empty(t, f.vpaEvents())
-		assert.InDelta(t, 4, testutil.ToFloat64(f.ctrl.metrics.jobDecisions.WithLabelValues("Skip", "RecordedAttemptSame")), 0)
-		f.waitCached("train", hasCondition)
+		assert.InDelta(t, 4, counter(t, f, report.MetricJobDecisions, "action", "Skip", "reason", "RecordedAttemptSame"), 0)
+		f.waitCached("train", condition.Has)
 		writes := len(f.statusWrites())
 		require.NoError(t, f.syncStatus("train"))
 		assert.Len(t, f.statusWrites(), writes, "the condition is not written again")
@@ -328,22 +237,8 @@ func TestJobRejectionIsReportedOnceAndNotRetried(t *testing.T) {
 		require.NoError(t, f.syncJob("train"))
 		_, held := f.store.Get("uid-train")
 		assert.False(t, held)
-		assert.Empty(t, f.ctrl.jobTracker.jobsOf("default/train"))
+		assert.Empty(t, f.ctrl.jobTracker.Of("default/train"))
 	})
-}
-
-// unresolved hides every VPA while on is set: a target that cannot be
-// resolved for a while (caches syncing, a /scale request failing).
-type unresolved struct {
-	Resolver
-	on atomic.Bool
-}
-
-func (r *unresolved) VPAForJob(ctx context.Context, job *batchv1.Job) (*vpatypes.VerticalPodAutoscaler, error) {
-	if r.on.Load() {
-		return nil, nil
-	}
-	return r.Resolver.VPAForJob(ctx, job)
 }
 
 func TestJobRecordOutlivesAnUnresolvedVPA(t *testing.T) {
@@ -357,7 +252,7 @@ func TestJobRecordOutlivesAnUnresolvedVPA(t *testing.T) {
 
 	r.on.Store(true)
 	require.NoError(t, f.syncJob("train"))
-	assert.Empty(t, f.ctrl.jobTracker.jobsOf("default/train"), "not counted while its VPA is unknown")
+	assert.Empty(t, f.ctrl.jobTracker.Of("default/train"), "not counted while its VPA is unknown")
 	_, held := f.store.Get("uid-train")
 	assert.True(t, held, "the record is kept")
 
@@ -380,7 +275,7 @@ func TestJobRejectionSurvivesRestart(t *testing.T) {
 	next := newFixtureOn(t, first.kube, first.vpa, fixtureOpts{durable: true, serverMinor: 35})
 	next.run()
 	require.Eventually(t, func() bool {
-		return testutil.ToFloat64(next.ctrl.metrics.jobDecisions.WithLabelValues("Skip", "RecordedAttemptSame")) >= 1
+		return counter(t, next, report.MetricJobDecisions, "action", "Skip", "reason", "RecordedAttemptSame") >= 1
 	}, waitFor, every, "the Job is decided against the loaded record")
 	assert.Len(t, first.jobPatches(), 1, "the refused write is not sent again")
 	assert.Empty(t, next.recorder.unread("Job"), "nor reported again")
@@ -406,7 +301,7 @@ func TestOldServerIsNotSentAnything(t *testing.T) {
 	require.NoError(t, f.syncStatus("train"))
 	c := f.condition("train")
 	require.NotNil(t, c)
-	assert.Equal(t, ReasonJobTemplateRejected, c.Reason)
+	assert.Equal(t, condition.ReasonJobTemplateRejected, c.Reason)
 	assert.Contains(t, c.Message, "JobUnsupported: Kubernetes 1.34")
 }
 
@@ -419,13 +314,13 @@ func TestJobDryRunAndPause(t *testing.T) {
 		assert.Empty(t, f.jobPatches())
 		events := f.recorder.unread("Job")
 		require.Len(t, events, 1, "one withheld event per Job and target")
-		assert.Contains(t, events[0], "Job/train Normal "+EventJobTemplateWithheld+
+		assert.Contains(t, events[0], "Job/train Normal "+report.EventJobTemplateWithheld+
 			" Would set the pod template resources to app: requests cpu=250m memory=200Mi while suspended; not sent: the updater runs with --dry-run")
-		assert.InDelta(t, 3, testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues(jobOutcomeWithheld)), 0)
+		assert.InDelta(t, 3, counter(t, f, report.MetricJobWrites, "outcome", jobtemplate.OutcomeWithheld), 0)
 		require.NoError(t, f.syncStatus("train"))
 		c := f.condition("train")
 		require.NotNil(t, c)
-		assert.Equal(t, ReasonDryRun, c.Reason)
+		assert.Equal(t, condition.ReasonDryRun, c.Reason)
 		assert.Contains(t, c.Message, "Not sent (dry run): the pod template of Job train would be set to app: requests cpu=250m memory=200Mi.")
 	})
 	t.Run("paused by the VPA annotation", func(t *testing.T) {
@@ -447,7 +342,7 @@ func TestJobDryRunAndPause(t *testing.T) {
 		require.Eventually(t, func() bool { paused, _ := f.ctrl.clusterPaused(); return paused }, waitFor, every)
 		f.run()
 		require.Eventually(t, func() bool {
-			return testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues(jobOutcomeWithheld)) >= 1
+			return counter(t, f, report.MetricJobWrites, "outcome", jobtemplate.OutcomeWithheld) >= 1
 		}, waitFor, every)
 		assert.Empty(t, f.jobPatches())
 		require.NoError(t, f.kube.CoreV1().ConfigMaps(systemNamespace).Delete(context.Background(), "vpa-inplace-updater-config", metav1.DeleteOptions{}))
@@ -463,10 +358,10 @@ func TestJobWriteFailures(t *testing.T) {
 		require.Error(t, err)
 		assert.Equal(t, 0, f.store.Len())
 		assert.Empty(t, f.recorder.unread("Job"))
-		jobs := f.ctrl.jobTracker.jobsOf("default/train")
+		jobs := f.ctrl.jobTracker.Of("default/train")
 		require.Len(t, jobs, 1)
-		assert.Equal(t, JobError, jobs[0].state)
-		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.jobWrites.WithLabelValues("Transient")), 0)
+		assert.Equal(t, state.JobError, jobs[0].State)
+		assert.InDelta(t, 1, counter(t, f, report.MetricJobWrites, "outcome", "Transient"), 0)
 	})
 	t.Run("conflict (the Job changed): decided again, nothing recorded", func(t *testing.T) {
 		f := newJobFixture(t, trainJob().Suspended().Obj(), jobVPA("250m", "200Mi"), fixtureOpts{})
@@ -479,9 +374,9 @@ func TestJobWriteFailures(t *testing.T) {
 		f := newJobFixture(t, trainJob().Suspended().Obj(), jobVPA("250m", "200Mi"), fixtureOpts{})
 		stale := f.getJob("train")
 		vpa := f.getVPA("train")
-		desired, err := f.ctrl.calc.ForPod(resize.PodFromJobTemplate(stale), vpa)
+		desired, err := f.ctrl.calc.ForPod(jobtemplate.PodFromJobTemplate(stale), vpa)
 		require.NoError(t, err)
-		d := resize.DecideJob(resize.JobInput{Job: stale, Desired: desired, Threshold: 0.1, ServerMinor: 37})
+		d := jobtemplate.Decide(jobtemplate.Input{Job: stale, Desired: desired, Threshold: 0.1, ServerMinor: 37})
 		require.Equal(t, resize.ActionPatch, d.Action)
 
 		resumed := stale.DeepCopy()
@@ -490,14 +385,14 @@ func TestJobWriteFailures(t *testing.T) {
 		_, err = f.kube.BatchV1().Jobs("default").Update(context.Background(), resumed, metav1.UpdateOptions{})
 		require.NoError(t, err)
 
-		st, err := f.ctrl.actJob(f.ctx, stale, vpa, d)
+		st, err := f.ctrl.jobTemplates.Act(f.ctx, stale, vpa, d)
 		require.Error(t, err, "retried with backoff, decided again on the newer Job")
 		assert.True(t, apierrors.IsConflict(errors.Unwrap(err)), "%v", err)
 		assert.Nil(t, st)
 		assert.Equal(t, 0, f.store.Len(), "never recorded as refused")
 		assert.Empty(t, f.recorder.unread("Job"))
-		assert.True(t, resize.IsSuspended(stale), "the cached Job is not modified")
-		assert.False(t, resize.IsSuspended(f.getJob("train")), "the resumed Job's template is untouched")
+		assert.True(t, jobtemplate.IsSuspended(stale), "the cached Job is not modified")
+		assert.False(t, jobtemplate.IsSuspended(f.getJob("train")), "the resumed Job's template is untouched")
 		assert.Equal(t, "100m/100Mi", templateRequests(f.getJob("train")))
 	})
 	t.Run("403 from an admission policy is a refusal", func(t *testing.T) {
@@ -521,15 +416,15 @@ func TestJobRecordsAreCleanedUp(t *testing.T) {
 
 	require.NoError(t, f.kube.BatchV1().Jobs("default").Delete(context.Background(), "train", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return f.store.Len() == 0 }, waitFor, every, "a deleted Job's record is forgotten")
-	assert.Empty(t, f.ctrl.jobTracker.jobsOf("default/train"))
+	assert.Empty(t, f.ctrl.jobTracker.Of("default/train"))
 }
 
 func TestDeletedVPAForgetsItsJobs(t *testing.T) {
 	f := newJobFixture(t, trainJob().Suspended().Obj(), jobVPA("250m", "200Mi"), fixtureOpts{serverMinor: 35})
 	f.failJobPatch(immutableErr())
 	require.NoError(t, f.syncJob("train"))
-	require.Len(t, f.ctrl.jobTracker.jobsOf("default/train"), 1)
+	require.Len(t, f.ctrl.jobTracker.Of("default/train"), 1)
 	require.NoError(t, f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Delete(context.Background(), "train", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return f.store.Len() == 0 }, waitFor, every)
-	assert.Empty(t, f.ctrl.jobTracker.jobsOf("default/train"))
+	assert.Empty(t, f.ctrl.jobTracker.Of("default/train"))
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
@@ -137,15 +139,15 @@ func TestKubeletMemoryRefusalIsRecordedReportedAndNeverRepeated(t *testing.T) {
 	assert.Equal(t, t0, r.RecordedAt)
 	events := f.events()
 	require.Len(t, events, 2)
-	assert.Equal(t, "Pod/p Warning "+EventMemoryLimitRefused+" The kubelet refused to lower memory limits to c: limits memory=100Mi ("+kubeletRefusal+
+	assert.Equal(t, "Pod/p Warning "+report.EventMemoryLimitRefused+" The kubelet refused to lower memory limits to c: limits memory=100Mi ("+kubeletRefusal+
 		"); these limits and lower ones are not sent again, and the resize is sent once more with the running memory limits kept", events[0])
-	assert.Contains(t, events[1], "Normal "+EventResizeSent+" Resizing in place to c: requests cpu=200m memory=50Mi limits memory=200Mi; container c: memory limit kept at 200Mi instead of 100Mi (lowering it to 100Mi or less was refused before)")
+	assert.Contains(t, events[1], "Normal "+report.EventResizeSent+" Resizing in place to c: requests cpu=200m memory=50Mi limits memory=200Mi; container c: memory limit kept at 200Mi instead of 100Mi (lowering it to 100Mi or less was refused before)")
 	vpaEvents := f.vpaEvents()
 	require.Len(t, vpaEvents, 1)
-	assert.Contains(t, vpaEvents[0], "VerticalPodAutoscaler/web Warning "+EventMemoryLimitRefused+" Pod p: the kubelet refused to lower memory limits")
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.failures.WithLabelValues(failureKubeletMemory)), 0)
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.memoryHeld.WithLabelValues(heldByKubeletRefusal)), 0)
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.decisions.WithLabelValues("Patch", "MemoryLimitRefused")), 0)
+	assert.Contains(t, vpaEvents[0], "VerticalPodAutoscaler/web Warning "+report.EventMemoryLimitRefused+" Pod p: the kubelet refused to lower memory limits")
+	assert.InDelta(t, 1, counter(t, f, report.MetricResizeFailures, "reason", "KubeletMemoryLimitRefused"), 0)
+	assert.InDelta(t, 1, counter(t, f, report.MetricMemoryLimitsHeld, "source", "KubeletRefusal"), 0)
+	assert.InDelta(t, 1, counter(t, f, report.MetricDecisions, "action", "Patch", "reason", "MemoryLimitRefused"), 0)
 	require.Eventually(t, func() bool { return f.getVPA("web").Annotations[records.MemoryAnnotationKey] != "" }, 10*time.Second, 10*time.Millisecond,
 		"the memory record is durable")
 
@@ -157,7 +159,7 @@ func TestKubeletMemoryRefusalIsRecordedReportedAndNeverRepeated(t *testing.T) {
 	require.NoError(t, f.sync("p"))
 	require.NoError(t, f.sync("p"))
 	assert.Len(t, f.resizePatches(), 2, "never sent twice")
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.failures.WithLabelValues(failureKubeletMemory)), 0, "one refusal counted once")
+	assert.InDelta(t, 1, counter(t, f, report.MetricResizeFailures, "reason", "KubeletMemoryLimitRefused"), 0, "one refusal counted once")
 
 	// The kubelet applies it; the pod runs with the CPU change and its limit.
 	f.kubelet(actuate)
@@ -171,7 +173,7 @@ func TestKubeletMemoryRefusalIsRecordedReportedAndNeverRepeated(t *testing.T) {
 	c := f.condition("web")
 	require.NotNil(t, c)
 	assert.Equal(t, corev1.ConditionTrue, c.Status)
-	assert.Equal(t, ReasonMemoryLimitKept, c.Reason)
+	assert.Equal(t, condition.ReasonMemoryLimitKept, c.Reason)
 	assert.Contains(t, c.Message, "Memory limit kept: p runs with higher memory limits than recommended; c: limits memory=100Mi or lower is not sent (MemoryLimitRefused: "+kubeletRefusal+")")
 
 	t.Run("a restarted updater does not send the refused limit again", func(t *testing.T) {
@@ -201,17 +203,17 @@ func TestUnsafeMemoryDecreaseKeepsTheLimitAndResizesTheRest(t *testing.T) {
 	assert.JSONEq(t, `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"200m","memory":"50Mi"},"limits":{"memory":"200Mi"}}}]}}`, f.resizePatches()[0])
 	events := f.events()
 	require.Len(t, events, 2)
-	assert.Equal(t, "Pod/p Warning "+EventMemoryLimitKept+" Memory limits not lowered below the memory in use plus the margin: container c: memory limit kept at 200Mi instead of 100Mi (usage 150Mi plus the 20% margin is 180Mi); the rest of the resize is sent", events[0])
-	assert.Contains(t, events[1], "Normal "+EventResizeSent+" Resizing in place to c: requests cpu=200m memory=50Mi limits memory=200Mi; container c: memory limit kept at 200Mi")
+	assert.Equal(t, "Pod/p Warning "+report.EventMemoryLimitKept+" Memory limits not lowered below the memory in use plus the margin: container c: memory limit kept at 200Mi instead of 100Mi (usage 150Mi plus the 20% margin is 180Mi); the rest of the resize is sent", events[0])
+	assert.Contains(t, events[1], "Normal "+report.EventResizeSent+" Resizing in place to c: requests cpu=200m memory=50Mi limits memory=200Mi; container c: memory limit kept at 200Mi")
 	vpaEvents := f.vpaEvents()
 	require.Len(t, vpaEvents, 1)
-	assert.Contains(t, vpaEvents[0], "VerticalPodAutoscaler/web Warning "+EventMemoryLimitKept+" Pod p: memory limits not lowered")
+	assert.Contains(t, vpaEvents[0], "VerticalPodAutoscaler/web Warning "+report.EventMemoryLimitKept+" Pod p: memory limits not lowered")
 	r, ok := f.memStore.Get("uid-p")
 	require.True(t, ok)
 	assert.Equal(t, records.KindMemoryLimitUnsafe, r.Kind)
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.memoryHeld.WithLabelValues(heldByMemoryUsage)), 0)
-	assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.decisions.WithLabelValues("Patch", "MemoryLimitKept")), 0)
-	n, err := testutil.GatherAndCount(f.registry, MetricMemoryRecords)
+	assert.InDelta(t, 1, counter(t, f, report.MetricMemoryLimitsHeld, "source", "MemoryUsage"), 0)
+	assert.InDelta(t, 1, counter(t, f, report.MetricDecisions, "action", "Patch", "reason", "MemoryLimitKept"), 0)
+	n, err := testutil.GatherAndCount(f.registry, report.MetricMemoryRecords)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 }
@@ -227,13 +229,13 @@ func TestUnsafeMemoryDecreaseAloneSendsNothing(t *testing.T) {
 	assert.Empty(t, f.writes(), "no patch at all")
 	events := f.events()
 	require.Len(t, events, 1, "reported once")
-	assert.Contains(t, events[0], "Warning "+EventMemoryLimitKept)
+	assert.Contains(t, events[0], "Warning "+report.EventMemoryLimitKept)
 	assert.Contains(t, events[0], "nothing else to resize")
-	assert.InDelta(t, 3, testutil.ToFloat64(f.ctrl.metrics.decisions.WithLabelValues("Skip", "MemoryLimitUnsafe")), 0)
+	assert.InDelta(t, 3, counter(t, f, report.MetricDecisions, "action", "Skip", "reason", "MemoryLimitUnsafe"), 0)
 	require.NoError(t, f.syncStatus("web"))
 	c := f.condition("web")
 	require.NotNil(t, c)
-	assert.Equal(t, ReasonMemoryLimitKept, c.Reason)
+	assert.Equal(t, condition.ReasonMemoryLimitKept, c.Reason)
 	assert.Contains(t, c.Message, "1 pod: 1 with memory limits kept.")
 	assert.Contains(t, c.Message, "usage 150Mi plus the 20% margin is 180Mi")
 }

@@ -2,14 +2,9 @@ package updater
 
 import (
 	"context"
-	"errors"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,7 +14,40 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 )
+
+// counter reads a counter of the fixture's registry, its labels given as
+// name, value pairs; 0 when the series does not exist yet.
+func counter(t *testing.T, f *fixture, name string, labels ...string) float64 {
+	t.Helper()
+	want := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
+	}
+	families, err := f.registry.Gather()
+	require.NoError(t, err)
+	for _, fam := range families {
+		if fam.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range fam.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if got[k] != v {
+					continue series
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
 
 // gauge returns the value of the series of name whose labels include want.
 func gauge(t *testing.T, f *fixture, name string, want map[string]string) float64 {
@@ -48,48 +76,12 @@ func gauge(t *testing.T, f *fixture, name string, want map[string]string) float6
 	return 0
 }
 
-func TestMetricNamesFollowConventions(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
-	require.NoError(t, err)
-	m.failures.WithLabelValues("NodeCapacity")
-	m.withheld.WithLabelValues(withheldDryRun)
-	m.apiErrors.WithLabelValues("500", "GET")
-	m.jobDecisions.WithLabelValues("Patch", "JobTemplateUpdate")
-	m.jobWrites.WithLabelValues("Accepted")
-	families, err := reg.Gather()
-	require.NoError(t, err)
-	seen := map[string]bool{}
-	for _, fam := range families {
-		name := fam.GetName()
-		seen[name] = true
-		assert.True(t, strings.HasPrefix(name, "vpa_inplace_updater_"), name)
-		for _, m := range fam.GetMetric() {
-			for _, l := range m.GetLabel() {
-				assert.NotContains(t, []string{"pod", "vpa", "namespace", "job"}, l.GetName(), "%s: no per-pod, per-Job or per-VPA labels", name)
-			}
-		}
-		switch fam.GetType().String() {
-		case "COUNTER":
-			assert.True(t, strings.HasSuffix(name, "_total"), name)
-		case "GAUGE":
-			assert.False(t, strings.HasSuffix(name, "_total"), name)
-		case "HISTOGRAM":
-			assert.True(t, strings.HasSuffix(name, "_seconds"), name)
-		}
-	}
-	for _, name := range []string{MetricResizesSent, MetricInfeasibleRecords, MetricPodsPending, MetricOldestPending, MetricDecisionDuration, MetricRecommendationLag,
-		MetricJobDecisions, MetricJobWrites, MetricSuspendedJobs} {
-		assert.True(t, seen[name], "%s is exposed", name)
-	}
-}
-
 func TestResizeOutcomeMetrics(t *testing.T) {
 	t.Run("a sent resize that the kubelet applies is completed", func(t *testing.T) {
 		f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
 		require.NoError(t, f.sync("p"))
-		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.sent), 0)
-		assert.InDelta(t, 1, gauge(t, f, MetricPodsPending, map[string]string{"state": "InProgress"}), 0)
+		assert.InDelta(t, 1, counter(t, f, report.MetricResizesSent), 0)
+		assert.InDelta(t, 1, gauge(t, f, report.MetricPodsPending, map[string]string{"state": "InProgress"}), 0)
 		// The fake API applies the patch to the spec; status says nothing
 		// is pending: the resize is done.
 		require.Eventually(t, func() bool {
@@ -97,10 +89,10 @@ func TestResizeOutcomeMetrics(t *testing.T) {
 			return err == nil && p.Spec.Containers[0].Resources.Requests.Cpu().String() == "300m"
 		}, 10*time.Second, 10*time.Millisecond)
 		require.NoError(t, f.sync("p"))
-		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.completed), 0)
-		assert.InDelta(t, 0, gauge(t, f, MetricPodsPending, map[string]string{"state": "InProgress"}), 0)
+		assert.InDelta(t, 1, counter(t, f, report.MetricResizesCompleted), 0)
+		assert.InDelta(t, 0, gauge(t, f, report.MetricPodsPending, map[string]string{"state": "InProgress"}), 0)
 		require.NoError(t, f.sync("p"))
-		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.completed), 0, "counted once")
+		assert.InDelta(t, 1, counter(t, f, report.MetricResizesCompleted), 0, "counted once")
 	})
 
 	t.Run("a sent resize that the kubelet finds infeasible is a failure", func(t *testing.T) {
@@ -116,9 +108,9 @@ func TestResizeOutcomeMetrics(t *testing.T) {
 			return err == nil && len(p.Status.Conditions) == 2
 		}, 10*time.Second, 10*time.Millisecond)
 		require.NoError(t, f.sync("p"))
-		assert.InDelta(t, 1, testutil.ToFloat64(f.ctrl.metrics.failures.WithLabelValues(failureKubeletInfeasible)), 0)
-		assert.InDelta(t, 0, testutil.ToFloat64(f.ctrl.metrics.completed), 0)
-		assert.InDelta(t, 1, gauge(t, f, MetricInfeasibleRecords, nil), 0)
+		assert.InDelta(t, 1, counter(t, f, report.MetricResizeFailures, "reason", "KubeletInfeasible"), 0)
+		assert.InDelta(t, 0, counter(t, f, report.MetricResizesCompleted), 0)
+		assert.InDelta(t, 1, gauge(t, f, report.MetricInfeasibleRecords, nil), 0)
 	})
 }
 
@@ -146,17 +138,17 @@ func TestPendingGauges(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.state, func(t *testing.T) {
-			assert.InDelta(t, tc.pending, gauge(t, f, MetricPodsPending, map[string]string{"state": tc.state}), 0)
-			assert.InDelta(t, tc.oldest, gauge(t, f, MetricOldestPending, map[string]string{"state": tc.state}), 0)
+			assert.InDelta(t, tc.pending, gauge(t, f, report.MetricPodsPending, map[string]string{"state": tc.state}), 0)
+			assert.InDelta(t, tc.oldest, gauge(t, f, report.MetricOldestPending, map[string]string{"state": tc.state}), 0)
 		})
 	}
 
 	t.Run("a deleted pod no longer counts", func(t *testing.T) {
 		require.NoError(t, f.kube.CoreV1().Pods("default").Delete(context.Background(), "old", metav1.DeleteOptions{}))
 		require.Eventually(t, func() bool {
-			return gauge(t, f, MetricPodsPending, map[string]string{"state": "Deferred"}) == 1
+			return gauge(t, f, report.MetricPodsPending, map[string]string{"state": "Deferred"}) == 1
 		}, 10*time.Second, 10*time.Millisecond)
-		assert.InDelta(t, 2*60, gauge(t, f, MetricOldestPending, map[string]string{"state": "Deferred"}), 0)
+		assert.InDelta(t, 2*60, gauge(t, f, report.MetricOldestPending, map[string]string{"state": "Deferred"}), 0)
 	})
 }
 
@@ -171,82 +163,21 @@ func TestLatencyHistograms(t *testing.T) {
 	require.NoError(t, f.sync("p"))
 	require.Len(t, f.resizePatches(), 1)
 
-	n, err := testutil.GatherAndCount(f.registry, MetricRecommendationLag)
+	n, err := testutil.GatherAndCount(f.registry, report.MetricRecommendationLag)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	families, err := f.registry.Gather()
 	require.NoError(t, err)
 	for _, fam := range families {
 		switch fam.GetName() {
-		case MetricRecommendationLag:
+		case report.MetricRecommendationLag:
 			h := fam.GetMetric()[0].GetHistogram()
 			assert.Equal(t, uint64(1), h.GetSampleCount())
 			assert.InDelta(t, 2.5, h.GetSampleSum(), 1e-9, "from the recommendation change seen to the accepted patch")
-		case MetricDecisionDuration:
+		case report.MetricDecisionDuration:
 			assert.Equal(t, uint64(1), fam.GetMetric()[0].GetHistogram().GetSampleCount(), "one decision")
 		}
 	}
-}
-
-func TestAPIErrorsByCode(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/forbidden":
-			w.WriteHeader(http.StatusForbidden)
-		case "/conflict":
-			w.WriteHeader(http.StatusConflict)
-		case "/boom":
-			w.WriteHeader(http.StatusInternalServerError)
-		default:
-			w.WriteHeader(http.StatusOK)
-		}
-	}))
-	defer srv.Close()
-	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
-	require.NoError(t, err)
-	client := &http.Client{Transport: m.InstrumentTransport(http.DefaultTransport)}
-	do := func(method, path string) {
-		req, err := http.NewRequest(method, srv.URL+path, nil)
-		require.NoError(t, err)
-		resp, err := client.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-	}
-	do(http.MethodGet, "/ok")
-	do(http.MethodPatch, "/forbidden")
-	do(http.MethodPatch, "/forbidden")
-	do(http.MethodPatch, "/conflict")
-	do(http.MethodGet, "/boom")
-
-	unreachable := &http.Client{Transport: m.InstrumentTransport(roundTripperFunc(func(*http.Request) (*http.Response, error) {
-		return nil, errors.New("connection refused")
-	}))}
-	_, err = unreachable.Get("http://apiserver.invalid/") //nolint:bodyclose // no response
-	require.Error(t, err)
-	cancelled := &http.Client{Transport: m.InstrumentTransport(roundTripperFunc(func(*http.Request) (*http.Response, error) {
-		return nil, context.Canceled
-	}))}
-	_, err = cancelled.Get("http://apiserver.invalid/") //nolint:bodyclose // no response
-	require.Error(t, err)
-
-	tests := []struct {
-		code, method string
-		want         float64
-	}{
-		{"403", http.MethodPatch, 2},
-		{"409", http.MethodPatch, 1},
-		{"500", http.MethodGet, 1},
-		{"200", http.MethodGet, 0},
-		{"error", http.MethodGet, 1},
-	}
-	for _, tc := range tests {
-		t.Run(tc.code, func(t *testing.T) {
-			assert.InDelta(t, tc.want, testutil.ToFloat64(m.apiErrors.WithLabelValues(tc.code, tc.method)), 0)
-		})
-	}
-	var nilMetrics *Metrics
-	assert.Equal(t, http.DefaultTransport, nilMetrics.InstrumentTransport(http.DefaultTransport))
 }
 
 // The recommendation's time is when the updater saw it change, not when the
@@ -264,7 +195,7 @@ func TestRecommendationChangeTime(t *testing.T) {
 
 	f.clock.Step(time.Minute)
 	withCondition := first.DeepCopy()
-	withCondition.Status.Conditions = []vpatypes.VerticalPodAutoscalerCondition{{Type: ConditionInPlaceResizeBlocked, Status: corev1.ConditionFalse}}
+	withCondition.Status.Conditions = []vpatypes.VerticalPodAutoscalerCondition{{Type: condition.Type, Status: corev1.ConditionFalse}}
 	withCondition.Annotations = map[string]string{"vpa-inplace.dev/infeasible-attempts": "{}"}
 	f.ctrl.onVPA(first, withCondition)
 	assert.Equal(t, t0, seen(), "same recommendation: unchanged")

@@ -19,6 +19,8 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
 // The pod path: sync reads the caches, lets pkg/resize decide, and act
@@ -27,6 +29,9 @@ import (
 // sync handles one pod: read the caches, decide, act, report. A returned
 // error is retried with backoff; permanent outcomes are recorded instead.
 func (c *Controller) sync(ctx context.Context, key string) error {
+	if !c.recordsLoaded.Load() {
+		return errRecordsNotLoaded
+	}
 	start := c.now()
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -56,7 +61,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	cachedVersion := pod.ResourceVersion
-	if behind, overdue := c.tracker.cacheLag(pod.UID, cachedVersion, start); behind {
+	if behind, overdue := c.tracker.CacheLag(pod.UID, cachedVersion, start); behind {
 		// Queued again (a resync, another event) before the cache saw the
 		// resize sent: never send it twice.
 		if !overdue {
@@ -72,7 +77,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		if err != nil {
 			return fmt.Errorf("reading pod from the API server (the cache has not seen the resize sent): %w", err)
 		}
-		c.metrics.staleCacheRead()
+		c.metrics.StaleCacheRead()
 		logger.V(2).Info("Cache has not seen the resize sent; deciding on the pod read from the API server", "cachedVersion", pod.ResourceVersion, "resourceVersion", live.ResourceVersion)
 		pod = live
 	}
@@ -81,7 +86,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	status := resize.ReadStatus(pod)
 	desired, err := c.calc.ForPod(pod, vpa)
 	if err != nil {
-		c.report(ctx, pod, vpa, podStatus{state: PodError, message: "cannot compute what the pod should get: " + err.Error()}, status)
+		c.report(ctx, pod, vpa, state.Pod{State: state.PodError, Message: "cannot compute what the pod should get: " + err.Error()}, status)
 		return fmt.Errorf("computing recommendation: %w", err)
 	}
 	record, _ := c.store.Get(pod.UID)
@@ -95,6 +100,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		DisruptionAllowed: true,
 		MemoryRecord:      memRecord,
 		MemoryLimitMargin: c.cfg.MemoryLimitMargin,
+		LastResize:        c.tracker.LastResize(pod.UID),
+		ReversalHold:      c.cfg.ReversalHold,
+		Now:               c.now(),
 	}
 	if c.usage != nil && resize.NeedsMemoryUsage(pod, desired, c.cfg.ServerMinor) {
 		// Never blocks a resize: without usage, memory limits are lowered
@@ -123,16 +131,16 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			}
 		}
 	}
-	c.metrics.decided(d, c.now().Sub(start))
-	outcome, _ := c.tracker.settle(pod.UID, status.State, func(like resources.Resources) resources.Resources { return resize.Current(pod, like) })
-	c.metrics.settled(outcome)
+	c.metrics.Decided(d, c.now().Sub(start))
+	outcome, _ := c.tracker.Settle(pod.UID, status.State, func(like resources.Resources) resources.Resources { return resize.Current(pod, like) })
+	c.metrics.Settled(outcome)
 	logger.V(2).Info("Decided", "vpa", klog.KObj(vpa), "action", d.Action, "reason", d.Reason, "message", d.Message)
 	st, err := c.act(ctx, pod, cachedVersion, vpa, d, status)
 	if st != nil && waiting != nil {
-		st.values = waiting.Blocker
+		st.Values = waiting.Blocker
 	}
-	if st != nil && st.state == PodWaitingForNode {
-		st.values = pod.Spec.NodeName
+	if st != nil && st.State == state.PodWaitingForNode {
+		st.Values = pod.Spec.NodeName
 	}
 	if st != nil {
 		c.report(ctx, pod, vpa, *st, status)
@@ -140,8 +148,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if waiting != nil {
 		c.waitForBudget(pod, *waiting)
 	}
-	if st != nil && st.state == PodWaitingForNode && c.tracker.notifyOnce(pod.UID, "node "+pod.Spec.NodeName) {
-		c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeWaitingForNodeCapacity,
+	if d.Reason == resize.ReasonReversalHeld {
+		// Decided again when the hold ends, not at the next resync only.
+		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, d.RecheckAfter)
+	}
+	if st != nil && st.State == state.PodWaitingForNode && c.tracker.Once(pod.UID, noteWaiting, "node "+pod.Spec.NodeName) {
+		c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeWaitingForNodeCapacity,
 			"Resize not sent: %s; it is sent once the node has room (%s: %s on the VPA)", d.Message, ResizeWhenAnnotation, ResizeWhenFitsNode)
 	}
 	return err
@@ -150,7 +162,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 // act carries out a decision and returns the pod's resulting state (nil
 // when the pod is gone). cachedVersion is the pod's version in the cache
 // (pod may have been read from the API server instead).
-func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion string, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision, rs resize.Status) (*podStatus, error) {
+func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion string, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision, rs resize.Status) (*state.Pod, error) {
 	logger := klog.FromContext(ctx)
 	owner := ownerOf(vpa)
 	if d.ClearRecord {
@@ -174,14 +186,14 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 	}
 
 	if reason, why := c.withheld(vpa); reason != "" {
-		c.metrics.withheldResize(reason)
+		c.metrics.WithheldResize(reason)
 		logger.V(2).Info("Resize not sent", "target", d.Target.String(), "why", why)
-		return &podStatus{state: PodWithheld, values: d.Target.String(), message: why}, nil
+		return &state.Pod{State: state.PodWithheld, Values: d.Target.String(), Message: why}, nil
 	}
 
 	patched, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
 	outcome := resize.ClassifyPatchError(err)
-	c.metrics.patched(outcome)
+	c.metrics.Patched(outcome)
 	if outcome != resize.OutcomeAccepted && d.Disruptive {
 		// Nothing restarts: the reservation goes back.
 		c.budget.Release(pod.UID)
@@ -193,20 +205,20 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 			c.memStore.Delete(pod.UID)
 		}
 		now := c.now()
-		c.tracker.markSent(pod.UID, vpaKey(vpa), pod.Name, d.Target, now)
+		c.tracker.MarkSent(pod.UID, vpaKey(vpa), pod.Name, resize.CurrentRequests(pod, d.Target), d.Target, now)
 		// A patch that changed nothing brings no update event.
 		if patched == nil || patched.ResourceVersion != pod.ResourceVersion {
 			sentVersion := ""
 			if patched != nil {
 				sentVersion = patched.ResourceVersion
 			}
-			c.tracker.awaitUpdate(pod.UID, cachedVersion, sentVersion, now)
+			c.tracker.AwaitUpdate(pod.UID, cachedVersion, sentVersion, now)
 		}
 		c.mu.Lock()
 		seen, ok := c.recommendationSeen[vpa.UID]
 		c.mu.Unlock()
 		if ok {
-			c.metrics.recommendationApplied(now.Sub(seen))
+			c.metrics.RecommendationApplied(now.Sub(seen))
 		}
 		message := "resize sent"
 		if len(d.Held) > 0 {
@@ -214,28 +226,34 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		}
 		logger.Info("Resize sent", "target", d.Target.String(), "disruptive", d.Disruptive, "reason", d.Reason, "kept", resize.DescribeHeld(d.Held))
 		if len(d.Held) > 0 {
-			c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeSent, "Resizing in place to %s; %s", d.Target.String(), resize.DescribeHeld(d.Held))
+			c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeSent, "Resizing in place to %s; %s", d.Target.String(), resize.DescribeHeld(d.Held))
 		} else {
-			c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeSent, "Resizing in place to %s", d.Target.String())
+			c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeSent, "Resizing in place to %s", d.Target.String())
 		}
-		return &podStatus{state: PodInProgress, since: now, values: d.Target.String(), message: message}, nil
+		return &state.Pod{State: state.PodInProgress, Since: now, Values: d.Target.String(), Message: message}, nil
 	case resize.OutcomeNodeCapacity, resize.OutcomeInvalid:
-		kind, state := records.KindNodeCapacity, PodInfeasible
+		kind, st := records.KindNodeCapacity, state.PodInfeasible
 		if outcome == resize.OutcomeInvalid {
-			kind, state = records.KindInvalid, PodInvalid
+			kind, st = records.KindInvalid, state.PodInvalid
 		}
 		r := &records.Record{Kind: kind, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now()}
 		c.store.Put(owner, pod.UID, r)
 		c.reportRecord(ctx, pod, vpa, r)
-		return &podStatus{state: state, since: r.RecordedAt, values: r.Attempted.String(), message: r.Message, kind: r.Kind}, nil
+		return &state.Pod{State: st, Since: r.RecordedAt, Values: r.Attempted.String(), Message: r.Message, Kind: r.Kind}, nil
 	case resize.OutcomeGone:
 		c.untrack(pod.UID)
 		return nil, nil
 	default:
 		err = fmt.Errorf("resize patch (%s): %w", outcome, err)
-		return &podStatus{state: PodError, message: err.Error()}, err
+		return &state.Pod{State: state.PodError, Message: err.Error()}, err
 	}
 }
+
+// errRecordsNotLoaded: a pod or Job is not decided before the records of
+// earlier attempts are loaded; a resize recorded as infeasible before a
+// restart or a change of leader is not sent again. Run starts its workers
+// only once they are; this holds whoever calls sync.
+var errRecordsNotLoaded = errors.New("records of earlier attempts not loaded yet")
 
 func statusMessage(err error) string {
 	var status apierrors.APIStatus

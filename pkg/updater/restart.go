@@ -2,6 +2,7 @@ package updater
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
 // Resizes that restart containers (resizePolicy RestartContainer on a
@@ -23,11 +26,6 @@ import (
 // the workload are looked at again at once (one may be waiting), and so are
 // the waiting pods of a namespace when one of its PodDisruptionBudgets
 // changes.
-
-// EventResizeWaitingForBudget: a resize that restarts containers waits
-// for the eviction tolerance or a PodDisruptionBudget; once per pod and
-// blocker.
-const EventResizeWaitingForBudget = "InPlaceResizeWaitingForDisruptionBudget"
 
 // reserveRestart asks the budget whether pod may be restarted now and, if
 // so, reserves it.
@@ -100,7 +98,9 @@ func (c *Controller) onPDB(oldObj, obj any) {
 	if old, ok := oldObj.(*policyv1.PodDisruptionBudget); ok && old.ResourceVersion == pdb.ResourceVersion {
 		return
 	}
-	for _, key := range c.tracker.waitingIn(pdb.Namespace) {
+	for _, key := range waiting(c.tracker, func(s state.Pod) bool {
+		return s.State == state.PodWaiting && strings.HasPrefix(s.VPA, pdb.Namespace+"/")
+	}) {
 		c.enqueuePod(key)
 	}
 }
@@ -108,10 +108,22 @@ func (c *Controller) onPDB(oldObj, obj any) {
 // waitForBudget reports, once per blocker, that a pod's restarting resize
 // waits.
 func (c *Controller) waitForBudget(pod *corev1.Pod, v disruption.Verdict) {
-	if c.tracker.notifyOnce(pod.UID, v.Blocker) {
-		c.recorder.Eventf(pod, corev1.EventTypeNormal, EventResizeWaitingForBudget,
+	if c.tracker.Once(pod.UID, noteWaiting, v.Blocker) {
+		c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeWaitingForBudget,
 			"Resize restarts containers; waiting for %s: %s", v.Blocker, v.Message)
 	}
+}
+
+// waiting returns the keys of the tracked pods match picks (a pod's
+// namespace is its VPA's).
+func waiting(t *state.Tracker[state.PodState], match func(state.Pod) bool) []string {
+	picked := t.Select(match)
+	out := make([]string, 0, len(picked))
+	for _, s := range picked {
+		namespace, _, _ := strings.Cut(s.VPA, "/")
+		out = append(out, namespace+"/"+s.Name)
+	}
+	return out
 }
 
 // restartMinReadyDefault is --restart-min-ready's default.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,7 +19,11 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 )
 
 // Run and its loops: the workers, the resync, the first load of the records.
@@ -50,6 +55,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
+	c.recordsLoaded.Store(true)
 	logger.Info("Caches synced and records loaded; starting workers", "workers", c.cfg.Workers,
 		"resyncInterval", c.cfg.ResyncInterval, "dryRun", c.cfg.DryRun)
 	// From here, VPA events resolve their pods; the first resync below
@@ -64,12 +70,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.Resync(ctx)
 	for range c.cfg.Workers {
 		wg.Go(func() {
-			for c.processNext(ctx, c.queue, "pod", c.syncCounted) {
+			for c.processNext(ctx, c.queue, queuePod, c.syncCounted) {
 			}
 		})
 	}
 	wg.Go(func() {
-		for c.processNext(ctx, c.vpaQueue, "vpa", c.syncVPA) {
+		for c.processNext(ctx, c.vpaQueue, queueVPA, c.syncVPA) {
 		}
 	})
 	wg.Go(func() {
@@ -77,21 +83,21 @@ func (c *Controller) Run(ctx context.Context) error {
 		// first pass over the pods, it would say "No pods." and be
 		// rewritten moments later.
 		c.waitFirstPass(ctx)
-		for c.processNext(ctx, c.statusQueue, "condition", c.syncStatus) {
+		for c.processNext(ctx, c.statusQueue, queueCondition, c.conditions.Sync) {
 		}
 	})
 	wg.Go(func() {
-		for c.processNext(ctx, c.jobQueue, "job", c.syncJob) {
+		for c.processNext(ctx, c.jobQueue, queueJob, c.syncJob) {
 		}
 	})
 	wg.Go(func() {
-		t := time.NewTicker(c.cfg.ResyncInterval)
+		t := c.clock.NewTicker(c.cfg.ResyncInterval)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 				c.Resync(ctx)
 			}
 		}
@@ -156,9 +162,9 @@ func (c *Controller) Resync(ctx context.Context) {
 				logger.V(2).Info("Cannot queue the VPA's pods; retrying", "err", err)
 				c.vpaQueue.AddRateLimited(vpaKey(vpa))
 			}
-			c.enqueueVPAJobs(vpa)
+			c.jobTemplates.EnqueueVPAJobs(vpa)
 		}
-		if isInPlace(vpa) || hasCondition(vpa) {
+		if isInPlace(vpa) || condition.Has(vpa) {
 			c.enqueueStatus(vpa)
 		}
 	}
@@ -176,14 +182,14 @@ func (c *Controller) CleanupRecords() []types.UID {
 	if err != nil {
 		return nil
 	}
-	live := sets.New[types.UID](c.liveJobs()...)
+	live := sets.New[types.UID](c.jobTemplates.Live()...)
 	for _, p := range pods {
 		live.Insert(p.UID)
 	}
 	// What is reported and reserved goes with its object too, whatever
 	// path missed it.
-	for _, key := range append(c.tracker.retain(live.Has, c.now()), c.jobTracker.retain(live.Has)...) {
-		c.statusQueue.AddAfter(key, statusDelay)
+	for _, key := range append(c.tracker.Retain(live.Has, c.now()), c.jobTracker.Retain(live.Has, c.now())...) {
+		c.enqueueCondition(key)
 	}
 	c.budget.Retain(live.Has)
 	c.memStore.Retain(live.Has)
@@ -227,13 +233,92 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimit
 func (c *Controller) safeSync(ctx context.Context, what, key string, sync func(context.Context, string) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.metrics.panicked(what)
+			c.metrics.Panicked(what)
 			klog.FromContext(ctx).Error(nil, "Recovered from a panic; the item is retried with backoff", "queue", what, "key", key,
 				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = fmt.Errorf("panic: %v", r)
+			if vpa := c.vpaOfItem(ctx, what, key); vpa != nil {
+				c.recorder.Eventf(vpa, corev1.EventTypeWarning, report.EventWorkerPanic,
+					"The updater recovered from a panic while handling %s %s; it is retried with backoff: %s",
+					what, key, condition.Truncate(fmt.Sprint(r), maxPanicMessage))
+			}
 		}
 	}()
 	return sync(ctx, key)
+}
+
+// maxPanicMessage bounds what a panic's value adds to its event.
+const maxPanicMessage = 256
+
+// vpaOfItem returns the VPA an item of queue what belongs to, nil when none
+// is known: a pod's or a Job's from its tracked state or, untracked, from
+// the resolver (which may be what panicked: a second panic is swallowed).
+func (c *Controller) vpaOfItem(ctx context.Context, what, key string) (vpa *vpatypes.VerticalPodAutoscaler) {
+	defer func() {
+		if recover() != nil {
+			vpa = nil
+		}
+	}()
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil || key == killSwitchKey {
+		return nil
+	}
+	vpaNamed := func(vpaKey string) *vpatypes.VerticalPodAutoscaler {
+		ns, n, err := cache.SplitMetaNamespaceKey(vpaKey)
+		if err != nil {
+			return nil
+		}
+		v, err := c.vpas.VerticalPodAutoscalers(ns).Get(n)
+		if err != nil {
+			return nil
+		}
+		return v
+	}
+	switch what {
+	case queueVPA, queueCondition:
+		return vpaNamed(key)
+	case queuePod:
+		pod, err := c.pods.Pods(namespace).Get(name)
+		if err != nil {
+			return nil
+		}
+		if s, ok := c.tracker.Get(pod.UID); ok {
+			return vpaNamed(s.VPA)
+		}
+		vpa, _ = c.resolver.VPAForPod(ctx, pod)
+		return vpa
+	case queueJob:
+		if c.jobs == nil {
+			return nil
+		}
+		job, err := c.jobs.Jobs(namespace).Get(name)
+		if err != nil {
+			return nil
+		}
+		if s, ok := c.jobTracker.Get(job.UID); ok {
+			return vpaNamed(s.VPA)
+		}
+		vpa, _ = c.resolver.VPAForJob(ctx, job)
+		return vpa
+	}
+	return nil
+}
+
+// The queues' names, in logs and in the worker panics' metric label.
+const (
+	queuePod       = "pod"
+	queueVPA       = "vpa"
+	queueCondition = "condition"
+	queueJob       = "job"
+)
+
+// syncJob is the Job queue's sync: no Job is decided before the records
+// are loaded either.
+func (c *Controller) syncJob(ctx context.Context, key string) error {
+	if !c.recordsLoaded.Load() {
+		return errRecordsNotLoaded
+	}
+	return c.jobTemplates.Sync(ctx, key)
 }
 
 // syncCounted is sync, counted as busy for waitFirstPass.
@@ -270,6 +355,6 @@ func (c *Controller) syncVPA(ctx context.Context, key string) error {
 	if !isInPlace(vpa) {
 		return nil
 	}
-	c.enqueueVPAJobs(vpa)
+	c.jobTemplates.EnqueueVPAJobs(vpa)
 	return c.enqueueVPAPods(ctx, vpa)
 }

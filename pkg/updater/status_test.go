@@ -21,6 +21,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 )
 
 // recommenderWrites does what upstream's recommender (v1.8) does with a VPA
@@ -44,7 +45,7 @@ func recommenderWrites(t *testing.T, f *fixture, loaded *vpatypes.VerticalPodAut
 	require.NoError(t, err)
 }
 
-func hasOurs(v *vpatypes.VerticalPodAutoscaler) bool { return hasCondition(v) }
+func hasOurs(v *vpatypes.VerticalPodAutoscaler) bool { return condition.Has(v) }
 
 func TestConditionForEachBlockedState(t *testing.T) {
 	tests := []struct {
@@ -60,7 +61,7 @@ func TestConditionForEachBlockedState(t *testing.T) {
 			pod:      webPod("p").Running().Obj(),
 			vpa:      inPlaceVPA("8", "100Mi"),
 			patchErr: nodeCapacityErr(),
-			reason:   ReasonInfeasible,
+			reason:   condition.ReasonInfeasible,
 			contains: []string{"1 pod: 1 infeasible.", "p cannot get c: requests cpu=8 memory=100Mi", "NodeCapacity", "allocatable"},
 		},
 		{
@@ -68,7 +69,7 @@ func TestConditionForEachBlockedState(t *testing.T) {
 			pod: testpod.New("p").Container("c", "4", "100Mi").OwnedBy("apps/v1", "ReplicaSet", "web-rs").Running().
 				Condition(corev1.PodResizePending, corev1.PodReasonInfeasible, `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`).Obj(),
 			vpa:      inPlaceVPA("4", "100Mi"),
-			reason:   ReasonInfeasible,
+			reason:   condition.ReasonInfeasible,
 			contains: []string{"(Infeasible: Resize is infeasible", "CPU Manager"},
 		},
 		{
@@ -76,14 +77,14 @@ func TestConditionForEachBlockedState(t *testing.T) {
 			pod: webPod("p").Running().ConditionSince(corev1.PodResizePending, corev1.PodReasonDeferred,
 				"Node didn't have enough resource: cpu, requested: 2000, used: 3000, capacity: 3500", t0.Add(-12*time.Minute)).Obj(),
 			vpa:      inPlaceVPA("2", "100Mi"),
-			reason:   ReasonDeferred,
+			reason:   condition.ReasonDeferred,
 			contains: []string{"1 pod: 1 deferred.", "oldest pending p since 2027-01-15T07:48:00Z", "Node didn't have enough resource: cpu"},
 		},
 		{
 			name:     "Invalid: with the reason",
 			pod:      testpod.New("p").Container("c", "", "").OwnedBy("apps/v1", "ReplicaSet", "web-rs").Running().Obj(), // BestEffort
 			vpa:      inPlaceVPA("300m", "100Mi"),
-			reason:   ReasonInvalid,
+			reason:   condition.ReasonInvalid,
 			contains: []string{"1 pod: 1 invalid.", "QoS class would change from BestEffort to Burstable"},
 		},
 	}
@@ -117,7 +118,7 @@ func TestConditionIsWrittenOnlyWhenItChanges(t *testing.T) {
 	c := f.condition("web")
 	require.NotNil(t, c)
 	assert.Equal(t, corev1.ConditionFalse, c.Status)
-	assert.Equal(t, ReasonNotBlocked, c.Reason)
+	assert.Equal(t, condition.ReasonNotBlocked, c.Reason)
 	assert.Equal(t, "2 pods: 2 resized or resizing.", c.Message)
 
 	f.waitCached("web", hasOurs)
@@ -163,7 +164,7 @@ func TestConditionWritesAreRateLimitedPerVPA(t *testing.T) {
 	f.clock.Step(50 * time.Second)
 	require.NoError(t, f.syncStatus("web"))
 	require.Len(t, f.statusWrites(), 2)
-	assert.Equal(t, ReasonInfeasible, f.condition("web").Reason)
+	assert.Equal(t, condition.ReasonInfeasible, f.condition("web").Reason)
 }
 
 func TestConditionSurvivesTheRecommender(t *testing.T) {
@@ -177,7 +178,7 @@ func TestConditionSurvivesTheRecommender(t *testing.T) {
 		recommenderWrites(t, f, f.getVPA("web"), "9")
 		c := f.condition("web")
 		require.NotNil(t, c)
-		assert.Equal(t, ReasonInfeasible, c.Reason)
+		assert.Equal(t, condition.ReasonInfeasible, c.Reason)
 		f.waitCached("web", func(v *vpatypes.VerticalPodAutoscaler) bool {
 			return v.Status.Recommendation.ContainerRecommendations[0].Target.Cpu().String() == "9"
 		})
@@ -195,7 +196,7 @@ func TestConditionSurvivesTheRecommender(t *testing.T) {
 		require.Len(t, f.statusWrites(), 2)
 		c := f.condition("web")
 		require.NotNil(t, c)
-		assert.Equal(t, ReasonInfeasible, c.Reason)
+		assert.Equal(t, condition.ReasonInfeasible, c.Reason)
 		var provided bool
 		for _, other := range f.getVPA("web").Status.Conditions {
 			provided = provided || other.Type == vpatypes.RecommendationProvided
@@ -204,14 +205,16 @@ func TestConditionSurvivesTheRecommender(t *testing.T) {
 	})
 
 	t.Run("the VPA update itself queues the check", func(t *testing.T) {
-		f.run()
-		// Let the start-up resync's check pass (it runs after statusDelay);
-		// the resync interval is an hour: only the VPA update can trigger.
-		time.Sleep(statusDelay + 500*time.Millisecond)
+		queued := f.statusQueue.count("default/web")
 		stale := f.getVPA("web")
 		stale.Status.Conditions = nil
 		recommenderWrites(t, f, stale, "11")
-		assert.Eventually(t, func() bool { return f.condition("web") != nil }, 10*time.Second, 20*time.Millisecond)
+		require.Eventually(t, func() bool { return f.statusQueue.count("default/web") > queued }, waitFor, every,
+			"the VPA update queues its condition")
+		f.waitCached("web", func(v *vpatypes.VerticalPodAutoscaler) bool { return !hasOurs(v) })
+		f.clock.Step(condition.Delay)
+		require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.statusQueue, "condition", f.ctrl.conditions.Sync))
+		assert.NotNil(t, f.condition("web"), "put back")
 	})
 }
 
@@ -269,7 +272,7 @@ func TestConditionReportsPause(t *testing.T) {
 	c := f.condition("web")
 	require.NotNil(t, c)
 	assert.Equal(t, corev1.ConditionTrue, c.Status)
-	assert.Equal(t, ReasonPaused, c.Reason)
+	assert.Equal(t, condition.ReasonPaused, c.Reason)
 	assert.Contains(t, c.Message, `annotation vpa-inplace.dev/paused="true" on the VPA`)
 	assert.Contains(t, c.Message, "p would be resized to c: requests cpu=300m memory=100Mi")
 }
@@ -282,14 +285,26 @@ func TestFirstConditionWaitsForTheFirstPass(t *testing.T) {
 	for _, name := range []string{"p1", "p2", "p3", "p4", "p5", "p6"} {
 		pods = append(pods, webPod(name).Running().Obj())
 	}
-	// Six pods at 300 ms each with one worker: the pass takes longer than
-	// the condition's own delay (statusDelay).
+	// The first pod's decision is held until the condition is due: the
+	// pass takes longer than the condition's own delay (condition.Delay).
+	gate := &gatedResolver{entered: make(chan struct{}), release: make(chan struct{})}
 	f := newFixture(t, pods, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "100Mi")}, fixtureOpts{
-		wrapResolver: func(r Resolver) Resolver { return slowResolver{Resolver: r, delay: 300 * time.Millisecond} },
+		wrapResolver: func(r Resolver) Resolver { gate.Resolver = r; return gate },
 	})
 	f.run()
+	t.Cleanup(gate.open) // before the controller stops, should the test fail
+	select {
+	case <-gate.entered:
+	case <-time.After(waitFor):
+		t.Fatal("the first pass did not start")
+	}
+	f.clock.Step(condition.Delay)
+	require.Eventually(t, func() bool { return f.ctrl.statusQueue.Len() == 1 }, waitFor, every,
+		"the condition is due, and waits for the first pass")
+	gate.open()
 	require.Eventually(t, func() bool { return len(f.statusWrites()) > 0 }, waitFor, every)
-	time.Sleep(2 * statusDelay)
+	// Later changes would be written after condition.Delay, which does not
+	// pass on the test's clock: the first write is the only one.
 	writes := f.statusWrites()
 	require.Len(t, writes, 1, "one condition write: %v", writes)
 	assert.Equal(t, "6 pods: 6 resized or resizing.", f.condition("web").Message)

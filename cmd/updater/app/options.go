@@ -24,6 +24,7 @@ type Options struct {
 	PodUpdateThreshold   float64
 	EvictionTolerance    float64
 	RestartMinReady      time.Duration
+	ReversalHold         time.Duration
 	VPAObjectNamespace   string
 	IgnoredVPANamespaces []string
 	Workers              int
@@ -49,6 +50,7 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		PodUpdateThreshold:        0.1,
 		EvictionTolerance:         0.5,
 		RestartMinReady:           30 * time.Second,
+		ReversalHold:              15 * time.Minute,
 		Address:                   ":8943",
 		DeferredWarningAfter:      10 * time.Minute,
 		ConfigMap:                 "vpa-inplace-system/vpa-inplace-updater-config",
@@ -83,6 +85,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Fraction of a workload's pods whose containers may be restarted at once by resizes (containers whose resizePolicy is RestartContainer for a changed resource). At least one pod at a time. Resizes that restart nothing are not limited.")
 	fs.DurationVar(&o.RestartMinReady, "restart-min-ready", o.RestartMinReady,
 		"How long a pod whose containers a resize restarted must stay Ready before the next pod of its workload may be restarted, when the workload sets no spec.minReadySeconds (custom resources never do). Until then it counts against --eviction-tolerance and its PodDisruptionBudgets.")
+	fs.DurationVar(&o.ReversalHold, "resize-reversal-hold", o.ReversalHold,
+		"How long after a pod's resize a change that would only move its requests back the way that resize came is held, while every request stays inside the recommended range: a recommendation flapping between two values resizes the pod once, not at every flap. A request outside the recommended range is never held. 0 holds nothing.")
 	fs.StringVar(&o.VPAObjectNamespace, "vpa-object-namespace", o.VPAObjectNamespace,
 		"Only handle VPA objects (and their pods) in this namespace. Empty: all namespaces.")
 	fs.StringSliceVar(&o.IgnoredVPANamespaces, "ignored-vpa-object-namespaces", o.IgnoredVPANamespaces,
@@ -124,6 +128,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.EvictionTolerance < 0 || o.EvictionTolerance > 1 {
 		errs = append(errs, fmt.Errorf("--eviction-tolerance must be between 0 and 1, got %v", o.EvictionTolerance))
+	}
+	if o.ReversalHold < 0 {
+		errs = append(errs, fmt.Errorf("--resize-reversal-hold must not be negative, got %s", o.ReversalHold))
 	}
 	if o.RestartMinReady <= 0 {
 		errs = append(errs, fmt.Errorf("--restart-min-ready must be positive, got %s", o.RestartMinReady))

@@ -39,6 +39,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
@@ -63,7 +64,7 @@ func Run(ctx context.Context, o *Options) error {
 	// Metrics first: every client's failed requests are counted.
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := updater.NewMetrics(registry)
+	metrics, err := report.NewMetrics(registry)
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
@@ -173,6 +174,7 @@ func Run(ctx context.Context, o *Options) error {
 		Threshold:            o.PodUpdateThreshold,
 		EvictionTolerance:    o.EvictionTolerance,
 		RestartMinReady:      o.RestartMinReady,
+		ReversalHold:         o.ReversalHold,
 		ResyncInterval:       o.UpdaterInterval,
 		Workers:              o.EffectiveWorkers(),
 		IgnoredNamespaces:    o.IgnoredVPANamespaces,
@@ -203,7 +205,6 @@ func Run(ctx context.Context, o *Options) error {
 		Metrics:       metrics,
 		Recorder:      recorder,
 		FeatureGate:   o.FeatureGate,
-		Now:           time.Now,
 	})
 	if err != nil {
 		return err

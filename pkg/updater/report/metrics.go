@@ -1,4 +1,7 @@
-package updater
+// Package report holds what the updater tells the outside: its event
+// reasons (events.go) and its Prometheus metrics. Names here are an
+// interface: the chart's alerts and dashboard use them.
+package report
 
 import (
 	"context"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
@@ -40,10 +44,6 @@ const (
 	MetricStaleCacheReads   = "vpa_inplace_updater_stale_cache_reads_total"
 	MetricPanics            = "vpa_inplace_updater_worker_panics_total"
 )
-
-// jobOutcomeWithheld is the outcome label of a Job template write that was
-// due but not sent (--dry-run, or paused).
-const jobOutcomeWithheld = "Withheld"
 
 // failureKubeletInfeasible is the failure reason of a resize the API server
 // accepted and the kubelet then marked Infeasible; failureKubeletMemory of
@@ -80,16 +80,16 @@ type Metrics struct {
 	gauges           *gaugeCollector
 }
 
-// gaugeSnapshot is what the gauges show, read at each scrape.
-type gaugeSnapshot struct {
-	records       int
-	memoryRecords int
-	pending       map[PodState]int
-	oldest        map[PodState]time.Duration
-	paused        bool
-	dryRun        bool
-	metricsAPI    bool
-	jobs          map[JobState]int
+// GaugeSnapshot is what the gauges show, read at each scrape.
+type GaugeSnapshot struct {
+	Records       int
+	MemoryRecords int
+	Pending       map[state.PodState]int
+	Oldest        map[state.PodState]time.Duration
+	Paused        bool
+	DryRun        bool
+	MetricsAPI    bool
+	Jobs          map[state.JobState]int
 }
 
 // NewMetrics creates the metrics and registers them on reg. The gauges read
@@ -159,7 +159,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) decided(d resize.Decision, took time.Duration) {
+func (m *Metrics) Decided(d resize.Decision, took time.Duration) {
 	if m == nil {
 		return
 	}
@@ -167,7 +167,7 @@ func (m *Metrics) decided(d resize.Decision, took time.Duration) {
 	m.decisionDuration.Observe(took.Seconds())
 }
 
-func (m *Metrics) patched(o resize.Outcome) {
+func (m *Metrics) Patched(o resize.Outcome) {
 	if m == nil {
 		return
 	}
@@ -178,35 +178,35 @@ func (m *Metrics) patched(o resize.Outcome) {
 	m.failures.WithLabelValues(string(o)).Inc()
 }
 
-func (m *Metrics) settled(outcome string) {
+func (m *Metrics) Settled(outcome string) {
 	if m == nil {
 		return
 	}
 	switch outcome {
-	case outcomeCompleted:
+	case state.OutcomeCompleted:
 		m.completed.Inc()
-	case outcomeKubeletInfeasible:
+	case state.OutcomeKubeletInfeasible:
 		m.failures.WithLabelValues(failureKubeletInfeasible).Inc()
-	case outcomeKubeletMemoryLimitRefused:
+	case state.OutcomeKubeletMemoryLimitRefused:
 		m.failures.WithLabelValues(failureKubeletMemory).Inc()
 	}
 }
 
-func (m *Metrics) staleCacheRead() {
+func (m *Metrics) StaleCacheRead() {
 	if m == nil {
 		return
 	}
 	m.staleCacheReads.Inc()
 }
 
-func (m *Metrics) panicked(queue string) {
+func (m *Metrics) Panicked(queue string) {
 	if m == nil {
 		return
 	}
 	m.panics.WithLabelValues(queue).Inc()
 }
 
-func (m *Metrics) memoryLimitsHeld(kind records.Kind) {
+func (m *Metrics) MemoryLimitsHeld(kind records.Kind) {
 	if m == nil {
 		return
 	}
@@ -226,36 +226,38 @@ func (m *Metrics) MetricsAPIRequest(result usage.Result) {
 	m.metricsAPI.WithLabelValues(string(result)).Inc()
 }
 
-func (m *Metrics) jobDecided(d resize.JobDecision) {
+// JobDecided counts a Job decision (jobtemplate.Metrics).
+func (m *Metrics) JobDecided(action resize.Action, reason resize.Reason) {
 	if m == nil {
 		return
 	}
-	m.jobDecisions.WithLabelValues(string(d.Action), string(d.Reason)).Inc()
+	m.jobDecisions.WithLabelValues(string(action), string(reason)).Inc()
 }
 
-func (m *Metrics) jobWritten(outcome string) {
+// JobWritten counts a Job template write by outcome (jobtemplate.Metrics).
+func (m *Metrics) JobWritten(outcome string) {
 	if m == nil {
 		return
 	}
 	m.jobWrites.WithLabelValues(outcome).Inc()
 }
 
-func (m *Metrics) withheldResize(reason string) {
+func (m *Metrics) WithheldResize(reason string) {
 	if m == nil {
 		return
 	}
 	m.withheld.WithLabelValues(reason).Inc()
 }
 
-func (m *Metrics) recommendationApplied(lag time.Duration) {
+func (m *Metrics) RecommendationApplied(lag time.Duration) {
 	if m == nil {
 		return
 	}
 	m.recommendation.Observe(lag.Seconds())
 }
 
-// bind makes the gauges read from snapshot.
-func (m *Metrics) bind(snapshot func() gaugeSnapshot) {
+// Bind makes the gauges read from snapshot.
+func (m *Metrics) Bind(snapshot func() GaugeSnapshot) {
 	if m == nil {
 		return
 	}
@@ -292,7 +294,7 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // gaugeCollector computes the gauges at scrape time from the controller's
 // state, so that they never drift from it.
 type gaugeCollector struct {
-	source        atomic.Pointer[func() gaugeSnapshot]
+	source        atomic.Pointer[func() GaugeSnapshot]
 	records       *prometheus.Desc
 	memoryRecords *prometheus.Desc
 	pending       *prometheus.Desc
@@ -336,21 +338,21 @@ func (g *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
-	var s gaugeSnapshot
+	var s GaugeSnapshot
 	if f := g.source.Load(); f != nil {
 		s = (*f)()
 	}
-	ch <- prometheus.MustNewConstMetric(g.records, prometheus.GaugeValue, float64(s.records))
-	ch <- prometheus.MustNewConstMetric(g.memoryRecords, prometheus.GaugeValue, float64(s.memoryRecords))
-	ch <- prometheus.MustNewConstMetric(g.metricsAPI, prometheus.GaugeValue, boolFloat(s.metricsAPI))
-	for _, state := range pendingStates {
-		ch <- prometheus.MustNewConstMetric(g.pending, prometheus.GaugeValue, float64(s.pending[state]), string(state))
-		ch <- prometheus.MustNewConstMetric(g.oldest, prometheus.GaugeValue, s.oldest[state].Seconds(), string(state))
+	ch <- prometheus.MustNewConstMetric(g.records, prometheus.GaugeValue, float64(s.Records))
+	ch <- prometheus.MustNewConstMetric(g.memoryRecords, prometheus.GaugeValue, float64(s.MemoryRecords))
+	ch <- prometheus.MustNewConstMetric(g.metricsAPI, prometheus.GaugeValue, boolFloat(s.MetricsAPI))
+	for _, state := range state.PendingPodStates {
+		ch <- prometheus.MustNewConstMetric(g.pending, prometheus.GaugeValue, float64(s.Pending[state]), string(state))
+		ch <- prometheus.MustNewConstMetric(g.oldest, prometheus.GaugeValue, s.Oldest[state].Seconds(), string(state))
 	}
-	ch <- prometheus.MustNewConstMetric(g.paused, prometheus.GaugeValue, boolFloat(s.paused))
-	ch <- prometheus.MustNewConstMetric(g.dryRun, prometheus.GaugeValue, boolFloat(s.dryRun))
-	for _, state := range jobStates {
-		ch <- prometheus.MustNewConstMetric(g.jobs, prometheus.GaugeValue, float64(s.jobs[state]), string(state))
+	ch <- prometheus.MustNewConstMetric(g.paused, prometheus.GaugeValue, boolFloat(s.Paused))
+	ch <- prometheus.MustNewConstMetric(g.dryRun, prometheus.GaugeValue, boolFloat(s.DryRun))
+	for _, state := range state.JobStates {
+		ch <- prometheus.MustNewConstMetric(g.jobs, prometheus.GaugeValue, float64(s.Jobs[state]), string(state))
 	}
 }
 

@@ -1,7 +1,11 @@
-package resize
+// Package jobtemplate writes recommendations into the pod templates of
+// suspended Jobs (KEP-5440). Decide is the pure decision, as pkg/resize is
+// for pods; the Controller reads the caches, decides, sends the write and
+// reports it. It reaches the rest of the updater through narrow ends: a
+// status sink for the VPA condition, a pauser (Withheld), the Job queue.
+package jobtemplate
 
 import (
-	"encoding/json"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -10,6 +14,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 )
 
@@ -38,20 +43,20 @@ import (
 // Reasons of Job decisions, besides ReasonNoRecommendation, ReasonUpToDate,
 // ReasonBelowThreshold, ReasonRecordedSame and ReasonInvalid.
 const (
-	ReasonJobNotSuspended      Reason = "JobNotSuspended"
-	ReasonJobFinished          Reason = "JobFinished"
-	ReasonJobNotMutableYet     Reason = "JobNotMutableYet"
-	ReasonJobUnsupported       Reason = "JobUnsupportedVersion"
-	ReasonJobTemplateUpdate    Reason = "JobTemplateUpdate"
-	ReasonJobRetryAfterRefusal Reason = "JobRetryAfterRefusal"
+	ReasonJobNotSuspended      resize.Reason = "JobNotSuspended"
+	ReasonJobFinished          resize.Reason = "JobFinished"
+	ReasonJobNotMutableYet     resize.Reason = "JobNotMutableYet"
+	ReasonJobUnsupported       resize.Reason = "JobUnsupportedVersion"
+	ReasonJobTemplateUpdate    resize.Reason = "JobTemplateUpdate"
+	ReasonJobRetryAfterRefusal resize.Reason = "JobRetryAfterRefusal"
 )
 
 // firstMutableMinor is the first Kubernetes minor version whose API server
 // can change a suspended Job's container resources (behind a gate in 1.35).
 const firstMutableMinor = 35
 
-// JobInput is everything a Job decision depends on.
-type JobInput struct {
+// Input is everything a Job decision depends on.
+type Input struct {
 	Job *batchv1.Job
 	// Desired is what the VPA wants for each container of the Job's pod
 	// template (the calculator applied to PodFromJobTemplate), after capping.
@@ -65,11 +70,11 @@ type JobInput struct {
 	ServerMinor int
 }
 
-// JobDecision is what to do with a Job and why. NewRecord carries the Job's
+// Decision is what to do with a Job and why. NewRecord carries the Job's
 // generation.
-type JobDecision struct {
-	Action  Action
-	Reason  Reason
+type Decision struct {
+	Action  resize.Action
+	Reason  resize.Reason
 	Message string
 	// Target is what the template's containers should get (cpu and memory
 	// requests and limits of the containers the VPA controls).
@@ -80,46 +85,46 @@ type JobDecision struct {
 	NewRecord   *records.Record
 }
 
-func (d JobDecision) with(a Action, r Reason, msg string) JobDecision {
+func (d Decision) with(a resize.Action, r resize.Reason, msg string) Decision {
 	d.Action, d.Reason, d.Message = a, r, msg
 	return d
 }
 
-// DecideJob returns what to do with a Job's pod template.
-func DecideJob(in JobInput) JobDecision {
+// Decide returns what to do with a Job's pod template.
+func Decide(in Input) Decision {
 	job := in.Job
 	record := in.Record
-	var d JobDecision
+	var d Decision
 	if !IsSuspended(job) {
 		d.ClearRecord = record != nil
-		return d.with(ActionSkip, ReasonJobNotSuspended, "the Job is not suspended; its pods are resized in place once running")
+		return d.with(resize.ActionSkip, ReasonJobNotSuspended, "the Job is not suspended; its pods are resized in place once running")
 	}
 	if finished, how := isFinished(job); finished {
 		d.ClearRecord = record != nil
-		return d.with(ActionSkip, ReasonJobFinished, "the Job is "+how)
+		return d.with(resize.ActionSkip, ReasonJobFinished, "the Job is "+how)
 	}
 	if len(in.Desired) == 0 {
-		return d.with(ActionSkip, ReasonNoRecommendation, "no recommendation for any container of the Job's pod template")
+		return d.with(resize.ActionSkip, resize.ReasonNoRecommendation, "no recommendation for any container of the Job's pod template")
 	}
 	pod := PodFromJobTemplate(job)
-	d.Target = Target(pod, in.Desired)
-	if resources.Equal(Current(pod, d.Target), d.Target) {
+	d.Target = resize.Target(pod, in.Desired)
+	if resources.Equal(resize.Current(pod, d.Target), d.Target) {
 		d.ClearRecord = record != nil
-		return d.with(ActionSkip, ReasonUpToDate, "the pod template has the recommendation")
+		return d.with(resize.ActionSkip, resize.ReasonUpToDate, "the pod template has the recommendation")
 	}
-	if matters, why := changeMatters(pod, in.Desired, in.Threshold); !matters {
-		return d.with(ActionSkip, ReasonBelowThreshold, why)
+	if matters, why := resize.ChangeMatters(pod, in.Desired, in.Threshold); !matters {
+		return d.with(resize.ActionSkip, resize.ReasonBelowThreshold, why)
 	}
 
 	if in.ServerMinor > 0 && in.ServerMinor < firstMutableMinor {
 		// Nothing is sent to a server that refuses it whatever the values:
 		// one record per generation of the Job, whatever the target.
 		if record != nil && record.Kind == records.KindJobUnsupported && record.Generation == job.Generation {
-			return d.with(ActionSkip, ReasonRecordedSame, record.Message)
+			return d.with(resize.ActionSkip, resize.ReasonRecordedSame, record.Message)
 		}
 		msg := fmt.Sprintf("Kubernetes 1.%d cannot change the pod template of a Job; suspended Jobs' container resources are mutable from 1.35 (gate MutablePodResourcesForSuspendedJobs, on by default from 1.36)", in.ServerMinor)
 		d.NewRecord = &records.Record{Kind: records.KindJobUnsupported, Attempted: d.Target, Message: msg, Generation: job.Generation}
-		return d.with(ActionSkip, ReasonJobUnsupported, msg)
+		return d.with(resize.ActionSkip, ReasonJobUnsupported, msg)
 	}
 
 	retry := false
@@ -129,7 +134,7 @@ func DecideJob(in JobInput) JobDecision {
 			// The Job's spec changed since, or the server now supports it.
 			d.ClearRecord, retry = true, true
 		case record.Compare(d.Target) == records.Same:
-			return d.with(ActionSkip, ReasonRecordedSame, fmt.Sprintf("%s already recorded for these values: %s", record.Kind, record.Message))
+			return d.with(resize.ActionSkip, resize.ReasonRecordedSame, fmt.Sprintf("%s already recorded for these values: %s", record.Kind, record.Message))
 		default:
 			d.ClearRecord, retry = true, true
 		}
@@ -138,24 +143,24 @@ func DecideJob(in JobInput) JobDecision {
 	if ok, why := JobTemplateMutable(job, in.ServerMinor); !ok {
 		// The Job's next status update (pods gone, condition set) brings it
 		// back.
-		return d.with(ActionWait, ReasonJobNotMutableYet, why)
+		return d.with(resize.ActionWait, ReasonJobNotMutableYet, why)
 	}
 	if msg := validateTemplateTarget(pod, d.Target); msg != "" {
 		d.ClearRecord = false
 		d.NewRecord = &records.Record{Kind: records.KindInvalid, Attempted: d.Target, Message: msg, Generation: job.Generation}
-		return d.with(ActionSkip, ReasonInvalid, msg)
+		return d.with(resize.ActionSkip, resize.ReasonInvalid, msg)
 	}
-	patch, err := BuildJobPatch(job, d.Target)
+	patch, err := resize.BuildJobPatch(job, d.Target)
 	if err != nil {
 		d.ClearRecord = false
 		d.NewRecord = &records.Record{Kind: records.KindInvalid, Attempted: d.Target, Message: err.Error(), Generation: job.Generation}
-		return d.with(ActionSkip, ReasonInvalid, err.Error())
+		return d.with(resize.ActionSkip, resize.ReasonInvalid, err.Error())
 	}
 	d.Patch = patch
 	if retry {
-		return d.with(ActionPatch, ReasonJobRetryAfterRefusal, "the recommendation or the Job changed since the last refusal; set the pod template to "+d.Target.String())
+		return d.with(resize.ActionPatch, ReasonJobRetryAfterRefusal, "the recommendation or the Job changed since the last refusal; set the pod template to "+d.Target.String())
 	}
-	return d.with(ActionPatch, ReasonJobTemplateUpdate, "set the pod template to "+d.Target.String())
+	return d.with(resize.ActionPatch, ReasonJobTemplateUpdate, "set the pod template to "+d.Target.String())
 }
 
 // IsSuspended reports whether a Job's spec.suspend is true.
@@ -240,47 +245,4 @@ func validateTemplateTarget(pod *corev1.Pod, target resources.Resources) string 
 		}
 	}
 	return ""
-}
-
-type jobPatch struct {
-	Metadata struct {
-		ResourceVersion string `json:"resourceVersion"`
-	} `json:"metadata"`
-	Spec struct {
-		Template struct {
-			Spec struct {
-				Containers []containerPatch `json:"containers"`
-			} `json:"spec"`
-		} `json:"template"`
-	} `json:"spec"`
-}
-
-// BuildJobPatch returns a strategic merge patch of a Job that sets the cpu
-// and memory requests and limits of target on the template's containers
-// whose values change, and nothing else: containers are merged by name and
-// resources not named stay as they are. The patch carries the Job's
-// resourceVersion, so that it fails with a conflict (and is decided again)
-// rather than land on a Job that was resumed in the meantime, which the API
-// server would refuse as an immutable template.
-func BuildJobPatch(job *batchv1.Job, target resources.Resources) ([]byte, error) {
-	var p jobPatch
-	p.Metadata.ResourceVersion = job.ResourceVersion
-	p.Spec.Template.Spec.Containers = []containerPatch{}
-	for _, c := range job.Spec.Template.Spec.Containers {
-		t, ok := target[c.Name]
-		if !ok {
-			continue
-		}
-		if resources.Equal(resources.Resources{c.Name: cpuMemory(c.Resources)}, resources.Resources{c.Name: t}) {
-			continue
-		}
-		p.Spec.Template.Spec.Containers = append(p.Spec.Template.Spec.Containers, containerPatch{
-			Name:      c.Name,
-			Resources: resourcesPatchDoc{Requests: t.Requests, Limits: t.Limits},
-		})
-	}
-	if len(p.Spec.Template.Spec.Containers) == 0 {
-		return nil, fmt.Errorf("nothing to change in the pod template")
-	}
-	return json.Marshal(p)
 }

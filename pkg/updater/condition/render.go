@@ -1,4 +1,7 @@
-package updater
+// Package condition keeps the InPlaceResizeBlocked condition of every
+// InPlace VPA: Blocked renders it from the states of the VPA's pods and
+// suspended Jobs (pure), and the Controller writes it when it changed.
+package condition
 
 import (
 	"fmt"
@@ -10,13 +13,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
-// ConditionInPlaceResizeBlocked is the condition the updater keeps on every
+// Type is the condition the updater keeps on every
 // InPlace VPA: True when a recommendation is not being applied to some pod
 // (or to the pod template of a suspended Job), with the reason and the
 // details in its message; False when every pod has it or is getting it.
-const ConditionInPlaceResizeBlocked vpatypes.VerticalPodAutoscalerConditionType = "InPlaceResizeBlocked"
+const Type vpatypes.VerticalPodAutoscalerConditionType = "InPlaceResizeBlocked"
 
 // Reasons of the InPlaceResizeBlocked condition. With status True, the most
 // pressing one present, in this order.
@@ -64,28 +69,28 @@ const (
 // maxConditionMessage bounds the condition's message.
 const maxConditionMessage = 2048
 
-// summary is what the condition of one VPA is made from.
-type summary struct {
-	pods []podStatus
-	// jobs are the VPA's suspended Jobs.
-	jobs []jobStatus
-	// paused says why resizing is paused, "" when it is not.
-	paused  string
-	gateOff bool
-	dryRun  bool
+// Summary is what the condition of one VPA is made from.
+type Summary struct {
+	Pods []state.Pod
+	// Jobs are the VPA's suspended Jobs.
+	Jobs []state.Job
+	// Paused says why resizing is paused, "" when it is not.
+	Paused  string
+	GateOff bool
+	DryRun  bool
 }
 
-// blockedCondition builds the InPlaceResizeBlocked condition (without its
+// Blocked builds the InPlaceResizeBlocked condition (without its
 // transition time) from the states of a VPA's pods. The message names
 // absolute times, never ages, so that it only changes when a pod does.
-func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
-	byState := map[PodState][]podStatus{}
-	for _, p := range s.pods {
-		byState[p.state] = append(byState[p.state], p)
+func Blocked(s Summary) vpatypes.VerticalPodAutoscalerCondition {
+	byState := map[state.PodState][]state.Pod{}
+	for _, p := range s.Pods {
+		byState[p.State] = append(byState[p.State], p)
 	}
-	jobsByState := map[JobState][]jobStatus{}
-	for _, j := range s.jobs {
-		jobsByState[j.state] = append(jobsByState[j.state], j)
+	jobsByState := map[state.JobState][]state.Job{}
+	for _, j := range s.Jobs {
+		jobsByState[j.State] = append(jobsByState[j.State], j)
 	}
 	var details []string
 	reason := ""
@@ -97,82 +102,82 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 			details = append(details, detail)
 		}
 	}
-	if s.paused != "" {
-		blocked(ReasonPaused, "Paused: "+s.paused+".")
+	if s.Paused != "" {
+		blocked(ReasonPaused, "Paused: "+s.Paused+".")
 	}
-	if s.gateOff {
+	if s.GateOff {
 		blocked(ReasonFeatureGateOff, "The updater runs with the InPlace feature gate off (--feature-gates=InPlace=true turns it on); pods are not resized.")
 	}
-	if ps := byState[PodWithheld]; len(ps) > 0 {
+	if ps := byState[state.PodWithheld]; len(ps) > 0 {
 		r, why := ReasonDryRun, "dry run"
-		if s.paused != "" {
+		if s.Paused != "" {
 			r, why = ReasonPaused, "paused"
 		}
-		blocked(r, fmt.Sprintf("Not sent (%s): %s would be resized to %s%s.", why, ps[0].name, ps[0].values, more(ps)))
+		blocked(r, fmt.Sprintf("Not sent (%s): %s would be resized to %s%s.", why, ps[0].Name, ps[0].Values, more(ps)))
 	}
-	if js := jobsByState[JobWithheld]; len(js) > 0 {
+	if js := jobsByState[state.JobWithheld]; len(js) > 0 {
 		r, why := ReasonDryRun, "dry run"
-		if s.paused != "" {
+		if s.Paused != "" {
 			r, why = ReasonPaused, "paused"
 		}
-		blocked(r, fmt.Sprintf("Not sent (%s): the pod template of Job %s would be set to %s%s.", why, js[0].name, js[0].values, more(js)))
+		blocked(r, fmt.Sprintf("Not sent (%s): the pod template of Job %s would be set to %s%s.", why, js[0].Name, js[0].Values, more(js)))
 	}
-	if ps := byState[PodInvalid]; len(ps) > 0 {
-		blocked(ReasonInvalid, fmt.Sprintf("Invalid: %s cannot be resized in place to %s: %s%s.", ps[0].name, ps[0].values, ps[0].message, more(ps)))
+	if ps := byState[state.PodInvalid]; len(ps) > 0 {
+		blocked(ReasonInvalid, fmt.Sprintf("Invalid: %s cannot be resized in place to %s: %s%s.", ps[0].Name, ps[0].Values, ps[0].Message, more(ps)))
 	}
-	if ps := byState[PodInfeasible]; len(ps) > 0 {
+	if ps := byState[state.PodInfeasible]; len(ps) > 0 {
 		blocked(ReasonInfeasible, fmt.Sprintf("Infeasible: %s cannot get %s (%s: %s); not retried until the recommendation asks for less%s.",
-			ps[0].name, ps[0].values, ps[0].kind, ps[0].message, more(ps)))
+			ps[0].Name, ps[0].Values, ps[0].Kind, ps[0].Message, more(ps)))
 	}
-	if js := jobsByState[JobRejected]; len(js) > 0 {
+	if js := jobsByState[state.JobRejected]; len(js) > 0 {
 		blocked(ReasonJobTemplateRejected, fmt.Sprintf("Job template refused: Job %s cannot get %s in its pod template while suspended (%s: %s); not retried until the recommendation or the Job changes%s.",
-			js[0].name, js[0].values, js[0].kind, js[0].message, more(js)))
+			js[0].Name, js[0].Values, js[0].Kind, js[0].Message, more(js)))
 	}
-	if ps := byState[PodMemoryLimitKept]; len(ps) > 0 {
+	if ps := byState[state.PodMemoryLimitKept]; len(ps) > 0 {
 		blocked(ReasonMemoryLimitKept, fmt.Sprintf("Memory limit kept: %s runs with higher memory limits than recommended; %s or lower is not sent (%s: %s)%s.",
-			ps[0].name, ps[0].values, ps[0].kind, ps[0].message, more(ps)))
+			ps[0].Name, ps[0].Values, ps[0].Kind, ps[0].Message, more(ps)))
 	}
-	if ps := byState[PodError]; len(ps) > 0 {
-		blocked(ReasonResizeError, fmt.Sprintf("Error: %s: %s%s.", ps[0].name, ps[0].message, more(ps)))
+	if ps := byState[state.PodError]; len(ps) > 0 {
+		blocked(ReasonResizeError, fmt.Sprintf("Error: %s: %s%s.", ps[0].Name, ps[0].Message, more(ps)))
 	}
-	if js := jobsByState[JobError]; len(js) > 0 {
-		blocked(ReasonResizeError, fmt.Sprintf("Error: Job %s: %s%s.", js[0].name, js[0].message, more(js)))
+	if js := jobsByState[state.JobError]; len(js) > 0 {
+		blocked(ReasonResizeError, fmt.Sprintf("Error: Job %s: %s%s.", js[0].Name, js[0].Message, more(js)))
 	}
-	if ps := byState[PodDeferred]; len(ps) > 0 {
+	if ps := byState[state.PodDeferred]; len(ps) > 0 {
 		oldest := ps[0]
 		for _, p := range ps[1:] {
-			if p.since.Before(oldest.since) {
+			if p.Since.Before(oldest.Since) {
 				oldest = p
 			}
 		}
 		blocked(ReasonDeferred, fmt.Sprintf("Deferred: oldest pending %s since %s (%s); the pod keeps waiting and is not evicted%s.",
-			oldest.name, oldest.since.UTC().Format(time.RFC3339), oldest.message, more(ps)))
+			oldest.Name, oldest.Since.UTC().Format(time.RFC3339), oldest.Message, more(ps)))
 	}
-	if ps := byState[PodWaitingForNode]; len(ps) > 0 {
+	if ps := byState[state.PodWaitingForNode]; len(ps) > 0 {
 		blocked(ReasonWaitingForNodeCapacity, fmt.Sprintf("Waiting for node capacity: %s is not sent its resize until %s has room (%s); it never shows PodResizePending%s.",
-			ps[0].name, ps[0].values, ps[0].message, more(ps)))
+			ps[0].Name, ps[0].Values, ps[0].Message, more(ps)))
 	}
 
 	status := corev1.ConditionTrue
 	if reason == "" {
 		status = corev1.ConditionFalse
 		reason = ReasonNotBlocked
-		if len(s.pods) == 0 && len(s.jobs) == 0 {
+		if len(s.Pods) == 0 && len(s.Jobs) == 0 {
 			reason = ReasonNoPods
 		}
 	}
-	msg := counts(s.pods, byState) + jobCounts(s.jobs, jobsByState) + waitingFor(byState[PodWaiting])
+	msg := counts(s.Pods, byState) + jobCounts(s.Jobs, jobsByState) + waitingFor(byState[state.PodWaiting])
 	if len(details) > 0 {
 		msg += " " + strings.Join(details, " ")
 	}
-	if s.dryRun && reason != ReasonDryRun {
+	if s.DryRun && reason != ReasonDryRun {
 		msg += " Dry run: no resize is sent."
 	}
 	return vpatypes.VerticalPodAutoscalerCondition{
-		Type:    ConditionInPlaceResizeBlocked,
+		Type:    Type,
 		Status:  status,
 		Reason:  reason,
-		Message: truncateMessage(msg, maxConditionMessage),
+		Message: Truncate(msg, maxConditionMessage),
 	}
 }
 
@@ -180,31 +185,31 @@ func blockedCondition(s summary) vpatypes.VerticalPodAutoscalerCondition {
 // deferred, 1 records." Pods that have the recommendation and pods being
 // resized to it are counted together, so that a resize going through does
 // not change the message.
-func counts(pods []podStatus, byState map[PodState][]podStatus) string {
+func counts(pods []state.Pod, byState map[state.PodState][]state.Pod) string {
 	if len(pods) == 0 {
 		return "No pods."
 	}
 	labels := []struct {
-		state PodState
+		state state.PodState
 		label string
 	}{
-		{PodResized, "resized or resizing"},
-		{PodWaiting, "waiting for a disruption budget"},
-		{PodWaitingForNode, "waiting for node capacity"},
-		{PodWithheld, "not sent"},
-		{PodDeferred, "deferred"},
-		{PodInfeasible, "infeasible"},
-		{PodInvalid, "invalid"},
-		{PodMemoryLimitKept, "with memory limits kept"},
-		{PodError, "in error"},
-		{PodNotRunning, "not running"},
-		{PodNoRecommendation, "without recommendation"},
+		{state.PodResized, "resized or resizing"},
+		{state.PodWaiting, "waiting for a disruption budget"},
+		{state.PodWaitingForNode, "waiting for node capacity"},
+		{state.PodWithheld, "not sent"},
+		{state.PodDeferred, "deferred"},
+		{state.PodInfeasible, "infeasible"},
+		{state.PodInvalid, "invalid"},
+		{state.PodMemoryLimitKept, "with memory limits kept"},
+		{state.PodError, "in error"},
+		{state.PodNotRunning, "not running"},
+		{state.PodNoRecommendation, "without recommendation"},
 	}
 	var parts []string
 	for _, l := range labels {
 		n := len(byState[l.state])
-		if l.state == PodResized {
-			n += len(byState[PodInProgress])
+		if l.state == state.PodResized {
+			n += len(byState[state.PodInProgress])
 		}
 		if n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, l.label))
@@ -219,20 +224,20 @@ func counts(pods []podStatus, byState map[PodState][]podStatus) string {
 
 // jobCounts is the sentence about suspended Jobs, "" when there are none:
 // " 2 suspended Jobs: 1 template up to date, 1 refused."
-func jobCounts(jobs []jobStatus, byState map[JobState][]jobStatus) string {
+func jobCounts(jobs []state.Job, byState map[state.JobState][]state.Job) string {
 	if len(jobs) == 0 {
 		return ""
 	}
-	labels := map[JobState]string{
-		JobTemplateUpToDate: "template up to date",
-		JobWaiting:          "waiting until the template may change",
-		JobWithheld:         "not sent",
-		JobRejected:         "refused",
-		JobError:            "in error",
-		JobNoRecommendation: "without recommendation",
+	labels := map[state.JobState]string{
+		state.JobTemplateUpToDate: "template up to date",
+		state.JobWaiting:          "waiting until the template may change",
+		state.JobWithheld:         "not sent",
+		state.JobRejected:         "refused",
+		state.JobError:            "in error",
+		state.JobNoRecommendation: "without recommendation",
 	}
 	var parts []string
-	for _, state := range jobStates {
+	for _, state := range state.JobStates {
 		if n := len(byState[state]); n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, labels[state]))
 		}
@@ -247,13 +252,13 @@ func jobCounts(jobs []jobStatus, byState map[JobState][]jobStatus) string {
 // waitingFor is the sentence about pods whose restarting resize waits,
 // by what they wait for: " Waiting: 2 pods wait for PodDisruptionBudget
 // kafka-pdb." Their resizes are not blocked, only paced.
-func waitingFor(pods []podStatus) string {
+func waitingFor(pods []state.Pod) string {
 	if len(pods) == 0 {
 		return ""
 	}
 	byBlocker := map[string]int{}
 	for _, p := range pods {
-		blocker := p.values
+		blocker := p.Values
 		if blocker == "" {
 			blocker = "the eviction tolerance"
 		}
@@ -282,7 +287,8 @@ func more[T any](ps []T) string {
 	return fmt.Sprintf(" (and %d more)", len(ps)-1)
 }
 
-func truncateMessage(s string, n int) string {
+// Truncate bounds s to n bytes, never cutting a character in two.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -294,16 +300,16 @@ func truncateMessage(s string, n int) string {
 	return s[:cut] + ellipsis
 }
 
-// setCondition returns conditions with want in place of the existing
+// Set returns conditions with want in place of the existing
 // condition of its type (removed when want is nil), and whether anything
 // changed. Conditions are compared without their transition time, which
 // moves only when the status does.
-func setCondition(conditions []vpatypes.VerticalPodAutoscalerCondition, want *vpatypes.VerticalPodAutoscalerCondition, now time.Time) ([]vpatypes.VerticalPodAutoscalerCondition, bool) {
+func Set(conditions []vpatypes.VerticalPodAutoscalerCondition, want *vpatypes.VerticalPodAutoscalerCondition, now time.Time) ([]vpatypes.VerticalPodAutoscalerCondition, bool) {
 	out := make([]vpatypes.VerticalPodAutoscalerCondition, 0, len(conditions)+1)
 	found := false
 	changed := false
 	for _, c := range conditions {
-		if c.Type != ConditionInPlaceResizeBlocked {
+		if c.Type != Type {
 			out = append(out, c)
 			continue
 		}

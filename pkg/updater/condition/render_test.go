@@ -1,4 +1,4 @@
-package updater
+package condition
 
 import (
 	"strings"
@@ -13,112 +13,116 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
-func pod(name string, state PodState) podStatus {
-	return podStatus{vpa: "default/web", name: name, state: state, since: t0}
+// t0 is the tests' clock.
+var t0 = time.Unix(1_800_000_000, 0)
+
+func pod(name string, st state.PodState) state.Pod {
+	return state.Pod{VPA: "default/web", Name: name, State: st, Since: t0}
 }
 
-func withDetail(p podStatus, values, message string, kind records.Kind) podStatus {
-	p.values, p.message, p.kind = values, message, kind
+func withDetail(p state.Pod, values, message string, kind records.Kind) state.Pod {
+	p.Values, p.Message, p.Kind = values, message, kind
 	return p
 }
 
-func withSince(p podStatus, since time.Time) podStatus {
-	p.since = since
+func withSince(p state.Pod, since time.Time) state.Pod {
+	p.Since = since
 	return p
 }
 
-func job(name string, state JobState) jobStatus {
-	return jobStatus{vpa: "default/web", name: name, state: state, since: t0}
+func job(name string, st state.JobState) state.Job {
+	return state.Job{VPA: "default/web", Name: name, State: st, Since: t0}
 }
 
 func TestBlockedCondition(t *testing.T) {
-	infeasiblePod := withDetail(pod("web-2", PodInfeasible), "c: requests cpu=8 memory=100Mi",
+	infeasiblePod := withDetail(pod("web-2", state.PodInfeasible), "c: requests cpu=8 memory=100Mi",
 		"node didn't have enough allocatable resources: cpu", records.KindNodeCapacity)
-	invalidPod := withDetail(pod("web-3", PodInvalid), "c: requests cpu=300m",
+	invalidPod := withDetail(pod("web-3", state.PodInvalid), "c: requests cpu=300m",
 		"the pod's QoS class would change from BestEffort to Burstable, which resizing cannot do", records.KindInvalid)
-	deferredOld := withDetail(withSince(pod("web-5", PodDeferred), t0.Add(-time.Hour)), "", "Node didn't have enough resource: cpu", "")
-	deferredNew := withDetail(pod("web-4", PodDeferred), "", "Node didn't have enough resource: cpu", "")
-	errorPod := withDetail(pod("web-6", PodError), "", "failed to update the container's cgroup", "")
-	withheldPod := withDetail(pod("web-7", PodWithheld), "c: requests cpu=300m", "", "")
-	rejectedJob := job("train", JobRejected)
-	rejectedJob.values, rejectedJob.kind, rejectedJob.message = "app: requests cpu=250m", records.KindJobRejected, "spec.template: Invalid value: field is immutable"
-	withheldJob := job("train-2", JobWithheld)
-	withheldJob.values = "app: requests cpu=250m"
-	erroredJob := job("train-3", JobError)
-	erroredJob.message = "job template patch (Transient): etcdserver: request timed out"
-	keptPod := withDetail(pod("web-8", PodMemoryLimitKept), "c: limits memory=100Mi",
+	deferredOld := withDetail(withSince(pod("web-5", state.PodDeferred), t0.Add(-time.Hour)), "", "Node didn't have enough resource: cpu", "")
+	deferredNew := withDetail(pod("web-4", state.PodDeferred), "", "Node didn't have enough resource: cpu", "")
+	errorPod := withDetail(pod("web-6", state.PodError), "", "failed to update the container's cgroup", "")
+	withheldPod := withDetail(pod("web-7", state.PodWithheld), "c: requests cpu=300m", "", "")
+	rejectedJob := job("train", state.JobRejected)
+	rejectedJob.Values, rejectedJob.Kind, rejectedJob.Message = "app: requests cpu=250m", records.KindJobRejected, "spec.template: Invalid value: field is immutable"
+	withheldJob := job("train-2", state.JobWithheld)
+	withheldJob.Values = "app: requests cpu=250m"
+	erroredJob := job("train-3", state.JobError)
+	erroredJob.Message = "job template patch (Transient): etcdserver: request timed out"
+	keptPod := withDetail(pod("web-8", state.PodMemoryLimitKept), "c: limits memory=100Mi",
 		"cannot decrease memory limits: attempting to set pod memory limit (104857600) below current usage (157286400)", records.KindMemoryLimitRefused)
 
 	tests := []struct {
 		name        string
-		in          summary
+		in          Summary
 		status      corev1.ConditionStatus
 		reason      string
 		contains    []string
 		notContains []string
 	}{
-		{"no pods", summary{}, corev1.ConditionFalse, ReasonNoPods, []string{"No pods."}, nil},
-		{"all resized", summary{pods: []podStatus{pod("web-1", PodResized), pod("web-2", PodResized)}},
+		{"no pods", Summary{}, corev1.ConditionFalse, ReasonNoPods, []string{"No pods."}, nil},
+		{"all resized", Summary{Pods: []state.Pod{pod("web-1", state.PodResized), pod("web-2", state.PodResized)}},
 			corev1.ConditionFalse, ReasonNotBlocked, []string{"2 pods: 2 resized or resizing."}, nil},
-		{"resized and not running", summary{pods: []podStatus{pod("web-1", PodResized), pod("web-2", PodNotRunning)}},
+		{"resized and not running", Summary{Pods: []state.Pod{pod("web-1", state.PodResized), pod("web-2", state.PodNotRunning)}},
 			corev1.ConditionFalse, ReasonNotBlocked, []string{"2 pods: 1 resized or resizing, 1 not running."}, nil},
-		{"in progress counts with resized", summary{pods: []podStatus{pod("web-1", PodResized), pod("web-2", PodInProgress)}},
+		{"in progress counts with resized", Summary{Pods: []state.Pod{pod("web-1", state.PodResized), pod("web-2", state.PodInProgress)}},
 			corev1.ConditionFalse, ReasonNotBlocked, []string{"2 pods: 2 resized or resizing."}, nil},
-		{"waiting for the eviction tolerance", summary{pods: []podStatus{pod("web-1", PodWaiting)}},
+		{"waiting for the eviction tolerance", Summary{Pods: []state.Pod{pod("web-1", state.PodWaiting)}},
 			corev1.ConditionFalse, ReasonNotBlocked, []string{"1 pod: 1 waiting for a disruption budget. Waiting: 1 pod waits for the eviction tolerance."}, nil},
-		{"deferred: the oldest pending pod and since when", summary{pods: []podStatus{pod("web-1", PodResized), deferredNew, deferredOld}},
+		{"deferred: the oldest pending pod and since when", Summary{Pods: []state.Pod{pod("web-1", state.PodResized), deferredNew, deferredOld}},
 			corev1.ConditionTrue, ReasonDeferred,
 			[]string{"3 pods: 1 resized or resizing, 2 deferred.", "oldest pending web-5 since 2027-01-15T07:00:00Z", "Node didn't have enough resource: cpu", "not evicted", "(and 1 more)"},
 			[]string{"web-4"}},
-		{"infeasible: the values and the API server's message", summary{pods: []podStatus{pod("web-1", PodResized), infeasiblePod}},
+		{"infeasible: the values and the API server's message", Summary{Pods: []state.Pod{pod("web-1", state.PodResized), infeasiblePod}},
 			corev1.ConditionTrue, ReasonInfeasible,
 			[]string{"1 infeasible", "web-2 cannot get c: requests cpu=8 memory=100Mi", "NodeCapacity: node didn't have enough allocatable resources: cpu", "asks for less"}, nil},
-		{"invalid: the reason", summary{pods: []podStatus{invalidPod}},
+		{"invalid: the reason", Summary{Pods: []state.Pod{invalidPod}},
 			corev1.ConditionTrue, ReasonInvalid, []string{"web-3 cannot be resized in place to c: requests cpu=300m: the pod's QoS class would change"}, nil},
-		{"in error", summary{pods: []podStatus{errorPod}},
+		{"in error", Summary{Pods: []state.Pod{errorPod}},
 			corev1.ConditionTrue, ReasonResizeError, []string{"1 in error", "web-6: failed to update the container's cgroup"}, nil},
-		{"memory limit kept: the limits not sent and why", summary{pods: []podStatus{pod("web-1", PodResized), keptPod}},
+		{"memory limit kept: the limits not sent and why", Summary{Pods: []state.Pod{pod("web-1", state.PodResized), keptPod}},
 			corev1.ConditionTrue, ReasonMemoryLimitKept,
 			[]string{"2 pods: 1 resized or resizing, 1 with memory limits kept.",
 				"Memory limit kept: web-8 runs with higher memory limits than recommended; c: limits memory=100Mi or lower is not sent (MemoryLimitRefused: cannot decrease memory limits: attempting to set pod memory limit (104857600) below current usage (157286400))."}, nil},
 		{"infeasible comes before a memory limit kept, which comes before an error",
-			summary{pods: []podStatus{errorPod, keptPod, infeasiblePod}},
+			Summary{Pods: []state.Pod{errorPod, keptPod, infeasiblePod}},
 			corev1.ConditionTrue, ReasonInfeasible, []string{"Infeasible:", "Memory limit kept:", "Error:"}, nil},
 		{"invalid comes before infeasible, infeasible before error, error before deferred",
-			summary{pods: []podStatus{deferredOld, errorPod, infeasiblePod, invalidPod}},
+			Summary{Pods: []state.Pod{deferredOld, errorPod, infeasiblePod, invalidPod}},
 			corev1.ConditionTrue, ReasonInvalid, []string{"Invalid:", "Infeasible:", "Error:", "Deferred:"}, nil},
-		{"dry run: what would be sent", summary{pods: []podStatus{withheldPod, infeasiblePod}, dryRun: true},
+		{"dry run: what would be sent", Summary{Pods: []state.Pod{withheldPod, infeasiblePod}, DryRun: true},
 			corev1.ConditionTrue, ReasonDryRun, []string{"1 not sent", "Not sent (dry run): web-7 would be resized to c: requests cpu=300m"}, nil},
-		{"dry run with nothing to send says so", summary{pods: []podStatus{pod("web-1", PodResized)}, dryRun: true},
+		{"dry run with nothing to send says so", Summary{Pods: []state.Pod{pod("web-1", state.PodResized)}, DryRun: true},
 			corev1.ConditionFalse, ReasonNotBlocked, []string{"Dry run: no resize is sent."}, nil},
-		{"paused comes first and says how", summary{pods: []podStatus{withheldPod, invalidPod}, paused: `resizing is paused by annotation vpa-inplace.dev/paused="true" on the VPA`},
+		{"paused comes first and says how", Summary{Pods: []state.Pod{withheldPod, invalidPod}, Paused: `resizing is paused by annotation vpa-inplace.dev/paused="true" on the VPA`},
 			corev1.ConditionTrue, ReasonPaused, []string{"Paused: resizing is paused by annotation vpa-inplace.dev/paused", "Not sent (paused)", "Invalid:"}, nil},
-		{"paused with nothing due is still reported", summary{pods: []podStatus{pod("web-1", PodResized)}, paused: "resizing is paused cluster-wide"},
+		{"paused with nothing due is still reported", Summary{Pods: []state.Pod{pod("web-1", state.PodResized)}, Paused: "resizing is paused cluster-wide"},
 			corev1.ConditionTrue, ReasonPaused, []string{"Paused: resizing is paused cluster-wide."}, nil},
-		{"gate off", summary{gateOff: true}, corev1.ConditionTrue, ReasonFeatureGateOff, []string{"--feature-gates=InPlace=true"}, nil},
-		{"suspended Job with its template up to date, no pods", summary{jobs: []jobStatus{job("train", JobTemplateUpToDate)}},
+		{"gate off", Summary{GateOff: true}, corev1.ConditionTrue, ReasonFeatureGateOff, []string{"--feature-gates=InPlace=true"}, nil},
+		{"suspended Job with its template up to date, no pods", Summary{Jobs: []state.Job{job("train", state.JobTemplateUpToDate)}},
 			corev1.ConditionFalse, ReasonNotBlocked, []string{"No pods. 1 suspended Job: 1 template up to date."}, nil},
-		{"suspended Job waiting for its pods to go", summary{jobs: []jobStatus{job("train", JobWaiting), job("train-2", JobTemplateUpToDate)}},
+		{"suspended Job waiting for its pods to go", Summary{Jobs: []state.Job{job("train", state.JobWaiting), job("train-2", state.JobTemplateUpToDate)}},
 			corev1.ConditionFalse, ReasonNotBlocked, []string{"2 suspended Jobs: 1 template up to date, 1 waiting until the template may change."}, nil},
-		{"Job template refused: the values, the API server's message, no retry", summary{pods: []podStatus{pod("web-1", PodResized)}, jobs: []jobStatus{rejectedJob}},
+		{"Job template refused: the values, the API server's message, no retry", Summary{Pods: []state.Pod{pod("web-1", state.PodResized)}, Jobs: []state.Job{rejectedJob}},
 			corev1.ConditionTrue, ReasonJobTemplateRejected,
 			[]string{"1 pod: 1 resized or resizing. 1 suspended Job: 1 refused.", "Job train cannot get app: requests cpu=250m in its pod template while suspended (JobRejected: spec.template: Invalid value: field is immutable)", "not retried until the recommendation or the Job changes"}, nil},
 		{"infeasible pods come before a refused Job template, which comes before errors",
-			summary{pods: []podStatus{infeasiblePod}, jobs: []jobStatus{rejectedJob, erroredJob}},
+			Summary{Pods: []state.Pod{infeasiblePod}, Jobs: []state.Job{rejectedJob, erroredJob}},
 			corev1.ConditionTrue, ReasonInfeasible, []string{"Infeasible:", "Job template refused:", "Error: Job train-3: job template patch"}, nil},
-		{"Job template in error", summary{jobs: []jobStatus{erroredJob}},
+		{"Job template in error", Summary{Jobs: []state.Job{erroredJob}},
 			corev1.ConditionTrue, ReasonResizeError, []string{"1 in error", "Error: Job train-3: job template patch (Transient)"}, nil},
-		{"dry run: the Job template that would be written", summary{jobs: []jobStatus{withheldJob}, dryRun: true},
+		{"dry run: the Job template that would be written", Summary{Jobs: []state.Job{withheldJob}, DryRun: true},
 			corev1.ConditionTrue, ReasonDryRun, []string{"Not sent (dry run): the pod template of Job train-2 would be set to app: requests cpu=250m."}, nil},
-		{"paused: the Job template not written", summary{jobs: []jobStatus{withheldJob}, paused: "resizing is paused cluster-wide"},
+		{"paused: the Job template not written", Summary{Jobs: []state.Job{withheldJob}, Paused: "resizing is paused cluster-wide"},
 			corev1.ConditionTrue, ReasonPaused, []string{"Not sent (paused): the pod template of Job train-2"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := blockedCondition(tc.in)
-			assert.Equal(t, ConditionInPlaceResizeBlocked, c.Type)
+			c := Blocked(tc.in)
+			assert.Equal(t, Type, c.Type)
 			assert.Equal(t, tc.status, c.Status)
 			assert.Equal(t, tc.reason, c.Reason)
 			for _, s := range tc.contains {
@@ -133,13 +137,13 @@ func TestBlockedCondition(t *testing.T) {
 }
 
 func TestBlockedConditionIsStableAsTimePasses(t *testing.T) {
-	in := summary{pods: []podStatus{withDetail(withSince(pod("web-1", PodDeferred), t0.Add(-time.Hour)), "", "no room", "")}}
-	assert.Equal(t, blockedCondition(in), blockedCondition(in), "no age in the message: no write as time passes")
+	in := Summary{Pods: []state.Pod{withDetail(withSince(pod("web-1", state.PodDeferred), t0.Add(-time.Hour)), "", "no room", "")}}
+	assert.Equal(t, Blocked(in), Blocked(in), "no age in the message: no write as time passes")
 }
 
 func TestBlockedConditionMessageIsBounded(t *testing.T) {
 	long := strings.Repeat("é", 3000)
-	c := blockedCondition(summary{pods: []podStatus{withDetail(pod("web-1", PodInvalid), "x", long, records.KindInvalid)}})
+	c := Blocked(Summary{Pods: []state.Pod{withDetail(pod("web-1", state.PodInvalid), "x", long, records.KindInvalid)}})
 	assert.LessOrEqual(t, len(c.Message), maxConditionMessage)
 	assert.True(t, strings.HasSuffix(c.Message, "..."))
 	assert.True(t, strings.ToValidUTF8(c.Message, "?") == c.Message, "cut on a character boundary")
@@ -148,7 +152,7 @@ func TestBlockedConditionMessageIsBounded(t *testing.T) {
 func TestSetCondition(t *testing.T) {
 	earlier := metav1.NewTime(t0.Add(-time.Hour))
 	ours := func(status corev1.ConditionStatus, reason, msg string, at metav1.Time) vpatypes.VerticalPodAutoscalerCondition {
-		return vpatypes.VerticalPodAutoscalerCondition{Type: ConditionInPlaceResizeBlocked, Status: status, Reason: reason, Message: msg, LastTransitionTime: at}
+		return vpatypes.VerticalPodAutoscalerCondition{Type: Type, Status: status, Reason: reason, Message: msg, LastTransitionTime: at}
 	}
 	recommender := vpatypes.VerticalPodAutoscalerCondition{Type: vpatypes.RecommendationProvided, Status: corev1.ConditionTrue, LastTransitionTime: earlier}
 	want := ours(corev1.ConditionTrue, ReasonInfeasible, "1 pod: 1 infeasible.", metav1.Time{})
@@ -177,7 +181,7 @@ func TestSetCondition(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, changed := setCondition(tc.existing, tc.want, t0)
+			got, changed := Set(tc.existing, tc.want, t0)
 			assert.Equal(t, tc.changed, changed)
 			require.Len(t, got, len(tc.result))
 			for i := range got {
@@ -194,7 +198,7 @@ func TestSetCondition(t *testing.T) {
 // A resize going through must not change the condition: applying a
 // recommendation without trouble costs no status write.
 func TestConditionIgnoresResizesUnderWay(t *testing.T) {
-	settled := blockedCondition(summary{pods: []podStatus{pod("web-1", PodResized), pod("web-2", PodResized)}})
-	underWay := blockedCondition(summary{pods: []podStatus{pod("web-1", PodInProgress), pod("web-2", PodResized)}})
+	settled := Blocked(Summary{Pods: []state.Pod{pod("web-1", state.PodResized), pod("web-2", state.PodResized)}})
+	underWay := Blocked(Summary{Pods: []state.Pod{pod("web-1", state.PodInProgress), pod("web-2", state.PodResized)}})
 	assert.Equal(t, settled, underWay)
 }

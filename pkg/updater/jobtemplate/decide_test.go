@@ -1,19 +1,16 @@
-package resize
+package jobtemplate
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testjob"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
@@ -23,7 +20,7 @@ func suspendedJob() *testjob.Builder {
 	return testjob.New("j").Container("c", "100m", "100Mi").Suspended()
 }
 
-func TestDecideJob(t *testing.T) {
+func TestDecide(t *testing.T) {
 	rejected := func(cpu, mem string, generation int64) *records.Record {
 		return &records.Record{Kind: records.KindJobRejected, Attempted: reqs("c", cpu, mem), Message: "field is immutable", Generation: generation}
 	}
@@ -33,125 +30,125 @@ func TestDecideJob(t *testing.T) {
 		desired   recommendation.Desired
 		record    *records.Record
 		minor     int
-		action    Action
-		reason    Reason
+		action    resize.Action
+		reason    resize.Reason
 		clear     bool
 		newRecord *records.Record // Kind, Attempted and Generation compared
 	}{
 		{
 			name: "job not suspended: skip, its pods are resized in place", job: testjob.New("j").Container("c", "100m", "100Mi").Obj(),
-			desired: want("c", "250m", "200Mi"), minor: 37, action: ActionSkip, reason: ReasonJobNotSuspended,
+			desired: want("c", "250m", "200Mi"), minor: 37, action: resize.ActionSkip, reason: ReasonJobNotSuspended,
 		},
 		{
 			name: "job resumed: skip and forget an earlier refusal", job: testjob.New("j").Container("c", "100m", "100Mi").Resumed().Started().Obj(),
-			desired: want("c", "250m", "200Mi"), record: rejected("250m", "200Mi", 1), minor: 37, action: ActionSkip, reason: ReasonJobNotSuspended, clear: true,
+			desired: want("c", "250m", "200Mi"), record: rejected("250m", "200Mi", 1), minor: 37, action: resize.ActionSkip, reason: ReasonJobNotSuspended, clear: true,
 		},
 		{
 			name: "job finished: skip", job: suspendedJob().Condition(batchv1.JobComplete, corev1.ConditionTrue).Obj(),
-			desired: want("c", "250m", "200Mi"), minor: 37, action: ActionSkip, reason: ReasonJobFinished,
+			desired: want("c", "250m", "200Mi"), minor: 37, action: resize.ActionSkip, reason: ReasonJobFinished,
 		},
 		{
 			name: "no recommendation: skip", job: suspendedJob().Obj(),
-			desired: recommendation.Desired{}, minor: 37, action: ActionSkip, reason: ReasonNoRecommendation,
+			desired: recommendation.Desired{}, minor: 37, action: resize.ActionSkip, reason: resize.ReasonNoRecommendation,
 		},
 		{
 			name: "template already has the recommendation: skip, no write", job: suspendedJob().Obj(),
-			desired: want("c", "100m", "100Mi"), minor: 37, action: ActionSkip, reason: ReasonUpToDate,
+			desired: want("c", "100m", "100Mi"), minor: 37, action: resize.ActionSkip, reason: resize.ReasonUpToDate,
 		},
 		{
 			name: "template already right-sized, values written differently: skip", job: testjob.New("j").Container("c", "0.1", "102400Ki").Suspended().Obj(),
-			desired: want("c", "100m", "100Mi"), minor: 37, action: ActionSkip, reason: ReasonUpToDate,
+			desired: want("c", "100m", "100Mi"), minor: 37, action: resize.ActionSkip, reason: resize.ReasonUpToDate,
 		},
 		{
 			name: "template inside the recommended range, change below threshold: skip", job: suspendedJob().Obj(),
 			desired: recommendation.Desired{"c": {Requests: testpod.List("105m", "100Mi"), LowerBound: testpod.List("50m", "50Mi"), UpperBound: testpod.List("200m", "200Mi")}},
-			minor:   37, action: ActionSkip, reason: ReasonBelowThreshold,
+			minor:   37, action: resize.ActionSkip, reason: resize.ReasonBelowThreshold,
 		},
 		{
 			name: "1.37, suspended with condition, no active pod: write", job: suspendedJob().Obj(),
-			desired: want("c", "250m", "200Mi"), minor: 37, action: ActionPatch, reason: ReasonJobTemplateUpdate,
+			desired: want("c", "250m", "200Mi"), minor: 37, action: resize.ActionPatch, reason: ReasonJobTemplateUpdate,
 		},
 		{
 			name: "1.36, suspend set, never started, no condition yet: write", job: suspendedJob().Condition(batchv1.JobSuspended, corev1.ConditionFalse).Obj(),
-			desired: want("c", "250m", "200Mi"), minor: 36, action: ActionPatch, reason: ReasonJobTemplateUpdate,
+			desired: want("c", "250m", "200Mi"), minor: 36, action: resize.ActionPatch, reason: ReasonJobTemplateUpdate,
 		},
 		{
 			name: "1.36, started and suspended, condition not True yet: wait", job: testjob.New("j").Container("c", "100m", "100Mi").SuspendOnly().Started().Obj(),
-			desired: want("c", "250m", "200Mi"), minor: 36, action: ActionWait, reason: ReasonJobNotMutableYet,
+			desired: want("c", "250m", "200Mi"), minor: 36, action: resize.ActionWait, reason: ReasonJobNotMutableYet,
 		},
 		{
 			name: "1.36, started, then suspended with condition True: write", job: suspendedJob().Started().Obj(),
-			desired: want("c", "250m", "200Mi"), minor: 36, action: ActionPatch, reason: ReasonJobTemplateUpdate,
+			desired: want("c", "250m", "200Mi"), minor: 36, action: resize.ActionPatch, reason: ReasonJobTemplateUpdate,
 		},
 		{
 			name: "1.35, suspend set, never started, no condition yet: wait for the condition", job: testjob.New("j").Container("c", "100m", "100Mi").SuspendOnly().Obj(),
-			desired: want("c", "250m", "200Mi"), minor: 35, action: ActionWait, reason: ReasonJobNotMutableYet,
+			desired: want("c", "250m", "200Mi"), minor: 35, action: resize.ActionWait, reason: ReasonJobNotMutableYet,
 		},
 		{
 			name: "1.35, suspended with condition True, no active pod: write", job: suspendedJob().Started().Obj(),
-			desired: want("c", "250m", "200Mi"), minor: 35, action: ActionPatch, reason: ReasonJobTemplateUpdate,
+			desired: want("c", "250m", "200Mi"), minor: 35, action: resize.ActionPatch, reason: ReasonJobTemplateUpdate,
 		},
 		{
 			name: "version unknown, no condition yet: wait (the 1.35 rule)", job: testjob.New("j").Container("c", "100m", "100Mi").SuspendOnly().Obj(),
-			desired: want("c", "250m", "200Mi"), minor: 0, action: ActionWait, reason: ReasonJobNotMutableYet,
+			desired: want("c", "250m", "200Mi"), minor: 0, action: resize.ActionWait, reason: ReasonJobNotMutableYet,
 		},
 		{
 			name: "version unknown, condition True: write", job: suspendedJob().Obj(),
-			desired: want("c", "250m", "200Mi"), minor: 0, action: ActionPatch, reason: ReasonJobTemplateUpdate,
+			desired: want("c", "250m", "200Mi"), minor: 0, action: resize.ActionPatch, reason: ReasonJobTemplateUpdate,
 		},
 		{
 			name: "suspended, pods still active: wait", job: suspendedJob().Started().Active(2).Obj(),
-			desired: want("c", "250m", "200Mi"), minor: 37, action: ActionWait, reason: ReasonJobNotMutableYet,
+			desired: want("c", "250m", "200Mi"), minor: 37, action: resize.ActionWait, reason: ReasonJobNotMutableYet,
 		},
 		{
 			name: "1.34: nothing sent, recorded as unsupported", job: suspendedJob().Generation(4).Obj(),
-			desired: want("c", "250m", "200Mi"), minor: 34, action: ActionSkip, reason: ReasonJobUnsupported,
+			desired: want("c", "250m", "200Mi"), minor: 34, action: resize.ActionSkip, reason: ReasonJobUnsupported,
 			newRecord: &records.Record{Kind: records.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 4},
 		},
 		{
 			name: "1.34, already recorded for this generation, another target: skip, no new record", job: suspendedJob().Generation(4).Obj(),
-			desired: want("c", "300m", "300Mi"), minor: 34, action: ActionSkip, reason: ReasonRecordedSame,
+			desired: want("c", "300m", "300Mi"), minor: 34, action: resize.ActionSkip, reason: resize.ReasonRecordedSame,
 			record: &records.Record{Kind: records.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 4},
 		},
 		{
 			name: "1.34, recorded for an older generation: recorded again", job: suspendedJob().Generation(5).Obj(),
-			desired: want("c", "250m", "200Mi"), minor: 34, action: ActionSkip, reason: ReasonJobUnsupported,
+			desired: want("c", "250m", "200Mi"), minor: 34, action: resize.ActionSkip, reason: ReasonJobUnsupported,
 			record:    &records.Record{Kind: records.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 4},
 			newRecord: &records.Record{Kind: records.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 5},
 		},
 		{
 			name: "recorded as unsupported, server now supports it: write", job: suspendedJob().Generation(4).Obj(),
-			desired: want("c", "250m", "200Mi"), minor: 36, action: ActionPatch, reason: ReasonJobRetryAfterRefusal, clear: true,
+			desired: want("c", "250m", "200Mi"), minor: 36, action: resize.ActionPatch, reason: ReasonJobRetryAfterRefusal, clear: true,
 			record: &records.Record{Kind: records.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 4},
 		},
 		{
 			name: "refused before, same values, same generation: skip, not retried", job: suspendedJob().Obj(),
-			desired: want("c", "250m", "200Mi"), record: rejected("250m", "200Mi", 1), minor: 35, action: ActionSkip, reason: ReasonRecordedSame,
+			desired: want("c", "250m", "200Mi"), record: rejected("250m", "200Mi", 1), minor: 35, action: resize.ActionSkip, reason: resize.ReasonRecordedSame,
 		},
 		{
 			name: "refused before, recommendation changed: retried once", job: suspendedJob().Obj(),
-			desired: want("c", "300m", "300Mi"), record: rejected("250m", "200Mi", 1), minor: 35, action: ActionPatch, reason: ReasonJobRetryAfterRefusal, clear: true,
+			desired: want("c", "300m", "300Mi"), record: rejected("250m", "200Mi", 1), minor: 35, action: resize.ActionPatch, reason: ReasonJobRetryAfterRefusal, clear: true,
 		},
 		{
 			name: "refused before, the Job changed (new generation): retried once", job: suspendedJob().Generation(3).Obj(),
-			desired: want("c", "250m", "200Mi"), record: rejected("250m", "200Mi", 1), minor: 35, action: ActionPatch, reason: ReasonJobRetryAfterRefusal, clear: true,
+			desired: want("c", "250m", "200Mi"), record: rejected("250m", "200Mi", 1), minor: 35, action: resize.ActionPatch, reason: ReasonJobRetryAfterRefusal, clear: true,
 		},
 		{
 			name: "refused before, template now has the values: skip and forget", job: testjob.New("j").Container("c", "250m", "200Mi").Suspended().Obj(),
-			desired: want("c", "250m", "200Mi"), record: rejected("250m", "200Mi", 1), minor: 37, action: ActionSkip, reason: ReasonUpToDate, clear: true,
+			desired: want("c", "250m", "200Mi"), record: rejected("250m", "200Mi", 1), minor: 37, action: resize.ActionSkip, reason: resize.ReasonUpToDate, clear: true,
 		},
 		{
 			name: "request above the template's limit: recorded as invalid, nothing sent", job: testjob.New("j").Container("c", "100m", "100Mi").Limits("c", "200m", "").Suspended().Obj(),
 			desired:   recommendation.Desired{"c": {Requests: testpod.List("300m", ""), LowerBound: testpod.List("300m", ""), UpperBound: testpod.List("300m", "")}},
 			minor:     37,
-			action:    ActionSkip,
-			reason:    ReasonInvalid,
+			action:    resize.ActionSkip,
+			reason:    resize.ReasonInvalid,
 			newRecord: &records.Record{Kind: records.KindInvalid, Attempted: resources.Resources{"c": {Requests: testpod.List("300m", "100Mi"), Limits: testpod.List("200m", "")}}, Generation: 1},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := DecideJob(JobInput{Job: tc.job, Desired: tc.desired, Record: tc.record, Threshold: 0.1, ServerMinor: tc.minor})
+			d := Decide(Input{Job: tc.job, Desired: tc.desired, Record: tc.record, Threshold: 0.1, ServerMinor: tc.minor})
 			assert.Equal(t, tc.action, d.Action, d.Message)
 			assert.Equal(t, tc.reason, d.Reason, d.Message)
 			assert.Equal(t, tc.clear, d.ClearRecord, "clear record")
@@ -164,7 +161,7 @@ func TestDecideJob(t *testing.T) {
 				assert.Equal(t, tc.newRecord.Generation, d.NewRecord.Generation)
 				assert.NotEmpty(t, d.NewRecord.Message)
 			}
-			if tc.action == ActionPatch {
+			if tc.action == resize.ActionPatch {
 				assert.NotEmpty(t, d.Patch)
 			} else {
 				assert.Empty(t, d.Patch, "no write unless the decision is to patch")
@@ -205,28 +202,6 @@ func TestJobTemplateMutable(t *testing.T) {
 	}
 }
 
-func TestBuildJobPatch(t *testing.T) {
-	job := testjob.New("j").Container("app", "100m", "100Mi").Limits("app", "200m", "").Container("sidecar", "10m", "10Mi").Container("same", "50m", "").Suspended().Obj()
-	job.ResourceVersion = "42"
-	job.Spec.Template.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = testpod.List("1", "")[corev1.ResourceCPU]
-	target := resources.Resources{
-		"app":  {Requests: testpod.List("250m", "200Mi"), Limits: testpod.List("500m", "")},
-		"same": {Requests: testpod.List("50m", "")},
-	}
-	patch, err := BuildJobPatch(job, target)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"metadata":{"resourceVersion":"42"},"spec":{"template":{"spec":{"containers":[
-		{"name":"app","resources":{"requests":{"cpu":"250m","memory":"200Mi"},"limits":{"cpu":"500m"}}}]}}}}`, string(patch),
-		"only the controlled containers whose values change, only cpu and memory (a GPU request is left to the merge), guarded by resourceVersion")
-
-	var doc map[string]any
-	require.NoError(t, json.Unmarshal(patch, &doc))
-	assert.NotContains(t, string(patch), "sidecar", "a container without recommendation is not named")
-
-	_, err = BuildJobPatch(job, resources.Resources{"same": {Requests: testpod.List("50m", "")}})
-	assert.Error(t, err, "no change is no patch")
-}
-
 func TestPodFromJobTemplate(t *testing.T) {
 	job := testjob.New("j").Namespace("batch").Container("app", "100m", "100Mi").Obj()
 	pod := PodFromJobTemplate(job)
@@ -236,28 +211,12 @@ func TestPodFromJobTemplate(t *testing.T) {
 	assert.Equal(t, "100m", job.Spec.Template.Spec.Containers[0].Resources.Requests.Cpu().String(), "the Job in the cache is not touched")
 }
 
-func TestClassifyJobPatchError(t *testing.T) {
-	gr := schema.GroupResource{Group: "batch", Resource: "jobs"}
-	immutable := apierrors.NewInvalid(schema.GroupKind{Group: "batch", Kind: "Job"}, "j",
-		field.ErrorList{field.Invalid(field.NewPath("spec", "template"), nil, "field is immutable")})
-	tests := []struct {
-		name string
-		err  error
-		want Outcome
-	}{
-		{"accepted", nil, OutcomeAccepted},
-		{"422 immutable template (gate off, 1.34-)", immutable, OutcomeRejected},
-		{"403 by an admission policy", apierrors.NewForbidden(gr, "j", assert.AnError), OutcomeRejected},
-		{"400", apierrors.NewBadRequest("bad"), OutcomeRejected},
-		{"409 the Job changed", apierrors.NewConflict(gr, "j", assert.AnError), OutcomeConflict},
-		{"404 the Job is gone", apierrors.NewNotFound(gr, "j"), OutcomeGone},
-		{"500", apierrors.NewInternalError(assert.AnError), OutcomeTransient},
-		{"429", apierrors.NewTooManyRequests("slow down", 1), OutcomeTransient},
-		{"no answer", assert.AnError, OutcomeTransient},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, ClassifyJobPatchError(tc.err))
-		})
-	}
+func reqs(c, cpu, mem string) resources.Resources {
+	return resources.Resources{c: {Requests: testpod.List(cpu, mem)}}
+}
+
+// want builds a Desired entry for container c with requests and bounds
+// equal to the target.
+func want(c, cpu, mem string) recommendation.Desired {
+	return recommendation.Desired{c: {Requests: testpod.List(cpu, mem), LowerBound: testpod.List(cpu, mem), UpperBound: testpod.List(cpu, mem)}}
 }

@@ -1,0 +1,60 @@
+package report
+
+// Event reasons of the updater. docs/observability.md lists them.
+
+// Event reasons. Infeasible, Invalid, DeferredTooLong, MemoryLimitKept and
+// MemoryLimitRefused go on the pod and on its VPA; the others on the pod
+// only.
+const (
+	// EventResizeSent: a resize was sent to the pod's resize subresource.
+	EventResizeSent = "InPlaceResizeSent"
+	// EventResizeInfeasible: the resize cannot fit the node (kubelet
+	// Infeasible, or 403 NodeCapacity); it is not retried until the
+	// recommendation asks for less.
+	EventResizeInfeasible = "InPlaceResizeInfeasible"
+	// EventResizeInvalid: the change cannot be done in place; it is not
+	// retried until the recommendation changes.
+	EventResizeInvalid = "InPlaceResizeInvalid"
+	// EventResizeDeferredTooLong: the kubelet has held the resize Deferred
+	// for longer than --deferred-warning-after. The pod keeps waiting.
+	EventResizeDeferredTooLong = "InPlaceResizeDeferredTooLong"
+	// EventResizeWithheld: a resize is due but not sent (--dry-run, or
+	// paused); once per pod and target.
+	EventResizeWithheld = "InPlaceResizeWithheld"
+	// EventMemoryLimitKept: memory limits are not lowered because the memory
+	// in use, plus --memory-limit-decrease-margin, reaches the recommended
+	// ones; the rest of the resize is sent. Once per memory record.
+	EventMemoryLimitKept = "InPlaceResizeMemoryLimitKept"
+	// EventMemoryLimitRefused: the kubelet refused to lower memory limits
+	// below the memory in use; recorded, never sent again, and the resize is
+	// sent once more with those limits kept. Once per memory record.
+	EventMemoryLimitRefused = "InPlaceResizeMemoryLimitRefused"
+)
+
+// EventResizeWaitingForBudget: a resize that restarts containers waits
+// for the eviction tolerance or a PodDisruptionBudget; once per pod and
+// blocker.
+const EventResizeWaitingForBudget = "InPlaceResizeWaitingForDisruptionBudget"
+
+// EventResizeWaitingForNodeCapacity: a resize is not sent because it does
+// not fit the node now; once per pod and node.
+const EventResizeWaitingForNodeCapacity = "InPlaceResizeWaitingForNodeCapacity"
+
+// EventWorkerPanic: a worker recovered from a panic while handling an item
+// of the VPA (its pod, its Job, its pods' queueing or its condition); the
+// item is retried with backoff, and the updater's log has the stack.
+const EventWorkerPanic = "InPlaceUpdaterWorkerPanic"
+
+// Event reasons on Jobs (the rejected one also goes on the VPA).
+const (
+	// EventJobTemplateUpdated: the recommendation was written into a
+	// suspended Job's pod template.
+	EventJobTemplateUpdated = "InPlaceJobTemplateUpdated"
+	// EventJobTemplateRejected: the API server refused to change the Job's
+	// pod template (or cannot, on Kubernetes 1.34 and earlier); not retried
+	// until the recommendation or the Job changes.
+	EventJobTemplateRejected = "InPlaceJobTemplateRejected"
+	// EventJobTemplateWithheld: a template write is due but not sent
+	// (--dry-run, or paused); once per Job and target.
+	EventJobTemplateWithheld = "InPlaceJobTemplateWithheld"
+)
