@@ -13,7 +13,7 @@
 # Env: E2E_PROFILES (default "v1.37 v1.35-kubelet"), E2E_RUN (go test -run
 # pattern), E2E_KEEP=1 keeps the last cluster running for inspection,
 # E2E_DEPLOY_FROM=deploy applies deploy/overlays/local instead of the chart,
-# E2E_STEADY_DURATION (unset: not run; e.g. 10m) how long the steady-usage scenario counts resizes,
+# E2E_STEADY_DURATION (default 10m; empty: not run) how long the steady-usage scenario counts resizes,
 # E2E_UPDATER_KUBECONFIG= (empty) makes the policy test impersonate the updater instead of using its token.
 # Logs: _output/e2e/<profile>/.
 set -o errexit -o nounset -o pipefail
@@ -21,6 +21,8 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 profiles=${E2E_PROFILES:-"v1.37 v1.35-kubelet"}
+# The namespace of the steady-usage scenario (e2e/recommender_test.go).
+steady_namespace=e2e-steady
 # The suite's cluster lives apart from the one `make cluster-up` starts.
 export CLUSTER_DIR=${E2E_CLUSTER_DIR:-${root}/_output/e2e/cluster}
 # The cluster runs metrics-server and the upstream recommender. The recommender
@@ -100,7 +102,7 @@ if [[ -f \${pidfile} ]]; then
 fi
 cd ${root}
 POD_NAME=updater-${replica} nohup _output/bin/updater --kubeconfig="${out}/updater.kubeconfig" --feature-gates=InPlace=true \\
-  --updater-interval=5s --deferred-warning-after=5s --restart-min-ready=10s --address="127.0.0.1:${port}" \\
+  --ignored-vpa-object-namespaces=${steady_namespace} --updater-interval=5s --deferred-warning-after=5s --restart-min-ready=10s --address="127.0.0.1:${port}" \\
   --leader-elect-lease-duration=6s --leader-elect-renew-deadline=4s --leader-elect-retry-period=1s \\
   -v=2 >>"${logs}/updater-${replica}.log" 2>&1 &
 echo \$! >"\${pidfile}"
@@ -147,6 +149,18 @@ run_profile() {
   write_updater_script "${logs}" a "${updater_metrics}" "${out}"
   write_updater_script "${logs}" b "${standby_metrics}" "${out}"
   "${logs}/restart-updater-a.sh"
+  # The steady-usage scenario's namespace has an updater of its own, which
+  # no test restarts: a restart forgets the pods' last resizes, and the
+  # scenario counts resizes over ten minutes while other tests restart
+  # replica "a" (which ignores that namespace). No leader election: one
+  # replica, and the same Lease as "a" would make one of them wait.
+  local steady_metrics
+  steady_metrics=$(free_port)
+  _output/bin/updater --kubeconfig="${out}/updater.kubeconfig" --feature-gates=InPlace=true \
+    --vpa-object-namespace="${steady_namespace}" --leader-elect=false --updater-interval=5s \
+    --address="127.0.0.1:${steady_metrics}" -v=2 >"${logs}/updater-steady.log" 2>&1 &
+  pids+=($!)
+  wait_ready updater-steady "http://127.0.0.1:${steady_metrics}/readyz"
 
   local ca_bundle
   ca_bundle=$(base64 <"${out}/certs/ca.crt" | tr -d '\n')
@@ -166,7 +180,7 @@ run_profile() {
     E2E_STANDBY_METRICS="http://127.0.0.1:${standby_metrics}/metrics" E2E_DEFERRED_WARNING_AFTER=5s \
     E2E_RECOMMENDER_NAME="${CLUSTER_RECOMMENDER_NAME}" E2E_RECOMMENDER_INTERVAL="${CLUSTER_RECOMMENDER_INTERVAL}" \
     E2E_ADMISSION_BINARY="${root}/_output/bin/admission-controller" E2E_ADMISSION_KUBECONFIG="${out}/admission-controller.kubeconfig" \
-    E2E_LOG_DIR="${logs}" \
+    E2E_LOG_DIR="${logs}" E2E_STEADY_NAMESPACE="${steady_namespace}" E2E_STEADY_DURATION="${E2E_STEADY_DURATION-10m}" \
     go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "${E2E_RUN}"} ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
     rc=1
   fi
