@@ -58,6 +58,10 @@ type RecResult struct {
 	Writes       proxy.Counts
 	// TargetChanges per VPA in the window, larger than the threshold.
 	TargetChanges map[string]int
+	// ConvergeResizes and ConvergeTargetChanges are the same counts,
+	// in all, from the workload's creation to the window.
+	ConvergeResizes       int
+	ConvergeTargetChanges int
 	// WindowCPU is the updater's CPU time in the window.
 	WindowCPU time.Duration
 	// Step is what followed the usage step, per pod.
@@ -208,6 +212,11 @@ func (r *recRun) run(ctx context.Context) error {
 	}
 	for name, tl := range targets {
 		r.res.TargetChanges[name] = targetChangesBetween(tl, r.res.WindowStart, r.res.WindowEnd, o.Threshold)
+		r.res.ConvergeTargetChanges += targetChangesBetween(tl, time.Time{}, r.res.WindowStart, o.Threshold)
+	}
+	for _, tl := range pods {
+		n, _ := resizesBetween(tl, time.Time{}, r.res.WindowStart)
+		r.res.ConvergeResizes += n
 	}
 	r.log("%s: window: %d resizes of %d pods (%d pods/resize patches), updater CPU %.1fs", r.spec.Name, total, len(pods), r.res.ResizeWrites, r.res.WindowCPU.Seconds())
 	if err := u.alive(); err != nil {

@@ -109,6 +109,9 @@ func (rep *RecReport) rows() [][]string {
 		}
 		return s
 	})
+	add("before the window: resizes (all pods) / target moves (all VPAs)", func(r *RecResult) string {
+		return fmt.Sprintf("%d / %d", r.ConvergeResizes, r.ConvergeTargetChanges)
+	})
 	add("steady window", func(r *RecResult) string {
 		return r.WindowEnd.Sub(r.WindowStart).Round(time.Second).String()
 	})
