@@ -17,7 +17,7 @@
 #   5. prints the comparison and writes bench/results/<date>-recommender.md.
 # Everything it started is stopped on exit, on failure and on Ctrl-C.
 #
-# Env: BENCH_REC_PODS (20), BENCH_REC_DEPLOYMENTS (4), BENCH_REC_WINDOW (10m:
+# Env: BENCH_REC_PODS (20), BENCH_REC_DEPLOYMENTS (20: one pod per VPA), BENCH_REC_WINDOW (10m:
 # the steady window), BENCH_REC_NOISE (10, ±percent), BENCH_REC_ARGS (more
 # driver flags, _output/bench/bin/recommender-bench --help),
 # CLUSTER_RECOMMENDER_INTERVAL (10s), BENCH_REC_RESULTS (report path), BENCH_ONLY (ours|upstream),
@@ -29,7 +29,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 pods=${BENCH_REC_PODS:-20}
-deployments=${BENCH_REC_DEPLOYMENTS:-4}
+deployments=${BENCH_REC_DEPLOYMENTS:-20}
 window=${BENCH_REC_WINDOW:-10m}
 noise=${BENCH_REC_NOISE:-10}
 for v in "${pods}" "${deployments}" "${noise}"; do
@@ -118,7 +118,7 @@ recommender="k8s.io/autoscaler/vertical-pod-autoscaler ${upstream_version} pkg/r
 extra=()
 [[ -n ${BENCH_ONLY:-} ]] && extra+=(--only="${BENCH_ONLY}")
 echo "== running the recommender-driven phase (${pods} pods, window ${window}; logs in ${logs})"
-reproduce="make bench-recommender BENCH_REC_PODS=${pods} BENCH_REC_WINDOW=${window}"
+reproduce="make bench-recommender BENCH_REC_PODS=${pods} BENCH_REC_DEPLOYMENTS=${deployments} BENCH_REC_WINDOW=${window}"
 # shellcheck disable=SC2086
 "${bin}/recommender-bench" \
   --kubeconfig="${KUBECONFIG}" --pods="${pods}" --deployments="${deployments}" --noise="${noise}" \

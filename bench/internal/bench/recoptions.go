@@ -55,13 +55,13 @@ type RecOptions struct {
 	Results string
 }
 
-// NewRecOptions returns the defaults: 20 pods in 4 Deployments, a 10-minute
+// NewRecOptions returns the defaults: 20 pods in 20 Deployments, a 10-minute
 // window.
 func NewRecOptions() *RecOptions {
 	return &RecOptions{
 		Namespace:       "recbench",
 		Pods:            20,
-		Deployments:     4,
+		Deployments:     20,
 		CPURequest:      "20m",
 		MemoryRequest:   "32Mi",
 		Usage:           "cpu:100m,memory:100Mi",
