@@ -117,10 +117,15 @@ demo-down: ## Stop what `make demo` started.
 ##@ Benchmarks
 
 BENCH_PODS ?= 1000
+BENCH_PHASES ?= resize,recommender
 
 .PHONY: bench
-bench: ## Benchmark our updater against the upstream VPA updater side by side on a local cluster (BENCH_PODS=1000|10000); writes bench/results/.
-	BENCH_PODS=$(BENCH_PODS) hack/bench.sh
+bench: ## Benchmark our updater against the upstream VPA updater side by side on a local cluster (BENCH_PODS=1000|10000; BENCH_PHASES=resize,recommender); writes bench/results/.
+	BENCH_PODS=$(BENCH_PODS) BENCH_PHASES=$(BENCH_PHASES) hack/bench.sh
+
+.PHONY: bench-recommender
+bench-recommender: ## The recommender-driven phase alone: churn under steady noisy usage and usage-step latency, both updaters, real recommender; writes bench/results/<date>-recommender.md.
+	hack/bench-recommender.sh
 
 .PHONY: bench-admission
 bench-admission: ## Benchmark our pod admission handler against upstream VPA's in process (no cluster); writes bench/results/.

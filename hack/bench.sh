@@ -28,10 +28,26 @@
 # (use this updater binary instead of building ./cmd/updater; BENCH_OURS_VERSION
 # describes it in the report), BENCH_OURS_ARGS / BENCH_UPSTREAM_ARGS (flags
 # appended to an updater's).
+# BENCH_PHASES (resize,recommender): "resize" is what this script measures
+# itself; "recommender" then runs hack/bench-recommender.sh (the
+# recommender-driven phase, on a cluster of its own; its variables there).
 # Logs: _output/bench/<profile>/.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+
+phases=,${BENCH_PHASES:-resize,recommender},
+for phase in ${phases//,/ }; do
+  [[ ${phase} == resize || ${phase} == recommender ]] || { echo "BENCH_PHASES: unknown phase ${phase} (resize, recommender)" >&2; exit 2; }
+done
+if [[ ${phases} == *,recommender,* ]]; then
+  # One phase after the other, each with its own cluster (same ports).
+  if [[ ${phases} == *,resize,* ]]; then
+    BENCH_PHASES=resize hack/bench.sh
+  fi
+  exec hack/bench-recommender.sh
+fi
+[[ ${phases} == *,resize,* ]] || { echo "BENCH_PHASES names no phase" >&2; exit 2; }
 
 pods=${BENCH_PODS:-1000}
 if ! [[ ${pods} =~ ^[0-9]+$ ]] || ((pods < 10)); then
