@@ -174,7 +174,9 @@ func NewResolver(vpas cache.Indexer, selectors vpatarget.VpaTargetSelectorFetche
 // controllers on factory and indexes vpas: call it before starting either.
 func NewClusterResolver(ctx context.Context, config *rest.Config, kube kubernetes.Interface, factory informers.SharedInformerFactory,
 	vpas cache.SharedIndexInformer) (*Resolver, error) {
-	selectors := vpatarget.NewVpaTargetSelectorFetcher(config, kube, factory, ctx.Done())
+	selectors := newRefreshingFetcher(ctx, time.Now, func(stop <-chan struct{}) vpatarget.VpaTargetSelectorFetcher {
+		return vpatarget.NewVpaTargetSelectorFetcher(config, kube, factory, stop)
+	})
 	controllers := controllerfetcher.NewControllerFetcher(config, kube, factory, 10*time.Minute, time.Hour, 0.1, ctx.Done())
 	controllers.Start(ctx, time.Minute)
 	meta, err := metadata.NewForConfig(config)
