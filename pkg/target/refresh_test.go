@@ -22,7 +22,9 @@ import (
 // fetcherFunc is a VpaTargetSelectorFetcher of one function.
 type fetcherFunc func() (labels.Selector, error)
 
-func (f fetcherFunc) Fetch(context.Context, *vpatypes.VerticalPodAutoscaler) (labels.Selector, error) { return f() }
+func (f fetcherFunc) Fetch(context.Context, *vpatypes.VerticalPodAutoscaler) (labels.Selector, error) {
+	return f()
+}
 
 var errNoKind = errors.New(`unhandled targetRef kafka.strimzi.io/v1 / KafkaNodePool / brokers, last error no matches for kind "KafkaNodePool" in group "kafka.strimzi.io"`)
 
