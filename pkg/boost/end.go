@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/quantity"
+	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 )
@@ -112,4 +113,63 @@ func Due(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, now time.Time) (e
 	}
 	sort.Strings(ended)
 	return ended, next
+}
+
+// EndDesired is what the containers of a boosted pod are resized to when
+// the boosts of the containers in ended are over, given desired, what the
+// VPA recommends for the pod. A container whose boost is over gets its
+// recommendation; without one for its CPU, the CPU request and limit its
+// boost annotation recorded. A container still boosted is left out, so that
+// it keeps what it has; the other containers keep their recommendation. A
+// container whose boost is over and that has neither a recommendation nor a
+// readable annotation is left out as well, its error in errs: nothing is
+// known to lower it to.
+func EndDesired(pod *corev1.Pod, desired recommendation.Desired, ended []string) (out recommendation.Desired, errs []error) {
+	out = make(recommendation.Desired, len(desired))
+	for name, c := range desired {
+		out[name] = c
+	}
+	over := map[string]bool{}
+	for _, name := range ended {
+		over[name] = true
+	}
+	for _, name := range Containers(pod) {
+		if !over[name] {
+			delete(out, name)
+			continue
+		}
+		want, ok := out[name]
+		if ok {
+			if _, hasCPU := want.Requests[corev1.ResourceCPU]; hasCPU {
+				continue
+			}
+		}
+		requests, limits, _, err := Original(pod, name)
+		if err == nil && requests.Cpu().IsZero() {
+			err = fmt.Errorf("boost annotation of container %s records no CPU request", name)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			if !ok {
+				delete(out, name)
+			}
+			continue
+		}
+		want.Requests = withCPU(want.Requests, requests)
+		if cpu, ok := limits[corev1.ResourceCPU]; ok && !cpu.IsZero() {
+			want.Limits = withCPU(want.Limits, limits)
+		}
+		out[name] = want
+	}
+	return out, errs
+}
+
+// withCPU returns list (copied) with the cpu of from.
+func withCPU(list, from corev1.ResourceList) corev1.ResourceList {
+	out := make(corev1.ResourceList, len(list)+1)
+	for name, q := range list {
+		out[name] = q
+	}
+	out[corev1.ResourceCPU] = from[corev1.ResourceCPU].DeepCopy()
+	return out
 }

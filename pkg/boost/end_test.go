@@ -8,9 +8,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/annotations"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 )
 
@@ -91,4 +93,71 @@ func TestOriginalRefusesHostileAnnotations(t *testing.T) {
 			assert.Error(t, err)
 		})
 	}
+}
+
+// annotated returns the boost annotation upstream writes for a container
+// created with requests (and limits).
+func annotated(t *testing.T, requests, limits corev1.ResourceList) string {
+	t.Helper()
+	value, err := annotations.GetOriginalResourcesAnnotationValue(&corev1.Container{Resources: corev1.ResourceRequirements{Requests: requests, Limits: limits}})
+	require.NoError(t, err)
+	return value
+}
+
+func TestEndDesired(t *testing.T) {
+	// Both containers boosted 2x at creation: app from 200m (limit 400m),
+	// side from 10m. A third container, plain, is never boosted.
+	pod := testpod.New("p").Container("app", "400m", "100Mi").Limits("app", "800m", "200Mi").
+		Container("side", "20m", "10Mi").Container("plain", "50m", "10Mi").
+		Annotation(AnnotationKey("app"), annotated(t, testpod.List("200m", "100Mi"), testpod.List("400m", "200Mi"))).
+		Annotation(AnnotationKey("side"), annotated(t, testpod.List("10m", "10Mi"), nil)).Obj()
+	rec := recommendation.Desired{
+		"app":   {Requests: testpod.List("250m", "120Mi"), Limits: testpod.List("500m", "240Mi")},
+		"plain": {Requests: testpod.List("60m", "12Mi")},
+	}
+
+	t.Run("a container whose boost is over gets the recommendation; one still boosted is left out", func(t *testing.T) {
+		out, errs := EndDesired(pod, rec, []string{"app"})
+		assert.Empty(t, errs)
+		assert.Equal(t, rec["app"], out["app"])
+		assert.Equal(t, rec["plain"], out["plain"], "a container never boosted keeps its recommendation")
+		assert.NotContains(t, out, "side", "still boosted: kept as it is")
+	})
+
+	t.Run("without a recommendation, the CPU recorded at creation", func(t *testing.T) {
+		out, errs := EndDesired(pod, rec, []string{"app", "side"})
+		assert.Empty(t, errs)
+		require.Contains(t, out, "side")
+		assertList(t, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}, out["side"].Requests, "side requests")
+		assert.Empty(t, out["side"].Limits, "no CPU limit was recorded: the limits are left as they are")
+	})
+
+	t.Run("a recommendation without CPU gets the recorded CPU request and limit", func(t *testing.T) {
+		memOnly := recommendation.Desired{"app": {Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("150Mi")}}}
+		out, errs := EndDesired(pod, memOnly, []string{"app"})
+		assert.Empty(t, errs)
+		assertList(t, testpod.List("200m", "150Mi"), out["app"].Requests, "app requests")
+		limit := out["app"].Limits[corev1.ResourceCPU]
+		assert.Equal(t, "400m", limit.String())
+	})
+
+	t.Run("nothing known to lower to: left out, with the error", func(t *testing.T) {
+		bad := pod.DeepCopy()
+		bad.Annotations[AnnotationKey("side")] = `{"requests":{"cpu":"1e-99999999"}}`
+		out, errs := EndDesired(bad, rec, []string{"app", "side"})
+		require.Len(t, errs, 1)
+		assert.Contains(t, errs[0].Error(), "container side")
+		assert.NotContains(t, out, "side")
+
+		bad.Annotations[AnnotationKey("side")] = `{"requests":{"memory":"10Mi"}}`
+		_, errs = EndDesired(bad, rec, []string{"side"})
+		require.Len(t, errs, 1)
+		assert.Contains(t, errs[0].Error(), "no CPU request")
+	})
+
+	t.Run("the recommendation given is not changed", func(t *testing.T) {
+		_, _ = EndDesired(pod, rec, nil)
+		assert.Contains(t, rec, "app")
+		assert.Len(t, rec, 2)
+	})
 }

@@ -400,5 +400,5 @@ func (c *Controller) gaugeSnapshot() report.GaugeSnapshot {
 	paused, _ := c.clusterPaused()
 	metricsAPI := c.usage != nil && c.usage.Available()
 	return report.GaugeSnapshot{Records: c.store.Len(), MemoryRecords: c.memStore.Len(), Pending: pending, Oldest: oldest,
-		Paused: paused, DryRun: c.cfg.DryRun, MetricsAPI: metricsAPI, Jobs: jobs}
+		Paused: paused, DryRun: c.cfg.DryRun, MetricsAPI: metricsAPI, Jobs: jobs, Boosted: pending[state.PodBoosted]}
 }

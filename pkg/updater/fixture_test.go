@@ -136,6 +136,8 @@ type fixtureOpts struct {
 	// recordsNotLoaded leaves the controller as before Run has loaded the
 	// records; otherwise sync may be called without Run.
 	recordsNotLoaded bool
+	// boost turns the CPUStartupBoost gate on.
+	boost bool
 }
 
 // gatedResolver holds every VPAForPod until release is closed, and closes
@@ -198,6 +200,9 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	gate := features.NewFeatureGate()
 	if !o.gateOff {
 		require.NoError(t, gate.Set("InPlace=true"))
+	}
+	if o.boost {
+		require.NoError(t, gate.Set("CPUStartupBoost=true"))
 	}
 	if o.tolerance == 0 {
 		o.tolerance = 0.5

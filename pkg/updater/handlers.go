@@ -3,6 +3,7 @@ package updater
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -12,6 +13,7 @@ import (
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/boost"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 )
@@ -74,7 +76,8 @@ func (c *Controller) onPod(logger klog.Logger, oldObj, obj any) {
 }
 
 // relevantPodChange reports whether an update may change a decision: the
-// spec's resources, the resize status, readiness, phase or generation.
+// spec's resources, the resize status, readiness, phase, generation or the
+// containers with a startup boost.
 func relevantPodChange(old, pod *corev1.Pod) bool {
 	if old.ResourceVersion == pod.ResourceVersion {
 		return false
@@ -85,7 +88,8 @@ func relevantPodChange(old, pod *corev1.Pod) bool {
 		(old.DeletionTimestamp == nil) != (pod.DeletionTimestamp == nil) {
 		return true
 	}
-	if !apiequality.Semantic.DeepEqual(resizeConditions(old), resizeConditions(pod)) {
+	if !apiequality.Semantic.DeepEqual(resizeConditions(old), resizeConditions(pod)) ||
+		!slices.Equal(boost.Containers(old), boost.Containers(pod)) {
 		return true
 	}
 	for i := range pod.Spec.Containers {

@@ -14,6 +14,7 @@ import (
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/boost"
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
@@ -89,6 +90,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.report(ctx, pod, vpa, state.Pod{State: state.PodError, Message: "cannot compute what the pod should get: " + err.Error()}, status)
 		return fmt.Errorf("computing recommendation: %w", err)
 	}
+	var end *boostEnd
+	if c.boostEnabled() && boost.Active(pod) {
+		var held bool
+		if desired, end, held = c.startupBoost(ctx, pod, vpa, desired, status); held {
+			return nil
+		}
+	}
 	record, _ := c.store.Get(pod.UID)
 	memRecord, _ := c.memStore.Get(pod.UID)
 	in := resize.Input{
@@ -112,6 +120,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			logger.V(2).Info("Memory in use unknown; a memory limit is lowered without it", "err", err)
 		}
 		in.MemoryUsage = u
+	}
+	if end != nil {
+		// Ending a boost: any change is worth the resize (a Factor 1.1
+		// boost is below the threshold), and it reverses no resize of ours.
+		in.Threshold, in.LastResize = -1, nil
 	}
 	d := resize.Decide(in)
 	var waiting *disruption.Verdict
@@ -144,6 +157,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	if st != nil {
 		c.report(ctx, pod, vpa, *st, status)
+	}
+	if end != nil && err == nil && endsBoost(d, st) {
+		err = c.finishBoost(ctx, pod, vpa, d, end)
 	}
 	if waiting != nil {
 		c.waitForBudget(pod, *waiting)

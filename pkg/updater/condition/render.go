@@ -194,6 +194,7 @@ func counts(pods []state.Pod, byState map[state.PodState][]state.Pod) string {
 		label string
 	}{
 		{state.PodResized, "resized or resizing"},
+		{state.PodBoosted, "boosted at startup"},
 		{state.PodWaiting, "waiting for a disruption budget"},
 		{state.PodWaitingForNode, "waiting for node capacity"},
 		{state.PodWithheld, "not sent"},

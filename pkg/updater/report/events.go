@@ -58,3 +58,17 @@ const (
 	// (--dry-run, or paused); once per Job and target.
 	EventJobTemplateWithheld = "InPlaceJobTemplateWithheld"
 )
+
+// Event reasons of the CPU startup boost, on the pod.
+const (
+	// EventStartupBoostEnded: a container's CPU startup boost is over (the
+	// pod has been Ready for its durationSeconds): the pod was resized in
+	// place to its recommendation, or to the CPU recorded at creation, and
+	// the boost annotation removed.
+	EventStartupBoostEnded = "InPlaceStartupBoostEnded"
+	// EventStartupBoostAnnotationInvalid: a boost annotation cannot be read
+	// and the VPA recommends no CPU for the container: nothing is known to
+	// lower it to. The annotation is removed; the container keeps its CPU
+	// until the VPA recommends some.
+	EventStartupBoostAnnotationInvalid = "InPlaceStartupBoostAnnotationInvalid"
+)

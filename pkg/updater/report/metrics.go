@@ -43,6 +43,8 @@ const (
 	MetricMetricsAPIRequest = "vpa_inplace_updater_metrics_api_requests_total"
 	MetricStaleCacheReads   = "vpa_inplace_updater_stale_cache_reads_total"
 	MetricPanics            = "vpa_inplace_updater_worker_panics_total"
+	MetricStartupBoosts     = "vpa_inplace_updater_startup_boosts_active"
+	MetricBoostDuration     = "vpa_inplace_updater_startup_boost_duration_seconds"
 )
 
 // failureKubeletInfeasible is the failure reason of a resize the API server
@@ -77,6 +79,7 @@ type Metrics struct {
 	metricsAPI       *prometheus.CounterVec
 	staleCacheReads  prometheus.Counter
 	panics           *prometheus.CounterVec
+	boostDuration    prometheus.Histogram
 	gauges           *gaugeCollector
 }
 
@@ -90,6 +93,8 @@ type GaugeSnapshot struct {
 	DryRun        bool
 	MetricsAPI    bool
 	Jobs          map[state.JobState]int
+	// Boosted counts the pods running with a CPU startup boost.
+	Boosted int
 }
 
 // NewMetrics creates the metrics and registers them on reg. The gauges read
@@ -148,10 +153,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: MetricPanics,
 			Help: "Panics recovered while handling one item, by queue: pod, vpa, condition, job. The item is retried with backoff; the other items go on.",
 		}, []string{"queue"}),
+		boostDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    MetricBoostDuration,
+			Help:    "How long pods ran with a CPU startup boost: from the pod's creation to the resize that ended it (the time to Ready plus the boost's durationSeconds, plus the updater's own delay).",
+			Buckets: prometheus.ExponentialBuckets(5, 2, 10), // 5s to ~43m
+		}),
 		gauges: newGaugeCollector(),
 	}
 	for _, c := range []prometheus.Collector{m.decisions, m.decisionDuration, m.sent, m.completed, m.failures, m.withheld, m.recommendation, m.apiErrors,
-		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.panics, m.gauges} {
+		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.panics, m.boostDuration, m.gauges} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -256,6 +266,15 @@ func (m *Metrics) RecommendationApplied(lag time.Duration) {
 	m.recommendation.Observe(lag.Seconds())
 }
 
+// BoostEnded observes the end of a pod's CPU startup boost; lasted is the
+// time from the pod's creation to the resize that ended it.
+func (m *Metrics) BoostEnded(lasted time.Duration) {
+	if m == nil {
+		return
+	}
+	m.boostDuration.Observe(lasted.Seconds())
+}
+
 // Bind makes the gauges read from snapshot.
 func (m *Metrics) Bind(snapshot func() GaugeSnapshot) {
 	if m == nil {
@@ -303,6 +322,7 @@ type gaugeCollector struct {
 	dryRun        *prometheus.Desc
 	metricsAPI    *prometheus.Desc
 	jobs          *prometheus.Desc
+	boosted       *prometheus.Desc
 }
 
 func newGaugeCollector() *gaugeCollector {
@@ -326,12 +346,14 @@ func newGaugeCollector() *gaugeCollector {
 		jobs: prometheus.NewDesc(MetricSuspendedJobs,
 			"Suspended Jobs of InPlace VPAs, by state: TemplateUpToDate, Waiting (not mutable yet), Withheld, Rejected, Error, NoRecommendation.",
 			[]string{"state"}, nil),
+		boosted: prometheus.NewDesc(MetricStartupBoosts,
+			"Pods of InPlace VPAs running with a CPU startup boost (vpaCpuStartupBoost annotations) that has not ended yet.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (g *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{g.records, g.memoryRecords, g.pending, g.oldest, g.paused, g.dryRun, g.metricsAPI, g.jobs} {
+	for _, d := range []*prometheus.Desc{g.records, g.memoryRecords, g.pending, g.oldest, g.paused, g.dryRun, g.metricsAPI, g.jobs, g.boosted} {
 		ch <- d
 	}
 }
@@ -354,6 +376,7 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, state := range state.JobStates {
 		ch <- prometheus.MustNewConstMetric(g.jobs, prometheus.GaugeValue, float64(s.Jobs[state]), string(state))
 	}
+	ch <- prometheus.MustNewConstMetric(g.boosted, prometheus.GaugeValue, float64(s.Boosted))
 }
 
 func boolFloat(b bool) float64 {

@@ -47,6 +47,9 @@ const (
 	PodNotRunning PodState = "NotRunning"
 	// PodNoRecommendation: the VPA recommends nothing for its containers.
 	PodNoRecommendation PodState = "NoRecommendation"
+	// PodBoosted: the pod runs with a CPU startup boost (pkg/boost) that
+	// has not ended yet: it is not otherwise resized until it does.
+	PodBoosted PodState = "StartupBoost"
 )
 
 // PendingPodStates are the states in which a recommendation waits to be
