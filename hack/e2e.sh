@@ -101,7 +101,7 @@ if [[ -f \${pidfile} ]]; then
   for ((i = 0; i < 100; i++)); do kill -0 "\${pid}" 2>/dev/null || break; sleep 0.1; done
 fi
 cd ${root}
-POD_NAME=updater-${replica} nohup _output/bin/updater --kubeconfig="${out}/updater.kubeconfig" --feature-gates=InPlace=true \\
+POD_NAME=updater-${replica} nohup _output/bin/updater --kubeconfig="${out}/updater.kubeconfig" --feature-gates=InPlace=true,CPUStartupBoost=true \\
   --ignored-vpa-object-namespaces=${steady_namespace} --updater-interval=5s --deferred-warning-after=5s --restart-min-ready=10s --address="127.0.0.1:${port}" \\
   --leader-elect-lease-duration=6s --leader-elect-renew-deadline=4s --leader-elect-retry-period=1s \\
   -v=2 >>"${logs}/updater-${replica}.log" 2>&1 &
@@ -135,7 +135,7 @@ run_profile() {
   local certs=(--tls-cert-file="${out}/certs/tls.crt" --tls-private-key-file="${out}/certs/tls.key")
   _output/bin/admission-controller --kubeconfig="${out}/admission-controller.kubeconfig" "${certs[@]}" \
     --bind-address=127.0.0.1 --port="${webhook_port}" --address="127.0.0.1:${ac_health}" \
-    --feature-gates=InPlace=true -v=2 >"${logs}/admission-controller.log" 2>&1 &
+    --feature-gates=InPlace=true,CPUStartupBoost=true -v=2 >"${logs}/admission-controller.log" 2>&1 &
   pids+=($!)
   _output/bin/admission-controller --kubeconfig="${out}/admission-controller.kubeconfig" "${certs[@]}" \
     --bind-address=127.0.0.1 --port="${gate_off_port}" --address="127.0.0.1:${gate_off_health}" \
