@@ -2,6 +2,7 @@ package updater
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,20 +82,38 @@ func TestNoResizeBeforeRecordsAreLoaded(t *testing.T) {
 	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, every)
 }
 
+// A failed load is retried after a backoff on the controller's clock: the
+// records load when the clock has moved by the first delay, not before.
 func TestLoadIsRetriedUntilItSucceeds(t *testing.T) {
-	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{store: &failingLoad{InMemoryStore: records.NewInMemoryStore(), failures: 1}})
+	store := &failingLoad{InMemoryStore: records.NewInMemoryStore(), failures: 1}
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{store: store})
 	f.run()
+	require.Eventually(t, func() bool { return store.calls.Load() == 1 }, waitFor, every, "one failed load")
+	// The clock moves 100 ms at a time until the load is tried again: the
+	// first delay is 1 s plus up to 10 % of jitter. On real time it would
+	// come only after many more steps; with no delay, after none.
+	var stepped time.Duration
+	require.Eventually(t, func() bool {
+		if store.calls.Load() >= 2 {
+			return true
+		}
+		f.clock.Step(100 * time.Millisecond)
+		stepped += 100 * time.Millisecond
+		return false
+	}, waitFor, every, "the load tried again")
+	assert.GreaterOrEqual(t, stepped, time.Second)
+	assert.LessOrEqual(t, stepped, 1300*time.Millisecond)
 	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, every, "after one failed load and a backoff")
 }
 
 type failingLoad struct {
 	*records.InMemoryStore
 	failures int
+	calls    atomic.Int32
 }
 
 func (s *failingLoad) Load(context.Context) error {
-	if s.failures > 0 {
-		s.failures--
+	if s.calls.Add(1) <= int32(s.failures) {
 		return context.DeadlineExceeded
 	}
 	return nil

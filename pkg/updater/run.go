@@ -130,17 +130,23 @@ func (c *Controller) loadRecords(ctx context.Context) error {
 	c.loading.Store(true)
 	defer c.loading.Store(false)
 	logger := klog.FromContext(ctx)
+	// The delays run on the controller's clock, as every other delay does.
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: time.Minute}
 	for _, store := range []records.Store{c.store, c.memStore} {
-		err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-			if err := store.Load(ctx); err != nil {
-				logger.Error(err, "Loading records; no resize is sent until they are loaded")
-				return false, nil
+		for {
+			err := store.Load(ctx)
+			if err == nil {
+				break
 			}
-			return true, nil
-		})
-		if err != nil && ctx.Err() == nil {
-			return fmt.Errorf("loading records: %w", err)
+			if ctx.Err() != nil {
+				return nil
+			}
+			logger.Error(err, "Loading records; no resize is sent until they are loaded")
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-c.clock.After(backoff.Step()):
+			}
 		}
 	}
 	return nil
@@ -197,7 +203,9 @@ func (c *Controller) CleanupRecords() []types.UID {
 }
 
 // waitFirstPass returns once the pod queue is empty and no worker is busy
-// (the pods queued by the first resync are decided), or ctx is done.
+// (the pods queued by the first resync are decided), or ctx is done. It
+// waits for the workers, not for a time: its poll runs on real time, so that
+// a controller on a fake clock still writes its conditions.
 func (c *Controller) waitFirstPass(ctx context.Context) {
 	_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
 		return c.queue.Len() == 0 && c.busy.Load() == 0, nil
