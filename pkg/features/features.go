@@ -17,10 +17,22 @@ const (
 	// alpha, default off.
 	// components: admission-controller, updater
 	InPlace featuregate.Feature = "InPlace"
+
+	// CPUStartupBoost enables the CPU startup boost of InPlace VPAs
+	// (spec.startupBoost.cpu and containerPolicies[].startupBoost.cpu): the
+	// admission controller raises a new pod's CPU, and the updater lowers it
+	// in place once the pod has been Ready for the boost's duration. The
+	// name is upstream VPA's gate of the same feature, so one flag means the
+	// same on both projects.
+	//
+	// alpha, default off.
+	// components: admission-controller, updater
+	CPUStartupBoost featuregate.Feature = "CPUStartupBoost"
 )
 
 var defaultFeatureGates = map[featuregate.Feature]featuregate.FeatureSpec{
-	InPlace: {Default: false, PreRelease: featuregate.Alpha},
+	InPlace:         {Default: false, PreRelease: featuregate.Alpha},
+	CPUStartupBoost: {Default: false, PreRelease: featuregate.Alpha},
 }
 
 // NewFeatureGate returns a new mutable gate with every feature of this

@@ -14,6 +14,14 @@ func TestInPlaceIsAlphaAndOffByDefault(t *testing.T) {
 	assert.True(t, gate.Enabled(InPlace))
 }
 
+func TestCPUStartupBoostIsAlphaAndOffByDefault(t *testing.T) {
+	gate := NewFeatureGate()
+	assert.False(t, gate.Enabled(CPUStartupBoost))
+	require.NoError(t, gate.Set("CPUStartupBoost=true"))
+	assert.True(t, gate.Enabled(CPUStartupBoost))
+	assert.False(t, gate.Enabled(InPlace), "independent of InPlace")
+}
+
 func TestUnknownGateIsRejected(t *testing.T) {
 	gate := NewFeatureGate()
 	assert.Error(t, gate.Set("NoSuchGate=true"))
