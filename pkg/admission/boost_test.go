@@ -276,3 +276,29 @@ func TestStartupBoostsLeaveTheRecommendationAlone(t *testing.T) {
 	assert.Equal(t, "600m", ptr.To(out["app"].Requests[corev1.ResourceCPU]).String())
 	assert.Equal(t, "300m", ptr.To(rec["app"].Requests[corev1.ResourceCPU]).String())
 }
+
+// Annotations that cannot be read, or are larger than the API server
+// accepts, boost nothing: whether a container already carries its
+// annotation is unknown.
+func TestStartupBoostsWithUnreadableAnnotations(t *testing.T) {
+	vpa := factorBoost(testvpa.New("web").InPlace(), 2)
+	pod := testpod.New("p").Container("app", "100m", "").Obj()
+	for name, raw := range map[string]string{
+		"not strings": `{"a":1}`,
+		"too large":   `{"a":"` + strings.Repeat("x", maxPodAnnotationsBytes) + `"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			shape := &podShape{metadata: true, annotations: true, annotationsJSON: rawValue(raw), spec: true, containers: make([]containerShape, 1)}
+			desired, added, boosts := startupBoosts(shape, pod, vpa, nil)
+			assert.Empty(t, desired)
+			assert.Empty(t, added)
+			require.Len(t, boosts, 1)
+			assert.Contains(t, boosts[0].skipped, "the pod's annotations")
+		})
+	}
+	// Readable ones without the container's key do not stop its boost.
+	shape := &podShape{metadata: true, annotations: true, annotationsJSON: rawValue(`{"vpaCpuStartupBoost/other":"x"}`), spec: true,
+		containers: make([]containerShape, 1)}
+	_, added, _ := startupBoosts(shape, pod, vpa, nil)
+	assert.Len(t, added, 1)
+}
