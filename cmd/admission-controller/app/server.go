@@ -208,7 +208,8 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 		return err
 	}
 	logger.Info("Starting the vpa-inplace admission controller",
-		"inPlaceGate", opts.FeatureGate.Enabled(features.InPlace), "webhookAddress", opts.WebhookAddress(), "address", opts.Address,
+		"inPlaceGate", opts.FeatureGate.Enabled(features.InPlace), "cpuStartupBoostGate", opts.FeatureGate.Enabled(features.CPUStartupBoost),
+		"webhookAddress", opts.WebhookAddress(), "address", opts.Address,
 		"maxInflightRequests", opts.MaxInflightRequests, "goMemoryLimit", memoryLimit, "goMemoryLimitFromEnv", memoryLimitFromEnv)
 
 	minVersion, err := opts.tlsMinVersion()
