@@ -9,8 +9,10 @@ import (
 func TestMain(m *testing.M) { testmain.Run(m, main) }
 
 // With --logging-format=json every log line is one JSON object, as log
-// pipelines expect. The binary fails early here (no cluster), after logging.
+// pipelines expect. The binary fails early here (no cluster), after logging;
+// its flags, both feature gates among them, parse.
 func TestJSONLogging(t *testing.T) {
 	testmain.RequireJSONLines(t, "--logging-format=json --kubeconfig=/nonexistent/kubeconfig"+
-		" --tls-cert-file=/nonexistent/tls.crt --tls-private-key-file=/nonexistent/tls.key", "Admission controller failed")
+		" --tls-cert-file=/nonexistent/tls.crt --tls-private-key-file=/nonexistent/tls.key"+
+		" --feature-gates=InPlace=true,CPUStartupBoost=true", "Admission controller failed")
 }

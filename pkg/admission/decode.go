@@ -20,6 +20,9 @@ import (
 const (
 	maxPodLabelsBytes          = 256 << 10
 	maxPodOwnerReferencesBytes = 64 << 10
+	// maxPodAnnotationsBytes bounds the annotations read when a container
+	// may be boosted (the API server's bound on all of a pod's).
+	maxPodAnnotationsBytes = 256 << 10
 )
 
 // podView is what the mutation of a new pod reads of it, as the reference
@@ -105,7 +108,10 @@ func (b *boundedQuantity) UnmarshalJSON(v []byte) error {
 type podShape struct {
 	metadata    bool
 	annotations bool
-	spec        bool
+	// annotationsJSON is the annotations object as received (nil when
+	// absent or null), read only when a container may be boosted.
+	annotationsJSON rawValue
+	spec            bool
 	// containers has one entry per element of spec.containers.
 	containers []containerShape
 	// nullContainer is a null element in spec.containers.
@@ -121,6 +127,7 @@ func (v *podView) shape() *podShape {
 	s := &podShape{metadata: v.Metadata != nil, spec: v.Spec != nil}
 	if v.Metadata != nil {
 		s.annotations = v.Metadata.Annotations.present()
+		s.annotationsJSON = v.Metadata.Annotations
 	}
 	if v.Spec == nil {
 		return s

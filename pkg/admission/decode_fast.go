@@ -98,7 +98,7 @@ func readPodMeta(r *jsonReader, pod *corev1.Pod, shape *podShape, namespace *str
 			if ok = seen.once(5); ok {
 				v, ok = readRaw(r)
 			}
-			shape.annotations = v != nil
+			shape.annotations, shape.annotationsJSON = v != nil, v
 		default:
 			ok = r.skip()
 		}

@@ -14,19 +14,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/boost"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 )
 
 // patchJSONs returns the patch of one pod both ways: encoding/json of the
 // operations PodPatch returns, and the JSON the handler writes.
-func patchJSONs(t *testing.T, shape *podShape, pod *corev1.Pod, desired recommendation.Desired, vpaName string) (want, got []byte) {
+func patchJSONs(t *testing.T, shape *podShape, pod *corev1.Pod, desired recommendation.Desired, vpaName string, annotations ...annotation) (want, got []byte) {
 	t.Helper()
 	values := &patchBuilder{}
-	require.NoError(t, values.build(shape, pod, desired, vpaName))
+	require.NoError(t, values.build(shape, pod, desired, vpaName, annotations))
 	written := getPatchBuilder()
 	defer putPatchBuilder(written)
-	require.NoError(t, written.build(shape, pod, desired, vpaName))
+	require.NoError(t, written.build(shape, pod, desired, vpaName, annotations))
 	got = written.finish()
 	if values.ops == nil {
 		return nil, got
@@ -71,6 +72,20 @@ func TestPatchJSONIsEncodingJSONOfTheOperations(t *testing.T) {
 			assert.Equal(t, string(want), string(got))
 		})
 	}
+	// The same, with the startup boosts' annotations beside the note, or
+	// alone when no resource changes.
+	boosts := []annotation{
+		{key: boost.AnnotationKey("app"), value: `{"requests":{"cpu":"100m","memory":"100Mi"},"limits":{"cpu":"200m","memory":"200Mi"}}`},
+		{key: boost.AnnotationKey("side/car~1"), value: "\u2028<&>\"é\xff"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name+", boosted", func(t *testing.T) {
+			want, got := patchJSONs(t, &tc.shape, pod, tc.desired, tc.vpaName, boosts...)
+			require.NotEmpty(t, want)
+			assert.Equal(t, string(want), string(got))
+			assert.Contains(t, string(got), "vpaCpuStartupBoost")
+		})
+	}
 }
 
 // Container indexes past one digit, and many names.
@@ -91,12 +106,17 @@ func TestPatchJSONOfManyContainers(t *testing.T) {
 	assert.Equal(t, string(want), string(got))
 }
 
-// FuzzPatchJSON: names, quantities and VPA names of any bytes.
+// FuzzPatchJSON: names, quantities and VPA names of any bytes; with
+// layout&32, a startup boost's annotation of the container too (its value
+// any bytes).
 func FuzzPatchJSON(f *testing.F) {
 	f.Add("app", "cpu", "250m", "web", uint8(7))
 	f.Add("a/b~c", `x"<>&\`, "1.5Gi", "é\u2028\xff", uint8(0))
 	f.Add("", "", "+5", "", uint8(3))
 	f.Add("c", "m", "1e3", "v", uint8(5))
+	f.Add("app", "cpu", "100m", `{"requests":{"cpu":"1"}}`, uint8(32|7))
+	f.Add("a/b~c", "cpu", "250m", "é\u2028\xff", uint8(32))
+	f.Add("app", "cpu", "100m", "v", uint8(32|2|1))
 	f.Fuzz(func(t *testing.T, container, name, value, vpaName string, layout uint8) {
 		q, err := resource.ParseQuantity(value)
 		if err != nil {
@@ -108,7 +128,11 @@ func FuzzPatchJSON(f *testing.F) {
 			Limits:   corev1.ResourceList{corev1.ResourceName(name): q, "cpu": resource.MustParse("1")}}}
 		shape := podShape{metadata: layout&1 != 0, annotations: layout&2 != 0, spec: true,
 			containers: []containerShape{{resources: layout&4 != 0, requests: layout&8 != 0, limits: layout&16 != 0}}}
-		want, got := patchJSONs(t, &shape, pod, desired, vpaName)
+		var boosts []annotation
+		if layout&32 != 0 {
+			boosts = []annotation{{key: boost.AnnotationKey(container), value: vpaName}}
+		}
+		want, got := patchJSONs(t, &shape, pod, desired, vpaName, boosts...)
 		if string(want) != string(got) {
 			t.Fatalf("written %s, encoding/json %s", got, want)
 		}

@@ -45,8 +45,8 @@ type reviewRequest struct {
 // decodeReview decodes an admission.k8s.io/v1 AdmissionReview with a
 // request, once. The request's objects refer to body, not to copies. Of the
 // request, the fields the endpoints read are kept: uid, resource,
-// subresources, name, namespace, operation and the objects; the others
-// (kinds, user info, dry run, options) are checked to be of their types,
+// subresources, name, namespace, operation, dry run and the objects; the
+// others (kinds, user info, options) are checked to be of their types,
 // as admissionv1.AdmissionReview would decode them, and dropped.
 func decodeReview(body []byte) (*admissionv1.AdmissionRequest, error) {
 	if req, ok := decodeReviewFast(body); ok {
@@ -177,8 +177,7 @@ func readRequest(r *jsonReader) (*admissionv1.AdmissionRequest, bool) {
 		case "userInfo":
 			ok = checkUserInfo(r)
 		case "dryRun":
-			var b *bool
-			ok = seen.once(12) && r.boolPtr(&b)
+			ok = seen.once(12) && r.boolPtr(&req.DryRun)
 		default: // options (any value, as runtime.RawExtension takes it) and unknown fields
 			ok = r.skip()
 		}

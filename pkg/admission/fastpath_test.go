@@ -44,6 +44,7 @@ var fastPathCases = []struct {
 	{"pod-level resources", podReview("CREATE", `{"spec":{"resources":{"requests":{"cpu":"1"}},"containers":[]}}`), true},
 	{"quantities as numbers, null and with spaces", podReview("CREATE", `{"spec":{"containers":[{"name":"a","resources":{"requests":{"cpu":1,"memory":null,"x":" 2 "}}}]}}`), true},
 	{"escaped strings", podReview("CREATE", `{"metadata":{"name":"a\u0062","labels":{"k":"v\"w"}},"spec":{"containers":[{"name":"\u00e9"}]}}`), true},
+	{"pod with a startup boost's annotation", podReview("CREATE", podJSON(`"annotations":{"vpaCpuStartupBoost/app":"{\"requests\":{\"cpu\":\"1\"}}", "b" : "c"},`, appContainer)), true},
 	{"names and values in any order", `{"request":{"object":{"spec":{"containers":[{"resources":{"requests":{"cpu":"1"}},"name":"a"}]},"kind":"Pod","apiVersion":"v1"},` +
 		`"operation":"CREATE","namespace":"ns","resource":{"resource":"pods","version":"v1","group":""},"uid":"x"},"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}`, true},
 
@@ -124,6 +125,7 @@ func checkFastReview(t *testing.T, body []byte) (*admissionv1.AdmissionRequest, 
 	assert.Equal(t, ref.Name, fast.Name)
 	assert.Equal(t, ref.Namespace, fast.Namespace)
 	assert.Equal(t, ref.Operation, fast.Operation)
+	assert.Equal(t, ref.DryRun, fast.DryRun)
 	assert.Equal(t, ref.Object.Raw, fast.Object.Raw)
 	assert.Equal(t, ref.OldObject.Raw, fast.OldObject.Raw)
 	return ref, true
@@ -164,6 +166,6 @@ func TestFastPodDecoderReadsEveryField(t *testing.T) {
 		{ResourceName: "memory", RestartPolicy: "RestartContainer"}}, app.ResizePolicy)
 	require.Len(t, pod.Spec.InitContainers, 1)
 	assert.Equal(t, corev1.ContainerRestartPolicyAlways, *pod.Spec.InitContainers[0].RestartPolicy)
-	assert.Equal(t, &podShape{metadata: true, annotations: true, spec: true, containers: []containerShape{
+	assert.Equal(t, &podShape{metadata: true, annotations: true, annotationsJSON: rawValue(`{"team":"web"}`), spec: true, containers: []containerShape{
 		{resources: true, requests: true, limits: true}, {resources: true}, {}}}, shape)
 }

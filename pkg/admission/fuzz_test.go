@@ -12,10 +12,14 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	sigsjson "sigs.k8s.io/json"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/annotations"
+
+	boostpkg "github.com/vpa-inplace/vpa-inplace/pkg/boost"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
 )
@@ -53,17 +57,28 @@ func FuzzHandleAdmissionReview(f *testing.F) {
 		{false, `not json`},
 		{true, ``},
 	} {
-		f.Add(seed.validate, []byte(seed.body))
+		f.Add(seed.validate, false, []byte(seed.body))
+		f.Add(seed.validate, true, []byte(seed.body))
 	}
+	f.Add(false, true, []byte(podReview("CREATE", podJSON(`"annotations":{"vpaCpuStartupBoost/sidecar":"{}"},`,
+		`[{"name":"app","resources":{"limits":{"cpu":"1"}}},{"name":"sidecar","resources":{"requests":{"cpu":"10m"}}},`+
+			`{"name":"cold","resources":{"requests":{"cpu":"10m"}},"resizePolicy":[{"resourceName":"cpu","restartPolicy":"RestartContainer"}]}]`))))
 
 	vpa := testvpa.New("web").InPlace().Recommend("app", "300m", "300Mi").Recommend("sidecar", "50m", "64Mi").Obj()
 	h, _ := testHandler{gate: false, resolver: everyPod{vpa}}.build(f)
+	// The same VPA with a CPU startup boost, both gates on.
+	boosted := factorBoost(testvpa.New("web").InPlace().Recommend("app", "300m", "300Mi").Recommend("sidecar", "50m", "64Mi"), 2)
+	hBoost, _ := testHandler{boost: true, resolver: everyPod{boosted}}.build(f)
 	ctx := klog.NewContext(context.Background(), logr.Discard())
 
-	f.Fuzz(func(t *testing.T, validate bool, body []byte) {
+	f.Fuzz(func(t *testing.T, validate, boost bool, body []byte) {
 		path := MutatePodsPath
 		if validate {
 			path = ValidateVPAsPath
+		}
+		h := h
+		if boost {
+			h = hBoost
 		}
 		req := httptest.NewRequestWithContext(ctx, http.MethodPost, path, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -121,12 +136,50 @@ func FuzzHandleAdmissionReview(f *testing.F) {
 				t.Fatalf("the patched pod does not decode: %v", err)
 			}
 		}
-		var meta struct {
+		var meta, sentMeta struct {
 			Metadata struct {
 				Annotations map[string]string `json:"annotations"`
 			} `json:"metadata"`
+			Spec struct {
+				Containers []corev1.Container `json:"containers"`
+			} `json:"spec"`
 		}
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(patched, &meta); err != nil || meta.Metadata.Annotations[ResourceUpdatesAnnotation] == "" {
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(patched, &meta); err != nil {
+			t.Fatalf("the patched pod does not decode: %v", err)
+		}
+		_ = sigsjson.UnmarshalCaseSensitivePreserveInts(in.Request.Object.Raw, &sentMeta)
+		boosts := 0
+		for _, c := range sentMeta.Spec.Containers {
+			key := boostpkg.AnnotationKey(c.Name)
+			value, added := meta.Metadata.Annotations[key]
+			if sent, ok := sentMeta.Metadata.Annotations[key]; ok {
+				if value != sent {
+					t.Fatalf("the annotation %s on the pod as sent was changed: %q to %q", key, sent, value)
+				}
+				continue
+			}
+			if !added {
+				continue
+			}
+			boosts++
+			// Upstream's reader finds the container as sent.
+			original, err := annotations.GetOriginalResourcesFromAnnotation(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+				Annotations: meta.Metadata.Annotations}}, c.Name)
+			if err != nil || original == nil {
+				t.Fatalf("upstream cannot read %s=%q: %v", key, value, err)
+			}
+			for _, l := range []struct{ sent, recorded corev1.ResourceList }{
+				{c.Resources.Requests, original.Requests}, {c.Resources.Limits, original.Limits}} {
+				for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+					q, ok := l.sent[name]
+					r, rok := l.recorded[name]
+					if ok != rok || (ok && q.Cmp(r) != 0) {
+						t.Fatalf("%s records %v for %s, sent %v", key, l.recorded, name, l.sent)
+					}
+				}
+			}
+		}
+		if meta.Metadata.Annotations[ResourceUpdatesAnnotation] == "" && boosts == 0 {
 			t.Fatalf("a patched pod records what was set: %s", patched)
 		}
 	})

@@ -39,6 +39,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 
@@ -89,7 +90,7 @@ var (
 
 // Config configures a Handler.
 type Config struct {
-	// FeatureGate holds the InPlace gate (required).
+	// FeatureGate holds the InPlace and CPUStartupBoost gates (required).
 	FeatureGate featuregate.FeatureGate
 	// VPAs finds a pod's VPA (required).
 	VPAs VPAResolver
@@ -97,6 +98,10 @@ type Config struct {
 	Recommendations Recommender
 	// Metrics are updated per request (required).
 	Metrics *Metrics
+	// Recorder records events on VPAs (the startup boosts of their new
+	// pods); nil records none. It must not block: client-go's recorders
+	// queue events and drop them when the queue is full.
+	Recorder record.EventRecorder
 	// Namespace, when set, limits the handler to objects of that namespace;
 	// objects elsewhere are admitted as they are.
 	Namespace string

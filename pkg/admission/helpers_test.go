@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -31,7 +32,10 @@ import (
 // pods owned by ReplicaSet web-7d9f8 belong to Deployment web, the target of
 // testvpa's VPAs, and the target selector is app=web.
 type testHandler struct {
-	gate        bool
+	gate bool
+	// boost turns on the CPUStartupBoost gate, and the InPlace gate with it.
+	boost       bool
+	recorder    record.EventRecorder
 	vpas        []*vpatypes.VerticalPodAutoscaler
 	resolver    VPAResolver
 	recommender Recommender
@@ -46,7 +50,7 @@ type testHandler struct {
 func (c testHandler) build(t testing.TB) (*Handler, *Metrics) {
 	t.Helper()
 	gate := features.NewFeatureGate()
-	require.NoError(t, gate.Set(fmt.Sprintf("%s=%t", features.InPlace, c.gate)))
+	require.NoError(t, gate.Set(fmt.Sprintf("%s=%t,%s=%t", features.InPlace, c.gate || c.boost, features.CPUStartupBoost, c.boost)))
 	metrics, err := NewMetrics(nil)
 	require.NoError(t, err)
 	resolver := c.resolver
@@ -66,6 +70,7 @@ func (c testHandler) build(t testing.TB) (*Handler, *Metrics) {
 		VPAs:              resolver,
 		Recommendations:   recommender,
 		Metrics:           metrics,
+		Recorder:          c.recorder,
 		Namespace:         c.namespace,
 		IgnoredNamespaces: c.ignored,
 		MaxRequestBytes:   c.maxBytes,

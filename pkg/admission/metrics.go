@@ -14,6 +14,7 @@ const (
 	MetricPodMutations      = "vpa_inplace_admission_pod_mutations_total"
 	MetricPodMutationErrors = "vpa_inplace_admission_pod_mutation_failures_total"
 	MetricVPARejections     = "vpa_inplace_admission_vpa_rejections_total"
+	MetricStartupBoosts     = "vpa_inplace_admission_startup_boosts_total"
 )
 
 // Endpoint label values.
@@ -48,10 +49,22 @@ const (
 	FailureResolveVPA     = "resolve_vpa"
 	FailureRecommendation = "recommendation"
 	FailurePatch          = "patch"
-	FailurePanic          = "panic"
+	// FailureStartupBoost: working out the CPU startup boosts.
+	FailureStartupBoost = "startup_boost"
+	FailurePanic        = "panic"
 	// FailureTooLarge: the pod's labels or owner references are larger
 	// than any the API server accepts; they were not decoded.
 	FailureTooLarge = "too_large"
+)
+
+// Outcome label values of MetricStartupBoosts, per container of a new pod
+// with a CPU startup boost policy.
+const (
+	// StartupBoostApplied: the container was boosted.
+	StartupBoostApplied = "applied"
+	// StartupBoostSkipped: it was not (event InPlaceStartupBoostSkipped
+	// says why).
+	StartupBoostSkipped = "skipped"
 )
 
 // Reason label values of MetricVPARejections.
@@ -72,6 +85,7 @@ type Metrics struct {
 	mutations        prometheus.Counter
 	mutationFailures *prometheus.CounterVec
 	rejections       *prometheus.CounterVec
+	startupBoosts    *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg; a nil reg
@@ -99,6 +113,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: MetricVPARejections,
 			Help: "VPA creations and updates rejected, by reason (feature_gate, invalid, quantity).",
 		}, []string{"reason"}),
+		startupBoosts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricStartupBoosts,
+			Help: "Containers of new pods with a CPU startup boost policy, by outcome (applied, skipped).",
+		}, []string{"outcome"}),
 	}
 	// Known label values start at zero so that rates exist from the start.
 	for _, e := range []string{EndpointValidateVPAs, EndpointValidateVPAQuantities, EndpointMutatePods} {
@@ -107,17 +125,20 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			m.requests.WithLabelValues(e, o)
 		}
 	}
-	for _, s := range []string{FailureResolveVPA, FailureRecommendation, FailurePatch, FailurePanic, FailureTooLarge} {
+	for _, s := range []string{FailureResolveVPA, FailureRecommendation, FailureStartupBoost, FailurePatch, FailurePanic, FailureTooLarge} {
 		m.mutationFailures.WithLabelValues(s)
 	}
 	for _, r := range []string{RejectionFeatureGate, RejectionInvalid, RejectionQuantity} {
 		m.rejections.WithLabelValues(r)
 	}
+	for _, o := range []string{StartupBoostApplied, StartupBoostSkipped} {
+		m.startupBoosts.WithLabelValues(o)
+	}
 	if reg == nil {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.mutations, m.mutationFailures, m.rejections} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.mutations, m.mutationFailures, m.rejections, m.startupBoosts} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

@@ -40,7 +40,7 @@ func PodPatch(raw []byte, pod *corev1.Pod, desired recommendation.Desired, vpaNa
 		return nil, fmt.Errorf("reading the pod's shape: %w", err)
 	}
 	b := &patchBuilder{}
-	if err := b.build(view.shape(), pod, desired, vpaName); err != nil {
+	if err := b.build(view.shape(), pod, desired, vpaName, nil); err != nil {
 		return nil, err
 	}
 	return b.ops, nil
@@ -68,7 +68,12 @@ const maxNames = 4
 
 // build works out the patch of pod, whose JSON has shape. Nothing is added
 // when nothing changes.
-func (b *patchBuilder) build(shape *podShape, pod *corev1.Pod, desired recommendation.Desired, vpaName string) error {
+//
+// annotations are added beside ResourceUpdatesAnnotation (the startup
+// boosts' records), sorted by key, each key before ResourceUpdatesAnnotation
+// in byte order and none already on the pod; they are added even when no
+// resource changes.
+func (b *patchBuilder) build(shape *podShape, pod *corev1.Pod, desired recommendation.Desired, vpaName string, annotations []annotation) error {
 	if !shape.spec || len(shape.containers) != len(pod.Spec.Containers) {
 		return fmt.Errorf("the pod's JSON has a different number of containers than the decoded pod")
 	}
@@ -115,18 +120,39 @@ func (b *patchBuilder) build(shape *podShape, pod *corev1.Pod, desired recommend
 			b.note = append(append(b.note, n...), " limit"...)
 		}
 	}
-	if len(b.note) == noteStart {
+	note := len(b.note) > noteStart
+	if !note && len(annotations) == 0 {
 		return nil
 	}
 	switch {
 	case !shape.metadata:
-		b.addNote("/metadata", 2)
+		b.addNote("/metadata", 2, annotations, note)
 	case !shape.annotations:
-		b.addNote("/metadata/annotations", 1)
+		b.addNote("/metadata/annotations", 1, annotations, note)
 	default:
-		b.addNote("/metadata/annotations/"+escapePointer(ResourceUpdatesAnnotation), 0)
+		for _, a := range annotations {
+			b.addAnnotation(a)
+		}
+		if note {
+			b.addNote("/metadata/annotations/"+escapePointer(ResourceUpdatesAnnotation), 0, nil, true)
+		}
 	}
 	return nil
+}
+
+// annotation is a pod annotation the patch adds.
+type annotation struct{ key, value string }
+
+// addAnnotation adds one annotation to the pod's existing annotations map.
+func (b *patchBuilder) addAnnotation(a annotation) {
+	if !b.toJSON {
+		b.ops = append(b.ops, PatchOperation{Op: "add", Path: "/metadata/annotations/" + escapePointer(a.key), Value: a.value})
+		return
+	}
+	b.path = appendPointerToken(append(b.path[:0], "/metadata/annotations/"...), a.key)
+	b.openOpPath(b.path)
+	b.buf = append(b.buf, `,"value":`...)
+	b.buf = append(appendJSONString(b.buf, a.value), '}')
 }
 
 // changed appends to dst, sorted, the names whose value in want is missing
@@ -217,18 +243,28 @@ func (b *patchBuilder) addList(i int, which string, exists bool, names []corev1.
 	}
 }
 
-// addNote adds ResourceUpdatesAnnotation at path: the note itself (depth
-// 0), an annotations map holding it (1), or a metadata object holding that
-// (2).
-func (b *patchBuilder) addNote(path string, depth int) {
+// addNote adds ResourceUpdatesAnnotation (when note is set) and
+// annotations at path: the note itself (depth 0, without annotations), an
+// annotations map holding them (1), or a metadata object holding that (2).
+// encoding/json writes a map's keys sorted: annotations are, and sort before
+// ResourceUpdatesAnnotation.
+func (b *patchBuilder) addNote(path string, depth int, annotations []annotation, note bool) {
 	if !b.toJSON {
-		note := string(b.note)
-		var value any = note
-		switch depth {
-		case 1:
-			value = map[string]string{ResourceUpdatesAnnotation: note}
-		case 2:
-			value = map[string]map[string]string{"annotations": {ResourceUpdatesAnnotation: note}}
+		var value any
+		if depth == 0 {
+			value = string(b.note)
+		} else {
+			m := make(map[string]string, len(annotations)+1)
+			for _, a := range annotations {
+				m[a.key] = a.value
+			}
+			if note {
+				m[ResourceUpdatesAnnotation] = string(b.note)
+			}
+			value = m
+			if depth == 2 {
+				value = map[string]map[string]string{"annotations": m}
+			}
 		}
 		b.ops = append(b.ops, PatchOperation{Op: "add", Path: path, Value: value})
 		return
@@ -237,11 +273,26 @@ func (b *patchBuilder) addNote(path string, depth int) {
 	b.buf = append(b.buf, `,"value":`...)
 	switch depth {
 	case 1:
-		b.buf = append(appendJSONString(append(b.buf, '{'), ResourceUpdatesAnnotation), ':')
+		b.buf = append(b.buf, '{')
 	case 2:
-		b.buf = append(appendJSONString(append(b.buf, `{"annotations":{`...), ResourceUpdatesAnnotation), ':')
+		b.buf = append(b.buf, `{"annotations":{`...)
 	}
-	b.buf = appendJSONString(b.buf, b.note)
+	for i, a := range annotations {
+		if i > 0 {
+			b.buf = append(b.buf, ',')
+		}
+		b.buf = append(appendJSONString(b.buf, a.key), ':')
+		b.buf = appendJSONString(b.buf, a.value)
+	}
+	if note {
+		if depth > 0 {
+			if len(annotations) > 0 {
+				b.buf = append(b.buf, ',')
+			}
+			b.buf = append(appendJSONString(b.buf, ResourceUpdatesAnnotation), ':')
+		}
+		b.buf = appendJSONString(b.buf, b.note)
+	}
 	for range depth {
 		b.buf = append(b.buf, '}')
 	}

@@ -14,6 +14,8 @@ import (
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpaapiutil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/boost"
 )
 
 // reviewPod applies the recommendation of an InPlace VPA to a new pod. The
@@ -54,11 +56,14 @@ func (h *Handler) reviewPod(ctx context.Context, req *admissionv1.AdmissionReque
 
 	b := getPatchBuilder()
 	defer putPatchBuilder(b)
-	vpa, step, err := h.podPatch(ctx, b, shape, pod)
+	vpa, boosts, step, err := h.podPatch(ctx, b, shape, pod)
 	if err != nil {
 		h.cfg.Metrics.mutationFailures.WithLabelValues(step).Inc()
 		logger.Error(err, "Cannot apply the recommendation to a new pod, admitting it unchanged", "step", step)
 		return allowed, nil
+	}
+	if len(boosts) > 0 {
+		h.recordBoosts(ctx, vpa, pod, boosts, req.DryRun != nil && *req.DryRun)
 	}
 	patch := b.finish()
 	if patch == nil {
@@ -74,46 +79,86 @@ func (h *Handler) reviewPod(ctx context.Context, req *admissionv1.AdmissionReque
 	return allowed, nil
 }
 
-// podPatch works out the patch of a new pod into b. On failure it names the
-// step that failed. A panic in any step is a failure too.
-func (h *Handler) podPatch(ctx context.Context, b *patchBuilder, shape *podShape, pod *corev1.Pod) (vpa *vpatypes.VerticalPodAutoscaler, step string, err error) {
+// podPatch works out the patch of a new pod into b, and the startup boosts
+// of its containers. On failure it names the step that failed. A panic in
+// any step is a failure too.
+func (h *Handler) podPatch(ctx context.Context, b *patchBuilder, shape *podShape, pod *corev1.Pod) (
+	vpa *vpatypes.VerticalPodAutoscaler, boosts []containerBoost, step string, err error) {
 	step = FailureResolveVPA
 	defer func() {
 		if r := recover(); r != nil {
-			step, err = FailurePanic, fmt.Errorf("panic while %s: %v\n%s", step, r, debug.Stack())
+			boosts, step, err = nil, FailurePanic, fmt.Errorf("panic while %s: %v\n%s", step, r, debug.Stack())
 		}
 	}()
 	vpa, err = h.cfg.VPAs.VPAForPod(ctx, pod)
 	if err != nil {
-		return nil, step, fmt.Errorf("finding the pod's VPA: %w", err)
+		return nil, nil, step, fmt.Errorf("finding the pod's VPA: %w", err)
 	}
 	if vpa == nil {
 		klog.FromContext(ctx).V(4).Info("No VPA controls the pod")
-		return nil, "", nil
+		return nil, nil, "", nil
 	}
 	if mode := vpaapiutil.GetUpdateMode(vpa); mode != vpatypes.UpdateModeInPlace {
 		klog.FromContext(ctx).V(4).Info("Leaving the pod to its VPA's mode", "vpa", klog.KObj(vpa), "updateMode", mode)
-		return vpa, "", nil
+		return vpa, nil, "", nil
 	}
 	if pod.Spec.Resources != nil {
 		// Container values are bounded by pod-level resources, which the
 		// recommendation processing does not know: setting them could make
 		// the pod invalid, and its creation fail.
 		klog.FromContext(ctx).V(2).Info("Leaving a pod with pod-level resources unchanged", "vpa", klog.KObj(vpa))
-		return vpa, "", nil
+		return vpa, nil, "", nil
 	}
 	step = FailureRecommendation
 	desired, err := h.cfg.Recommendations.ForPod(pod, vpa)
 	if err != nil {
-		return vpa, step, fmt.Errorf("computing the recommendation of VPA %s: %w", klog.KObj(vpa), err)
+		return vpa, nil, step, fmt.Errorf("computing the recommendation of VPA %s: %w", klog.KObj(vpa), err)
 	}
-	if len(desired) == 0 {
+	var annotations []annotation
+	if h.boosting(vpa) {
+		step = FailureStartupBoost
+		desired, annotations, boosts = startupBoosts(shape, pod, vpa, desired)
+	}
+	if len(desired) == 0 && len(annotations) == 0 {
 		klog.FromContext(ctx).V(4).Info("The VPA has no recommendation for the pod yet", "vpa", klog.KObj(vpa))
-		return vpa, "", nil
+		return vpa, boosts, "", nil
 	}
 	step = FailurePatch
-	if err := b.build(shape, pod, desired, vpa.Name); err != nil {
-		return vpa, step, fmt.Errorf("building the patch: %w", err)
+	if err := b.build(shape, pod, desired, vpa.Name, annotations); err != nil {
+		return vpa, nil, step, fmt.Errorf("building the patch: %w", err)
 	}
-	return vpa, "", nil
+	return vpa, boosts, "", nil
+}
+
+// recordBoosts counts the startup boosts of a new pod and records them as
+// events on its VPA (not on the pod, which does not exist yet). The
+// recorder queues events and sends them in the background, dropping them
+// when its queue is full: it never delays the review. A dry run is neither
+// counted nor recorded.
+func (h *Handler) recordBoosts(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler, pod *corev1.Pod, boosts []containerBoost, dryRun bool) {
+	if dryRun {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	owner := podOwner(pod)
+	for _, cb := range boosts {
+		if cb.skipped != "" {
+			h.cfg.Metrics.startupBoosts.WithLabelValues(StartupBoostSkipped).Inc()
+			logger.V(2).Info("Not boosting the CPU of a container of a new pod", "vpa", klog.KObj(vpa), "container", cb.container, "reason", cb.skipped)
+			if h.cfg.Recorder != nil {
+				h.cfg.Recorder.Eventf(vpa, corev1.EventTypeWarning, ReasonStartupBoostSkipped,
+					"Not boosting the CPU of container %s of a new pod of %s: %s", cb.container, owner, cb.skipped)
+			}
+			continue
+		}
+		h.cfg.Metrics.startupBoosts.WithLabelValues(StartupBoostApplied).Inc()
+		duration := boost.Duration(vpa, cb.container)
+		logger.V(2).Info("Boosting the CPU of a container of a new pod", "vpa", klog.KObj(vpa), "container", cb.container,
+			"from", cb.from.String(), "to", cb.to.String(), "duration", duration)
+		if h.cfg.Recorder != nil {
+			h.cfg.Recorder.Eventf(vpa, corev1.EventTypeNormal, ReasonStartupBoostApplied,
+				"Boosted CPU of container %s of a new pod of %s from %s to %s for %s after Ready",
+				cb.container, owner, cb.from.String(), cb.to.String(), duration)
+		}
+	}
 }

@@ -42,7 +42,7 @@ func TestFlags(t *testing.T) {
 		"--tls-cert-file=/tls/tls.crt", "--tls-private-key-file=/tls/tls.key",
 		"--tls-min-version=VersionTLS13", "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
 		"--bind-address=127.0.0.1", "--port=18443", "--address=127.0.0.1:18944", "--request-timeout=2s",
-		"--feature-gates=InPlace=true", "--ignored-vpa-object-namespaces=kube-system,vpa-inplace-system", "-v=4")
+		"--feature-gates=InPlace=true,CPUStartupBoost=true", "--ignored-vpa-object-namespaces=kube-system,vpa-inplace-system", "-v=4")
 	assert.Equal(t, "/etc/kube/config", opts.Kubeconfig)
 	assert.Equal(t, float32(7.5), opts.KubeAPIQPS)
 	assert.Equal(t, 15, opts.KubeAPIBurst)
@@ -50,6 +50,7 @@ func TestFlags(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:18944", opts.Address)
 	assert.Equal(t, 2*time.Second, opts.RequestTimeout)
 	assert.True(t, opts.FeatureGate.Enabled(features.InPlace))
+	assert.True(t, opts.FeatureGate.Enabled(features.CPUStartupBoost))
 	assert.Equal(t, []string{"kube-system", "vpa-inplace-system"}, opts.IgnoredVPAObjectNamespaces)
 	assert.EqualValues(t, 4, opts.Logs.Verbosity)
 	assert.Empty(t, opts.Validate())

@@ -12,17 +12,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
+	vpascheme "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/scheme"
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/admission"
@@ -84,7 +90,13 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return fmt.Errorf("creating the VPA client: %w", err)
 	}
-	return run(ctx, opts, clients{config: config, kube: kube, vpas: vpas}, listenTCP)
+	// Events go through a client of their own, with its own rate limiter,
+	// so that a burst of them never delays the informers.
+	events, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("creating the event client: %w", err)
+	}
+	return run(ctx, opts, clients{config: config, kube: kube, vpas: vpas, events: events}, listenTCP)
 }
 
 // clients are the connections to the cluster.
@@ -92,6 +104,35 @@ type clients struct {
 	config *rest.Config
 	kube   kubernetes.Interface
 	vpas   vpaclientset.Interface
+	// events records events; nil: kube does.
+	events kubernetes.Interface
+}
+
+// UserAgent identifies the admission controller to the API server, and is
+// the source component of its events.
+const UserAgent = "vpa-inplace-admission-controller"
+
+// eventCacheSize is the size of each of the event correlator's caches: the
+// admission controller sends at most one event per container of a new pod
+// with a startup boost policy.
+const eventCacheSize = 1024
+
+// newRecorder returns an event recorder for VPAs, and the function that
+// stops it. Events are queued and sent in the background: recording one
+// never blocks, and drops it when the queue is full.
+func newRecorder(ctx context.Context, kube kubernetes.Interface) (record.EventRecorder, func(), error) {
+	scheme := runtime.NewScheme()
+	if err := kubescheme.AddToScheme(scheme); err != nil {
+		return nil, nil, fmt.Errorf("building the event scheme: %w", err)
+	}
+	if err := vpascheme.AddToScheme(scheme); err != nil {
+		return nil, nil, fmt.Errorf("building the event scheme: %w", err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx),
+		record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: eventCacheSize}))
+	broadcaster.StartStructuredLogging(4)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return broadcaster.NewRecorder(scheme, corev1.EventSource{Component: UserAgent}), broadcaster.Shutdown, nil
 }
 
 // listenFunc opens a listener for an address of the options.
@@ -153,7 +194,7 @@ func restConfig(opts *Options) (*rest.Config, error) {
 	}
 	config.QPS = opts.KubeAPIQPS
 	config.Burst = opts.KubeAPIBurst
-	config.UserAgent = "vpa-inplace-admission-controller"
+	config.UserAgent = UserAgent
 	return config, nil
 }
 
@@ -167,7 +208,8 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 		return err
 	}
 	logger.Info("Starting the vpa-inplace admission controller",
-		"inPlaceGate", opts.FeatureGate.Enabled(features.InPlace), "webhookAddress", opts.WebhookAddress(), "address", opts.Address,
+		"inPlaceGate", opts.FeatureGate.Enabled(features.InPlace), "cpuStartupBoostGate", opts.FeatureGate.Enabled(features.CPUStartupBoost),
+		"webhookAddress", opts.WebhookAddress(), "address", opts.Address,
 		"maxInflightRequests", opts.MaxInflightRequests, "goMemoryLimit", memoryLimit, "goMemoryLimitFromEnv", memoryLimitFromEnv)
 
 	minVersion, err := opts.tlsMinVersion()
@@ -229,11 +271,22 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 		return fmt.Errorf("watching VPA deletions: %w", err)
 	}
 
+	eventClient := c.events
+	if eventClient == nil {
+		eventClient = c.kube
+	}
+	recorder, stopEvents, err := newRecorder(ctx, eventClient)
+	if err != nil {
+		return err
+	}
+	defer stopEvents()
+
 	handler, err := admission.NewHandler(admission.Config{
 		FeatureGate:       opts.FeatureGate,
 		VPAs:              resolver,
 		Recommendations:   recommendations,
 		Metrics:           metrics,
+		Recorder:          recorder,
 		Namespace:         opts.VPAObjectNamespace,
 		IgnoredNamespaces: opts.IgnoredVPAObjectNamespaces,
 		Timeout:           opts.RequestTimeout,

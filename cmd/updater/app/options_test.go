@@ -72,9 +72,10 @@ func TestSignalFlags(t *testing.T) {
 }
 
 func TestFlags(t *testing.T) {
-	o := parse(t, "--feature-gates=InPlace=true", "--updater-interval=30s", "--pod-update-threshold=0.2",
+	o := parse(t, "--feature-gates=InPlace=true,CPUStartupBoost=true", "--updater-interval=30s", "--pod-update-threshold=0.2",
 		"--eviction-tolerance=0.25", "--ignored-vpa-object-namespaces=kube-system,other", "--kube-api-qps=5", "--kube-api-burst=10")
 	assert.True(t, o.FeatureGate.Enabled(features.InPlace))
+	assert.True(t, o.FeatureGate.Enabled(features.CPUStartupBoost))
 	assert.Equal(t, 30*time.Second, o.UpdaterInterval)
 	assert.Equal(t, []string{"kube-system", "other"}, o.IgnoredVPANamespaces)
 	assert.Empty(t, o.Validate())
