@@ -11,7 +11,10 @@ require (
 	k8s.io/utils v0.0.0-20260707023825-cf1189d6abe3
 )
 
-require github.com/go-json-experiment/json v1.27.2 // indirect
+require (
+	github.com/go-json-experiment/json v1.27.2 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

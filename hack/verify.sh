@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Formatting, vet and module tidiness of the product module.
+# Formatting, vet and module tidiness of the product module; the bench
+# module builds.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,4 +18,7 @@ if [[ "${before}" != "${after}" ]]; then
   echo "go.mod/go.sum were not tidy (now fixed in the work tree; commit them)" >&2
   exit 1
 fi
+# bench/ is a module of its own that builds the product's packages: a new
+# dependency of theirs must reach its go.sum too.
+(cd bench && go build ./... && go vet ./...)
 echo "verify: ok"
