@@ -35,6 +35,9 @@ const (
 	policyVPAMetadata       = "vpa-inplace-updater may change only its own annotations in a VerticalPodAutoscaler's metadata"
 	policyVPAAnnotations    = "vpa-inplace-updater may change only its own annotations (vpa-inplace.dev/..., not vpa-inplace.dev/paused or vpa-inplace.dev/resize-when)"
 	policyVPAStatus         = "vpa-inplace-updater may change only its InPlaceResizeBlocked condition in a VerticalPodAutoscaler's status"
+	policyPodMetadata       = "vpa-inplace-updater may change only the startup boost annotations in a pod's metadata"
+	policyPodAdded          = "vpa-inplace-updater may not add or change a pod's annotations (it only removes startup boost annotations)"
+	policyPodRemoved        = "vpa-inplace-updater may remove only a pod's startup boost annotations (vpaCpuStartupBoost/...)"
 )
 
 // updaterClients are clients authenticated as the updater's ServiceAccount:
@@ -87,10 +90,11 @@ func mergePatch(t *testing.T, v any) []byte {
 // TestUpdaterIdentityIsNarrowedByAdmissionPolicy: with the updater's own
 // token, what the updater writes (resources of a suspended Job's containers
 // and init containers; its record annotations, added and removed; its
-// InPlaceResizeBlocked condition) is accepted, and anything else on Jobs and
-// VPAs that RBAC would let through is refused by the shipped
-// ValidatingAdmissionPolicies with their message. The same changes by the
-// cluster admin are accepted: the policies match the updater alone.
+// InPlaceResizeBlocked condition; the removal of a pod's startup boost
+// annotations, and its resizes through pods/resize) is accepted, and anything
+// else on Jobs, VPAs and pods that RBAC would let through is refused by the
+// shipped ValidatingAdmissionPolicies with their message. The same changes
+// by the cluster admin are accepted: the policies match the updater alone.
 func TestUpdaterIdentityIsNarrowedByAdmissionPolicy(t *testing.T) {
 	ns := newNamespace(t, nil)
 	ctx := ctxFor(t)
@@ -273,5 +277,92 @@ func TestUpdaterIdentityIsNarrowedByAdmissionPolicy(t *testing.T) {
 		// The admin is not matched.
 		_, err = vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Patch(ctx, vpa.Name, types.MergePatchType, mergePatch(t, annotate("team", "b")), metav1.PatchOptions{})
 		require.NoError(t, err, "the admin annotates a VPA")
+	})
+
+	t.Run("pods", func(t *testing.T) {
+		boost := func(container string) string { return "vpaCpuStartupBoost/" + container }
+		original := `{"requests":{"cpu":"100m"},"limits":{}}`
+		created, err := kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:   "boosted",
+				Labels: map[string]string{"app": "policy-pod"},
+				Annotations: map[string]string{
+					"team": "a", boost("app"): original, boost("sidecar"): original,
+				},
+			},
+			Spec: corev1.PodSpec{
+				NodeSelector:                  map[string]string{"kubernetes.io/hostname": env("E2E_NODE", "hollow-1")},
+				TerminationGracePeriodSeconds: ptr.To[int64](1),
+				Containers: []corev1.Container{
+					{Name: "app", Image: "registry.invalid/app:1", Resources: corev1.ResourceRequirements{Requests: rl("200m", "100Mi")}},
+					{Name: "sidecar", Image: "registry.invalid/app:1", Resources: corev1.ResourceRequirements{Requests: rl("200m", "50Mi")}},
+				},
+			},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		uid := string(created.UID)
+		patchPod := func(p any) error {
+			_, err := updKube.CoreV1().Pods(ns).Patch(ctx, created.Name, types.MergePatchType, mergePatch(t, p), metav1.PatchOptions{})
+			return err
+		}
+		annotate := func(annotations map[string]any) map[string]any {
+			return map[string]any{"metadata": map[string]any{"uid": uid, "annotations": annotations}}
+		}
+		// The pods policy may be enforced a moment after the others.
+		waitFor(t, eventually, "the updater's pods policy enforced", func(ctx context.Context) (bool, error) {
+			err := patchPod(map[string]any{"metadata": map[string]any{"labels": map[string]string{"probe": "x"}}})
+			if err == nil {
+				_, err := kube.CoreV1().Pods(ns).Patch(ctx, created.Name, types.MergePatchType,
+					[]byte(`{"metadata":{"labels":{"probe":null}}}`), metav1.PatchOptions{})
+				return false, err
+			}
+			if !apierrors.IsForbidden(err) {
+				t.Logf("a label by the updater: %v", err)
+			}
+			return apierrors.IsForbidden(err), nil
+		})
+
+		// Refused by the policy: RBAC lets the updater patch any pod.
+		requireRefusedByPolicy(t, patchPod(annotate(map[string]any{boost("other"): original})),
+			policyPodAdded, "adding a boost annotation")
+		requireRefusedByPolicy(t, patchPod(annotate(map[string]any{boost("app"): `{"requests":{"cpu":"4"},"limits":{}}`})),
+			policyPodAdded, "changing a boost annotation")
+		requireRefusedByPolicy(t, patchPod(annotate(map[string]any{"team": nil})),
+			policyPodRemoved, "removing another annotation")
+		requireRefusedByPolicy(t, patchPod(annotate(map[string]any{"team": nil, boost("app"): nil})),
+			policyPodRemoved, "removing another annotation along with a boost one")
+		requireRefusedByPolicy(t, patchPod(map[string]any{"metadata": map[string]any{"labels": map[string]string{"app": "other"}}}),
+			policyPodMetadata, "changing a pod's label")
+		got := getPod(t, ns, created.Name)
+		assert.Equal(t, created.Annotations, got.Annotations, "annotations unchanged")
+		assert.Equal(t, created.Labels, got.Labels, "labels unchanged")
+
+		// Allowed: what the end of a boost sends (a merge patch with the
+		// pod's UID), one annotation, then the rest.
+		require.NoError(t, patchPod(annotate(map[string]any{boost("app"): nil})), "removing a boost annotation")
+		assert.Equal(t, map[string]string{"team": "a", boost("sidecar"): original}, getPod(t, ns, created.Name).Annotations)
+		require.NoError(t, patchPod(annotate(map[string]any{boost("sidecar"): nil})), "removing the last boost annotation")
+		assert.Equal(t, map[string]string{"team": "a"}, getPod(t, ns, created.Name).Annotations)
+
+		// The updater's resizes go through pods/resize, which the pods
+		// policy does not match (it refuses any change of the spec).
+		waitFor(t, eventually, "pod "+created.Name+" running", func(context.Context) (bool, error) {
+			return getPod(t, ns, created.Name).Status.Phase == corev1.PodRunning, nil
+		})
+		_, err = updKube.CoreV1().Pods(ns).Patch(ctx, created.Name, types.StrategicMergePatchType,
+			mergePatch(t, map[string]any{"spec": map[string]any{"containers": []any{
+				map[string]any{"name": "app", "resources": map[string]any{"requests": map[string]string{"cpu": "100m"}}},
+			}}}), metav1.PatchOptions{}, "resize")
+		require.NoError(t, err, "a resize through pods/resize by the updater")
+		assert.Equal(t, "100m", ptr.To(getPod(t, ns, created.Name).Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]).String())
+
+		// No delete (RBAC grants none; the policy refuses it too).
+		err = updKube.CoreV1().Pods(ns).Delete(ctx, created.Name, metav1.DeleteOptions{})
+		assert.True(t, apierrors.IsForbidden(err), "deleting a pod: %v", err)
+
+		// The admin is not matched.
+		_, err = kube.CoreV1().Pods(ns).Patch(ctx, created.Name, types.MergePatchType,
+			mergePatch(t, annotate(map[string]any{boost("app"): original})), metav1.PatchOptions{})
+		require.NoError(t, err, "the admin adds a boost annotation")
 	})
 }

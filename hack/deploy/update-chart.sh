@@ -4,7 +4,10 @@
 #   - crds/vpa-v1-crd-gen.yaml: a verbatim copy of deploy/base/crd's;
 #   - templates/<component>/rbac.yaml: the ServiceAccount and RBAC of
 #     deploy/base/<component>/rbac, with the namespace replaced by the release's
-#     and the whole file switched by <component>.enabled;
+#     and the whole file switched by <component>.enabled; the objects named
+#     vpa-inplace-updater-pods (the updater's patch on pods, which only the
+#     admission policy of that name narrows) are further switched by
+#     updater.admissionPolicy.enabled;
 #   - templates/updater/admission-policy.yaml: the ValidatingAdmissionPolicies
 #     of deploy/base/updater/policy, with the ServiceAccount's namespace in
 #     their username replaced by the release's, switched by updater.enabled and
@@ -38,9 +41,29 @@ rbac_template() {
   while IFS= read -r f; do
     echo "---"
     # Only "namespace: vpa-inplace-system" lines: metadata and subjects.
-    sed -e "s#^\([ -]*namespace:\) ${DEPLOY_NAMESPACE}\$#\1 {{ .Release.Namespace }}#" "${f}"
+    sed -e "s#^\([ -]*namespace:\) ${DEPLOY_NAMESPACE}\$#\1 {{ .Release.Namespace }}#" "${f}" | with_policy
   done < <(deploy::resources "deploy/base/${component}/rbac")
   echo "{{- end }}"
+}
+
+# with_policy: a YAML stream with each document named vpa-inplace-updater-pods
+# (metadata or roleRef) wrapped in an updater.admissionPolicy.enabled switch:
+# the updater's patch on pods is granted only along with the policy that
+# narrows it.
+with_policy() {
+  awk '
+    function flush() {
+      if (doc ~ /(^|\n)  name: vpa-inplace-updater-pods\n/) {
+        printf "{{- if .Values.updater.admissionPolicy.enabled }}\n%s{{- end }}\n", doc
+      } else {
+        printf "%s", doc
+      }
+      doc = ""
+    }
+    /^---[ \t]*$/ { flush(); print; next }
+    { doc = doc $0 "\n" }
+    END { flush() }
+  '
 }
 
 # policy_template: the chart template of deploy/base/updater/policy.

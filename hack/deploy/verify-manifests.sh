@@ -279,7 +279,12 @@ GO
   mirror=(--json-mirror "${work}/mirror")
 fi
 
+# The VPA module's source: the pods policy's annotation prefix is checked
+# against upstream's constant (update-crd.sh above has downloaded it).
+vpa_module_dir=$(go list -m -f '{{.Dir}}' k8s.io/autoscaler/vertical-pod-autoscaler)
+
 if ! python3 hack/deploy/verify_manifests.py --deploy-dir "${deploy_dir}" \
+  --vpa-module-dir "${vpa_module_dir}" \
   --rendered-dir "${work}/rendered" "${kustomized[@]}" --chart-dir "${chart_dir}" \
   --chart-rendered-dir "${work}/chart" --metrics-source pkg/updater/report/metrics.go --metrics-source cmd/updater/app/leadermetric.go \
   --metrics-source pkg/admission/metrics.go "${mirror[@]}" "$@"; then

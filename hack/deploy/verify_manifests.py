@@ -207,8 +207,19 @@ def check_updater_rbac(c, where, objs):
         c.check(not allows(rules, "", "pods", verb), f"{w} cannot {verb} pods")
     c.check(not any(rule_covers(r, "", "pods/eviction") for r in rules),
             f"{w} has no access to pods/eviction")
-    for verb in ("create", "update", "patch"):
-        c.check(not allows(rules, "", "pods", verb), f"{w} cannot {verb} pods (only pods/resize)")
+    for verb in ("create", "update"):
+        c.check(not allows(rules, "", "pods", verb), f"{w} cannot {verb} pods (only patch, and pods/resize)")
+    # Patch on pods: the removal of startup boost annotations, in a rule of
+    # its own, granted exactly when the admission policy that narrows it to
+    # that removal ships too.
+    patching = [r for r in rules if rule_allows(r, "", "pods", "patch")]
+    c.check(all(r.get("apiGroups") == [""] and r.get("resources") == ["pods"] and r.get("verbs") == ["patch"]
+                and not r.get("resourceNames") for r in patching),
+            f"{w} patches pods through a rule of its own (pods, patch, nothing else)", json.dumps(patching))
+    narrowed = bool(find(objs, "ValidatingAdmissionPolicy", PODS_POLICY))
+    c.check(not patching or narrowed, f"{w} can patch pods only along with ValidatingAdmissionPolicy {PODS_POLICY}")
+    c.check(bool(patching) or not narrowed,
+            f"{w} can patch pods where {PODS_POLICY} ships (the end of startup boosts removes their annotations)")
     c.check(allows(rules, "", "pods/resize", "patch"), f"{w} can patch pods/resize")
     # Least privilege: only the verbs the code calls.
     c.check(not allows(rules, "", "pods/resize", "get"), f"{w} cannot get pods/resize (never read)")
@@ -527,6 +538,11 @@ def check_workloads(c, where, objs, chart=False):
 POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 JOBS_POLICY = "vpa-inplace-updater-jobs"
 VPAS_POLICY = "vpa-inplace-updater-vpas"
+PODS_POLICY = "vpa-inplace-updater-pods"
+# The upstream constant pkg/boost.AnnotationPrefix is, and the file that
+# defines it in the VPA module.
+BOOST_PREFIX_CONST = "StartupCPUBoostAnnotationPrefix"
+BOOST_PREFIX_FILE = "pkg/utils/annotations/vpa_cpu_boost.go"
 
 
 def go_strings(root, pattern):
@@ -544,23 +560,50 @@ def policy_text(policy):
     return json.dumps(policy.get("spec") or {})
 
 
-def check_admission_policies(c, where, objs, namespace=NAMESPACE):
-    """The updater's ValidatingAdmissionPolicies: one for Jobs and one for
-    VPAs, failing closed, matching the updater's ServiceAccount only, denying
-    through a binding, every rule with a message; the VPA policy knows the
-    updater's condition and leaves the users' annotations alone."""
+def upstream_boost_prefix(vpa_module_dir):
+    """The value of upstream VPA's annotations.StartupCPUBoostAnnotationPrefix,
+    read from the module's source, or None."""
+    if not vpa_module_dir:
+        return None
+    try:
+        with open(os.path.join(vpa_module_dir, BOOST_PREFIX_FILE), encoding="utf-8") as f:
+            found = re.findall(BOOST_PREFIX_CONST + r'\s*=\s*"([^"]+)"', f.read())
+    except OSError:
+        return None
+    return found[0] if len(found) == 1 else None
+
+
+def check_admission_policies(c, where, objs, namespace=NAMESPACE, vpa_module_dir=None):
+    """The updater's ValidatingAdmissionPolicies: one for Jobs, one for VPAs
+    and one for pods, failing closed, matching the updater's ServiceAccount
+    only, denying through a binding, every rule with a message; the VPA
+    policy knows the updater's condition and leaves the users' annotations
+    alone; the pods policy matches pods but not pods/resize, and lets go
+    only the annotations whose prefix is the one the code removes."""
     user = f"system:serviceaccount:{namespace}:{UPDATER_SA}"
     for name, group, resource in ((JOBS_POLICY, "batch", "jobs"),
-                                  (VPAS_POLICY, "autoscaling.k8s.io", "verticalpodautoscalers")):
+                                  (VPAS_POLICY, "autoscaling.k8s.io", "verticalpodautoscalers"),
+                                  (PODS_POLICY, "", "pods")):
         policy = (find(objs, "ValidatingAdmissionPolicy", name) or [None])[0]
         if not c.check(policy is not None, f"{where}: has ValidatingAdmissionPolicy {name}"):
             continue
         spec = policy.get("spec") or {}
         c.check(spec.get("failurePolicy") == "Fail", f"{where}: {name} fails closed")
         rules = ((spec.get("matchConstraints") or {}).get("resourceRules")) or []
-        c.check(any(group in r.get("apiGroups", []) and resource in r.get("resources", [])
-                    and f"{resource}/*" in r.get("resources", []) and "UPDATE" in r.get("operations", [])
-                    for r in rules), f"{where}: {name} matches {resource} and their subresources", json.dumps(rules))
+        ops = {"CREATE", "UPDATE", "DELETE"}
+        if name == PODS_POLICY:
+            # "pods" matches the pod only; "pods/*", "*/*" or "*/resize"
+            # would put the updater's resizes under a policy that refuses
+            # resource changes.
+            c.check(len(rules) == 1 and rules[0].get("apiGroups") == [""] and rules[0].get("resources") == ["pods"]
+                    and ops <= set(rules[0].get("operations") or []),
+                    f"{where}: {name} matches pods (CREATE, UPDATE, DELETE), not their subresources", json.dumps(rules))
+            c.check(not (spec.get("matchConstraints") or {}).get("excludeResourceRules"),
+                    f"{where}: {name} excludes nothing")
+        else:
+            c.check(any(group in r.get("apiGroups", []) and resource in r.get("resources", [])
+                        and f"{resource}/*" in r.get("resources", []) and ops <= set(r.get("operations") or [])
+                        for r in rules), f"{where}: {name} matches {resource} and their subresources", json.dumps(rules))
         conds = spec.get("matchConditions") or []
         c.check(len(conds) == 1 and conds[0].get("expression") == f"request.userInfo.username == '{user}'",
                 f"{where}: {name} matches only {user}", json.dumps(conds))
@@ -588,6 +631,22 @@ def check_admission_policies(c, where, objs, namespace=NAMESPACE):
             "(those pkg/updater reads) from the updater", f"settings {sorted(settings)}, read {sorted(read)}")
     c.check(bool(written) and not written & settings, f"{where}: {VPAS_POLICY} lets the updater write its records' "
             "annotations (those of pkg/records)", f"settings {sorted(settings)}, written {sorted(written)}")
+    pods = (find(objs, "ValidatingAdmissionPolicy", PODS_POLICY) or [None])[0]
+    if pods is None:
+        return
+    prefixes = [v.get("expression", "") for v in (pods.get("spec") or {}).get("variables") or []
+                if v.get("name") == "prefix"]
+    prefix = re.fullmatch(r"'([^']+)'", prefixes[0].strip()) if len(prefixes) == 1 else None
+    prefix = prefix.group(1) if prefix else None
+    upstream = upstream_boost_prefix(vpa_module_dir)
+    c.check(prefix is not None and prefix == upstream,
+            f"{where}: {PODS_POLICY} lets the updater remove the annotations of upstream VPA's "
+            f"annotations.{BOOST_PREFIX_CONST}", f"policy {prefix!r}, upstream {upstream!r}")
+    c.check(bool(go_strings("pkg/boost", r"const AnnotationPrefix\s*=\s*annotations\.(" + BOOST_PREFIX_CONST + r")\b")),
+            f"{where}: {PODS_POLICY}: pkg/boost.AnnotationPrefix is upstream's annotations.{BOOST_PREFIX_CONST}")
+    text = policy_text(pods)
+    c.check(text.count("variables.prefix") == 1 and "startsWith(variables.prefix)" in text,
+            f"{where}: {PODS_POLICY} uses the prefix in one rule, on removed annotations")
 
 
 # ---------------------------------------------------------------- per root
@@ -728,11 +787,15 @@ def check_chart(c, case, objs, base, values):
     c.check(canonical(find(objs, "CustomResourceDefinition")) == canonical(find(base, "CustomResourceDefinition")),
             f"{where}: the CRDs are deploy/base's")
     rbac_kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    policy_on = ((values.get("updater") or {}).get("admissionPolicy") or {}).get("enabled", True)
     for component, sa, key in (("updater", UPDATER_SA, "updater"),
                                ("admission-controller", ADMISSION_SA, "admissionController")):
         enabled = (values.get(key) or {}).get("enabled", True)
         mine = [o for o in component_objs(objs, f"vpa-inplace-{component}") if o["kind"] in rbac_kinds]
         theirs = [o for o in component_objs(base, f"vpa-inplace-{component}") if o["kind"] in rbac_kinds]
+        if component == "updater" and not policy_on:
+            # The patch on pods ships only with the policy that narrows it.
+            theirs = [o for o in theirs if ident(o)[2] != PODS_POLICY]
         c.check(canonical(mine) == canonical(theirs if enabled else []),
                 f"{where}: the {component}'s ServiceAccount and RBAC are deploy/base's" if enabled
                 else f"{where}: no {component} RBAC when disabled")
@@ -744,7 +807,7 @@ def check_chart(c, case, objs, base, values):
         if component == "updater":
             check_updater_rbac(c, where, objs)
             policies = [o for o in objs if o["kind"] in POLICY_KINDS]
-            on = ((values.get("updater") or {}).get("admissionPolicy") or {}).get("enabled", True)
+            on = policy_on
             c.check(canonical(policies) == canonical([o for o in base if o["kind"] in POLICY_KINDS] if on else []),
                     f"{where}: the updater's admission policies are deploy/base's" if on
                     else f"{where}: no admission policies when updater.admissionPolicy.enabled is false")
@@ -815,6 +878,7 @@ def main():
     ap.add_argument("--chart-dir")
     ap.add_argument("--chart-rendered-dir")
     ap.add_argument("--metrics-source", action="append", default=[])
+    ap.add_argument("--vpa-module-dir", help="the source of k8s.io/autoscaler/vertical-pod-autoscaler (go list -m)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     c = Checker(args.verbose)
@@ -871,7 +935,7 @@ def main():
         check_rbac_hygiene(c, root, objs)
         if find(objs, "ServiceAccount", UPDATER_SA):
             check_updater_rbac(c, root, objs)
-            check_admission_policies(c, root, objs)
+            check_admission_policies(c, root, objs, vpa_module_dir=args.vpa_module_dir)
         if find(objs, "ServiceAccount", ADMISSION_SA):
             check_admission_rbac(c, root, objs)
         if find(objs, "MutatingWebhookConfiguration") or find(objs, "ValidatingWebhookConfiguration"):

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
@@ -97,6 +99,33 @@ func compile(p *admissionregistrationv1.ValidatingAdmissionPolicy) (*Policy, err
 		compiler.CompileCondition(messages, cel.OptionalVariableDeclarations{}, environment.StoredExpressions),
 		p.Spec.FailurePolicy, nil)
 	return &Policy{Spec: *p, validator: validator, conditions: conditions}, nil
+}
+
+// Matches tells whether the API server sends the request to the policy at
+// all: its matchConstraints, evaluated by the API server's own matcher
+// (resource rules, subresources included), with the defaults the API server
+// gives a stored policy.
+func (p *Policy) Matches(r Request) (bool, error) {
+	spec := p.Spec.DeepCopy()
+	constraints := spec.Spec.MatchConstraints
+	if constraints == nil {
+		constraints = &admissionregistrationv1.MatchResources{}
+		spec.Spec.MatchConstraints = constraints
+	}
+	if constraints.NamespaceSelector == nil {
+		constraints.NamespaceSelector = &metav1.LabelSelector{}
+	}
+	if constraints.ObjectSelector == nil {
+		constraints.ObjectSelector = &metav1.LabelSelector{}
+	}
+	if constraints.MatchPolicy == nil {
+		equivalent := admissionregistrationv1.Equivalent
+		constraints.MatchPolicy = &equivalent
+	}
+	matcher := generic.NewPolicyMatcher(matching.NewMatcher(nil, nil))
+	ok, _, _, err := matcher.DefinitionMatches(r.attributes().Attributes,
+		admission.NewObjectInterfacesFromScheme(runtime.NewScheme()), validating.NewValidatingAdmissionPolicyAccessor(spec))
+	return ok, err
 }
 
 // Request is one admission request.

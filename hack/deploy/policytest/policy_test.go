@@ -29,6 +29,12 @@ const (
 	vpaMetadata     = "vpa-inplace-updater may change only its own annotations in a VerticalPodAutoscaler's metadata"
 	vpaAnnotations  = "vpa-inplace-updater may change only its own annotations (vpa-inplace.dev/..., not vpa-inplace.dev/paused or vpa-inplace.dev/resize-when)"
 	vpaStatus       = "vpa-inplace-updater may change only its InPlaceResizeBlocked condition in a VerticalPodAutoscaler's status"
+	podOnlyUpdate   = "vpa-inplace-updater may only update pods, to remove their startup boost annotations: no create or delete"
+	podSpec         = "vpa-inplace-updater may not change a pod's spec (resources change through pods/resize)"
+	podStatus       = "vpa-inplace-updater may not change a pod's status"
+	podMetadata     = "vpa-inplace-updater may change only the startup boost annotations in a pod's metadata"
+	podAdded        = "vpa-inplace-updater may not add or change a pod's annotations (it only removes startup boost annotations)"
+	podRemoved      = "vpa-inplace-updater may remove only a pod's startup boost annotations (vpaCpuStartupBoost/...)"
 	recordsKey      = "vpa-inplace.dev/infeasible-attempts"
 	memoryRecordKey = "vpa-inplace.dev/memory-limit-holds"
 )
@@ -38,6 +44,8 @@ var (
 	jobKind  = schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}
 	vpas     = schema.GroupVersionResource{Group: "autoscaling.k8s.io", Version: "v1", Resource: "verticalpodautoscalers"}
 	vpaKind  = schema.GroupVersionKind{Group: "autoscaling.k8s.io", Version: "v1", Kind: "VerticalPodAutoscaler"}
+	pods     = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	podKind  = schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
 	policies map[string]*Policy
 )
 
@@ -48,8 +56,8 @@ func load(t testing.TB) map[string]*Policy {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p["vpa-inplace-updater-jobs"] == nil || p["vpa-inplace-updater-vpas"] == nil {
-			t.Fatalf("%s: want policies vpa-inplace-updater-jobs and vpa-inplace-updater-vpas, got %d", policyFile, len(p))
+		if p["vpa-inplace-updater-jobs"] == nil || p["vpa-inplace-updater-vpas"] == nil || p["vpa-inplace-updater-pods"] == nil {
+			t.Fatalf("%s: want policies vpa-inplace-updater-jobs, vpa-inplace-updater-vpas and vpa-inplace-updater-pods, got %d", policyFile, len(p))
 		}
 		policies = p
 	}
@@ -316,6 +324,168 @@ func TestUpdaterVPAChanges(t *testing.T) {
 	}
 }
 
+// boostKey is the annotation upstream VPA's admission controller (and ours)
+// writes on a pod for each container whose CPU it boosted at creation.
+func boostKey(container string) string { return "vpaCpuStartupBoost/" + container }
+
+// pod is a running pod as the API server stores it, with containers
+// containers, each boosted (a boost annotation each), and an annotation and
+// a label of its owner's.
+func pod(containers int) *corev1.Pod {
+	p := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "kafka-0", Namespace: "team-a", UID: "4c1f3c9e-0000-4000-8000-000000000003", ResourceVersion: "300",
+			Generation: 1, Labels: map[string]string{"app": "kafka"}, Annotations: map[string]string{"team": "a"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "kafka", UID: "s", Controller: ptr(true)}},
+		},
+		Spec: corev1.PodSpec{NodeName: "node-1", RestartPolicy: corev1.RestartPolicyAlways},
+		Status: corev1.PodStatus{
+			Phase:      corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		},
+	}
+	for i := range containers {
+		name := fmt.Sprintf("app-%d", i)
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{
+			Name: name, Image: "registry.example/kafka:4", Resources: requests("2", "1Gi"),
+		})
+		p.Annotations[boostKey(name)] = `{"requests":{"cpu":"1"},"limits":{}}`
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: name, Ready: true, Image: "registry.example/kafka:4", Resources: ptr(requests("2", "1Gi")),
+		})
+	}
+	return p
+}
+
+func podUpdate(old *corev1.Pod, edit func(*corev1.Pod)) Request {
+	next := old.DeepCopy()
+	edit(next)
+	next.ResourceVersion = "301"
+	return Request{User: updater, Operation: admission.Update, Resource: pods, Kind: podKind, Object: next, OldObject: old}
+}
+
+func TestUpdaterPodChanges(t *testing.T) {
+	p := load(t)["vpa-inplace-updater-pods"]
+	boosted := pod(2)
+	for _, tc := range []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{"one boost annotation removed", podUpdate(boosted, func(p *corev1.Pod) { delete(p.Annotations, boostKey("app-0")) }), ""},
+		{"two boost annotations removed", podUpdate(boosted, func(p *corev1.Pod) {
+			delete(p.Annotations, boostKey("app-0"))
+			delete(p.Annotations, boostKey("app-1"))
+		}), ""},
+		{"the last annotation, a boost, removed", func() Request {
+			old := pod(1)
+			delete(old.Annotations, "team")
+			return podUpdate(old, func(p *corev1.Pod) { p.Annotations = nil })
+		}(), ""},
+		{"nothing changed", podUpdate(boosted, func(*corev1.Pod) {}), ""},
+		{"a boost annotation added", podUpdate(boosted, func(p *corev1.Pod) { p.Annotations[boostKey("sidecar")] = `{"requests":{"cpu":"1"}}` }), podAdded},
+		{"a boost annotation added to a pod without annotations", func() Request {
+			old := pod(1)
+			old.Annotations = nil
+			return podUpdate(old, func(p *corev1.Pod) { p.Annotations = map[string]string{boostKey("app-0"): "{}"} })
+		}(), podAdded},
+		{"a boost annotation changed", podUpdate(boosted, func(p *corev1.Pod) { p.Annotations[boostKey("app-1")] = `{"requests":{"cpu":"8"}}` }), podAdded},
+		{"a boost annotation changed while another is removed", podUpdate(boosted, func(p *corev1.Pod) {
+			delete(p.Annotations, boostKey("app-0"))
+			p.Annotations[boostKey("app-1")] = `{"requests":{"cpu":"8"}}`
+		}), podAdded},
+		{"another annotation added", podUpdate(boosted, func(p *corev1.Pod) { p.Annotations["other.example/x"] = "y" }), podAdded},
+		{"another annotation changed", podUpdate(boosted, func(p *corev1.Pod) { p.Annotations["team"] = "b" }), podAdded},
+		{"another annotation removed", podUpdate(boosted, func(p *corev1.Pod) { delete(p.Annotations, "team") }), podRemoved},
+		{"another annotation removed along with a boost one", podUpdate(boosted, func(p *corev1.Pod) {
+			delete(p.Annotations, "team")
+			delete(p.Annotations, boostKey("app-0"))
+		}), podRemoved},
+		{"every annotation removed", podUpdate(boosted, func(p *corev1.Pod) { p.Annotations = nil }), podRemoved},
+		{"a key that only looks like a boost", func() Request {
+			old := pod(1)
+			old.Annotations["vpaCpuStartupBoost"] = "x"
+			return podUpdate(old, func(p *corev1.Pod) { delete(p.Annotations, "vpaCpuStartupBoost") })
+		}(), podRemoved},
+		{"a label changed", podUpdate(boosted, func(p *corev1.Pod) { p.Labels["app"] = "other" }), podMetadata},
+		{"a label added along with a boost removed", podUpdate(boosted, func(p *corev1.Pod) {
+			p.Labels["extra"] = "x"
+			delete(p.Annotations, boostKey("app-0"))
+		}), podMetadata},
+		{"labels removed", podUpdate(boosted, func(p *corev1.Pod) { p.Labels = nil }), podMetadata},
+		{"owner references removed", podUpdate(boosted, func(p *corev1.Pod) { p.OwnerReferences = nil }), podMetadata},
+		{"a finalizer", podUpdate(boosted, func(p *corev1.Pod) { p.Finalizers = []string{"example.com/hold"} }), podMetadata},
+		{"image", podUpdate(boosted, func(p *corev1.Pod) { p.Spec.Containers[0].Image = "registry.example/other:1" }), podSpec},
+		{"resources", podUpdate(boosted, func(p *corev1.Pod) { p.Spec.Containers[1].Resources = requests("1", "1Gi") }), podSpec},
+		{"resources along with a boost removed", podUpdate(boosted, func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources = requests("1", "1Gi")
+			delete(p.Annotations, boostKey("app-0"))
+		}), podSpec},
+		{"tolerations added", podUpdate(boosted, func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		}), podSpec},
+		{"status phase", podUpdate(boosted, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), podStatus},
+		{"status condition", podUpdate(boosted, func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse }), podStatus},
+		{"create", Request{User: updater, Operation: admission.Create, Resource: pods, Kind: podKind, Object: boosted}, podOnlyUpdate},
+		{"delete", Request{User: updater, Operation: admission.Delete, Resource: pods, Kind: podKind, OldObject: boosted}, podOnlyUpdate},
+		{"a label, by someone else", func() Request {
+			r := podUpdate(boosted, func(p *corev1.Pod) { p.Labels["app"] = "other" })
+			r.User = "system:serviceaccount:team-a:default"
+			return r
+		}(), ""},
+		{"a boost annotation added, by a ServiceAccount of the same name elsewhere", func() Request {
+			r := podUpdate(boosted, func(p *corev1.Pod) { p.Annotations[boostKey("sidecar")] = "{}" })
+			r.User = "system:serviceaccount:team-a:vpa-inplace-updater"
+			return r
+		}(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) { check(t, p, tc.req, tc.want) })
+	}
+}
+
+// TestPodsPolicyLeavesResizesAlone: the API server sends the updater's
+// changes of a pod to the pods policy, but not its resizes (pods/resize),
+// which change resources, nor any other subresource; and not the Jobs or
+// VPAs policy either.
+func TestPodsPolicyLeavesResizesAlone(t *testing.T) {
+	ps := load(t)
+	resize := podUpdate(pod(2), func(p *corev1.Pod) { p.Spec.Containers[0].Resources = requests("1", "1Gi") })
+	resize.Subresource = "resize"
+	status := podUpdate(pod(2), func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })
+	status.Subresource = "status"
+	for _, tc := range []struct {
+		name   string
+		policy string
+		req    Request
+		want   bool
+	}{
+		{"a pod's annotations", "vpa-inplace-updater-pods", podUpdate(pod(2), func(p *corev1.Pod) { delete(p.Annotations, boostKey("app-0")) }), true},
+		{"a pod created", "vpa-inplace-updater-pods", Request{User: updater, Operation: admission.Create, Resource: pods, Kind: podKind, Object: pod(1)}, true},
+		{"a pod deleted", "vpa-inplace-updater-pods", Request{User: updater, Operation: admission.Delete, Resource: pods, Kind: podKind, OldObject: pod(1)}, true},
+		{"pods/resize", "vpa-inplace-updater-pods", resize, false},
+		{"pods/status", "vpa-inplace-updater-pods", status, false},
+		{"pods/resize, by the Jobs policy", "vpa-inplace-updater-jobs", resize, false},
+		{"pods/resize, by the VPA policy", "vpa-inplace-updater-vpas", resize, false},
+		{"a Job, by the pods policy", "vpa-inplace-updater-pods", jobUpdate(job(1), func(*batchv1.Job) {}), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ps[tc.policy].Matches(tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("%s matched: %v, want %v", tc.policy, got, tc.want)
+			}
+		})
+	}
+	// The resize would be refused if the policy saw it: only the matching
+	// keeps it out.
+	if d := ps["vpa-inplace-updater-pods"].Validate(context.Background(), func() Request { r := resize; r.Subresource = ""; return r }()); !d.Denied || d.Message != podSpec {
+		t.Errorf("a change of resources on the pod itself: %+v, want refused with %q", d, podSpec)
+	}
+}
+
 func check(t *testing.T, p *Policy, req Request, want string) {
 	t.Helper()
 	got := p.Validate(context.Background(), req)
@@ -331,7 +501,8 @@ func check(t *testing.T, p *Policy, req Request, want string) {
 
 // TestCostStaysWithinTheAPIServersBudget evaluates every rule on the
 // updater's change of Jobs of up to 100 containers (the expressions compare
-// containers pairwise) and of a VPA, and prints the cost: each must stay
+// containers pairwise), of a VPA, and of pods of up to 100 boosted
+// containers, and prints the cost: each must stay
 // within the budget the API server gives one policy, with room to spare.
 func TestCostStaysWithinTheAPIServersBudget(t *testing.T) {
 	ps := load(t)
@@ -352,6 +523,28 @@ func TestCostStaysWithinTheAPIServersBudget(t *testing.T) {
 		t.Logf("Job of %3d containers: cost %8d (%.3f%% of the budget %d)", n, cost, 100*float64(cost)/float64(budget), budget)
 		if cost <= 0 || cost > budget/10 {
 			t.Errorf("Job of %d containers: cost %d, want within a tenth of the budget %d", n, cost, budget)
+		}
+	}
+	for _, n := range []int{1, 10, 100} {
+		old := pod(n)
+		for i := range 50 {
+			old.Annotations[fmt.Sprintf("other.example/key-%d", i)] = strings.Repeat("x", 1<<10)
+		}
+		req := podUpdate(old, func(p *corev1.Pod) {
+			for i := range p.Spec.Containers {
+				delete(p.Annotations, boostKey(p.Spec.Containers[i].Name))
+			}
+		})
+		if d := ps["vpa-inplace-updater-pods"].Validate(context.Background(), req); d.Denied {
+			t.Fatalf("pod of %d containers: refused: %s", n, d.Message)
+		}
+		cost, err := ps["vpa-inplace-updater-pods"].Cost(context.Background(), req)
+		if err != nil {
+			t.Fatalf("pod of %d containers: %v", n, err)
+		}
+		t.Logf("pod of %3d boosted containers and 50 other annotations: cost %8d (%.3f%% of the budget)", n, cost, 100*float64(cost)/float64(budget))
+		if cost <= 0 || cost > budget/10 {
+			t.Errorf("pod of %d containers: cost %d, want within a tenth of the budget %d", n, cost, budget)
 		}
 	}
 	req := vpaUpdate("", func(o map[string]any) { annotations(o)[recordsKey] = strings.Repeat("x", 64<<10) })
