@@ -107,6 +107,17 @@ func (c *Controller) finishBoost(ctx context.Context, pod *corev1.Pod, vpa *vpat
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		return nil // gone, or another pod by now: nothing of ours to remove
+	case apierrors.IsForbidden(err):
+		// Not granted (an install without the pods admission policy and
+		// its RBAC): retrying with backoff cannot help. The resize is done;
+		// the removal is tried again when the pod is decided again, and
+		// said once for the pod.
+		klog.FromContext(ctx).Info("Cannot remove the startup boost annotations; the pod keeps them", "err", err)
+		if c.tracker.OnceWhileTracked(pod.UID, noteBoostForbidden, strings.Join(end.containers, ",")) {
+			c.recorder.Eventf(pod, corev1.EventTypeWarning, report.EventStartupBoostAnnotationForbidden,
+				"CPU startup boost of %s ended, but its annotation cannot be removed: %s", strings.Join(end.containers, ", "), statusMessage(err))
+		}
+		return nil
 	case err != nil:
 		// The boost stays on record; the pod is decided again with backoff
 		// and, its CPU already lowered, only the removal is left to do.

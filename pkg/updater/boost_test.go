@@ -1,6 +1,7 @@
 package updater
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -186,4 +187,29 @@ func TestWithTheGateOffABoostIsNotLookedAt(t *testing.T) {
 	require.NoError(t, f.sync("p"))
 	assert.Len(t, f.resizePatches(), 1, "resized as any pod: the updater does not know boosts")
 	assert.Empty(t, f.annotationRemovals())
+}
+
+// Without the grant (an install without the pods policy), the refused
+// removal is said once and not retried with backoff: the resize is done.
+func TestARefusedAnnotationRemovalIsReportedNotRetried(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{boostedPod(t, "p", t0)}, []*vpatypes.VerticalPodAutoscaler{boostVPA("150m", 0)}, fixtureOpts{boost: true})
+	f.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "" {
+			return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "p", errors.New("not granted"))
+		}
+		return false, nil, nil
+	})
+	require.NoError(t, f.sync("p"), "not retried with backoff")
+	require.Len(t, f.resizePatches(), 1)
+	f.kubeletDone("p")
+	require.NoError(t, f.sync("p"))
+	assert.Len(t, f.resizePatches(), 1, "nothing more to resize")
+	assert.Len(t, f.annotationRemovals(), 2, "tried again when decided again")
+	var warnings []string
+	for _, e := range f.events() {
+		if strings.Contains(e, report.EventStartupBoostAnnotationForbidden) {
+			warnings = append(warnings, e)
+		}
+	}
+	assert.Len(t, warnings, 1, "said once")
 }

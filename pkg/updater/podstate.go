@@ -16,6 +16,9 @@ const (
 	noteWaiting = "waiting"
 	// noteDeferred: a resize Deferred for too long, per episode.
 	noteDeferred = "deferred"
+	// noteBoostForbidden: a boost annotation the updater may not remove,
+	// per set of containers.
+	noteBoostForbidden = "boost-forbidden"
 )
 
 // stateOf tells the state of a pod from a decision that sends nothing.

@@ -71,4 +71,9 @@ const (
 	// lower it to. The annotation is removed; the container keeps its CPU
 	// until the VPA recommends some.
 	EventStartupBoostAnnotationInvalid = "InPlaceStartupBoostAnnotationInvalid"
+	// EventStartupBoostAnnotationForbidden: a boost ended but the API
+	// server refused the removal of its annotation (403: the updater is
+	// not granted patch on pods, or an admission policy refuses it); the
+	// removal is tried again when the pod is decided again. Once per pod.
+	EventStartupBoostAnnotationForbidden = "InPlaceStartupBoostAnnotationForbidden"
 )

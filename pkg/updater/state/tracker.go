@@ -31,6 +31,8 @@ type entry[S ~string] struct {
 	// notes hold, per topic, what a once-only event was last sent for in
 	// the current state (Once); they go when the state changes.
 	notes map[string]string
+	// lasting hold what OnceWhileTracked sent, whatever the state.
+	lasting map[string]string
 	// sent is a resize under way (pods only).
 	sent *Sent
 	// last is the last resize sent, kept once it completed (pods only): a
@@ -243,5 +245,24 @@ func (t *Tracker[S]) Once(uid types.UID, topic, value string) bool {
 		e.notes = map[string]string{}
 	}
 	e.notes[topic] = value
+	return true
+}
+
+// OnceWhileTracked is Once for an event that is about the object rather
+// than its state: what was sent is forgotten only with the object.
+func (t *Tracker[S]) OnceWhileTracked(uid types.UID, topic, value string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.entries[uid]
+	if !ok {
+		return false
+	}
+	if last, sent := e.lasting[topic]; sent && last == value {
+		return false
+	}
+	if e.lasting == nil {
+		e.lasting = map[string]string{}
+	}
+	e.lasting[topic] = value
 	return true
 }

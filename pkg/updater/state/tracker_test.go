@@ -298,3 +298,17 @@ func BenchmarkResizesUnderWay(b *testing.B) {
 		}
 	}
 }
+
+func TestOnceWhileTrackedOutlivesStateChanges(t *testing.T) {
+	tr := New[PodState]()
+	now := time.Unix(0, 0)
+	tr.Set("u", Pod{VPA: "ns/v", Name: "p", State: PodInProgress}, now)
+	assert.True(t, tr.OnceWhileTracked("u", "topic", "a"))
+	assert.True(t, tr.Once("u", "topic", "a"), "the two kinds do not mix")
+	tr.Set("u", Pod{VPA: "ns/v", Name: "p", State: PodResized}, now)
+	assert.False(t, tr.OnceWhileTracked("u", "topic", "a"), "kept across the change of state")
+	assert.True(t, tr.Once("u", "topic", "a"), "Once is forgotten with the state")
+	assert.True(t, tr.OnceWhileTracked("u", "topic", "b"), "a new value")
+	tr.Forget("u")
+	assert.False(t, tr.OnceWhileTracked("u", "topic", "b"), "not tracked")
+}
