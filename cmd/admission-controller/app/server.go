@@ -12,13 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	kubescheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -28,11 +24,11 @@ import (
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
-	vpascheme "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/scheme"
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/admission"
 	"github.com/vpa-inplace/vpa-inplace/pkg/certwatch"
+	"github.com/vpa-inplace/vpa-inplace/pkg/eventsink"
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/selfcert"
@@ -112,27 +108,10 @@ type clients struct {
 // the source component of its events.
 const UserAgent = "vpa-inplace-admission-controller"
 
-// eventCacheSize is the size of each of the event correlator's caches: the
-// admission controller sends at most one event per container of a new pod
-// with a startup boost policy.
-const eventCacheSize = 1024
-
-// newRecorder returns an event recorder for VPAs, and the function that
-// stops it. Events are queued and sent in the background: recording one
-// never blocks, and drops it when the queue is full.
+// newRecorder returns the event recorder of the binary (pkg/eventsink),
+// and the function that stops it.
 func newRecorder(ctx context.Context, kube kubernetes.Interface) (record.EventRecorder, func(), error) {
-	scheme := runtime.NewScheme()
-	if err := kubescheme.AddToScheme(scheme); err != nil {
-		return nil, nil, fmt.Errorf("building the event scheme: %w", err)
-	}
-	if err := vpascheme.AddToScheme(scheme); err != nil {
-		return nil, nil, fmt.Errorf("building the event scheme: %w", err)
-	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx),
-		record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: eventCacheSize}))
-	broadcaster.StartStructuredLogging(4)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	return broadcaster.NewRecorder(scheme, corev1.EventSource{Component: UserAgent}), broadcaster.Shutdown, nil
+	return eventsink.New(ctx, kube, UserAgent)
 }
 
 // listenFunc opens a listener for an address of the options.

@@ -15,13 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
-	kubescheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
@@ -29,10 +26,10 @@ import (
 	metricsclientset "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
-	vpascheme "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/scheme"
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/cachetrim"
+	"github.com/vpa-inplace/vpa-inplace/pkg/eventsink"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/server"
@@ -278,28 +275,10 @@ func Run(ctx context.Context, o *Options) error {
 	return runAsLeader(ctx, kube, o.LeaderElection, leader, ctrl.Run)
 }
 
-// newRecorder returns an event recorder for pods and VPAs, and the function
-// that stops it.
-// eventCacheSize is the size of each of the event correlator's caches.
-const eventCacheSize = 1024
-
+// newRecorder returns the event recorder of the binary (pkg/eventsink),
+// and the function that stops it.
 func newRecorder(ctx context.Context, kube kubernetes.Interface) (record.EventRecorder, func(), error) {
-	scheme := runtime.NewScheme()
-	if err := kubescheme.AddToScheme(scheme); err != nil {
-		return nil, nil, fmt.Errorf("building the event scheme: %w", err)
-	}
-	if err := vpascheme.AddToScheme(scheme); err != nil {
-		return nil, nil, fmt.Errorf("building the event scheme: %w", err)
-	}
-	// The correlator dedups and aggregates repeated events per object in
-	// caches of 4,096 entries by default (about 2 KB each), sized for
-	// components that repeat themselves; the updater sends one event per
-	// pod and change, so a quarter of that keeps what it can use.
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx),
-		record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: eventCacheSize}))
-	broadcaster.StartStructuredLogging(4)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	return broadcaster.NewRecorder(scheme, corev1.EventSource{Component: UserAgent}), broadcaster.Shutdown, nil
+	return eventsink.New(ctx, kube, UserAgent)
 }
 
 // killSwitch watches the one ConfigMap of --config-map, by name, in its

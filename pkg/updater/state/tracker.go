@@ -232,37 +232,31 @@ func (t *Tracker[S]) Select(match func(Status[S]) bool) []Status[S] {
 // be sent for an object in its current state, and marks it sent. What was
 // sent is forgotten when the object changes state.
 func (t *Tracker[S]) Once(uid types.UID, topic, value string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, ok := t.entries[uid]
-	if !ok {
-		return false
-	}
-	if last, sent := e.notes[topic]; sent && last == value {
-		return false
-	}
-	if e.notes == nil {
-		e.notes = map[string]string{}
-	}
-	e.notes[topic] = value
-	return true
+	return t.once(uid, func(e *entry[S]) *map[string]string { return &e.notes }, topic, value)
 }
 
 // OnceWhileTracked is Once for an event that is about the object rather
 // than its state: what was sent is forgotten only with the object.
 func (t *Tracker[S]) OnceWhileTracked(uid types.UID, topic, value string) bool {
+	return t.once(uid, func(e *entry[S]) *map[string]string { return &e.lasting }, topic, value)
+}
+
+// once marks value sent for topic in the notes of uid's entry that in
+// picks, and tells whether it was not already.
+func (t *Tracker[S]) once(uid types.UID, in func(*entry[S]) *map[string]string, topic, value string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.entries[uid]
 	if !ok {
 		return false
 	}
-	if last, sent := e.lasting[topic]; sent && last == value {
+	notes := in(e)
+	if last, sent := (*notes)[topic]; sent && last == value {
 		return false
 	}
-	if e.lasting == nil {
-		e.lasting = map[string]string{}
+	if *notes == nil {
+		*notes = map[string]string{}
 	}
-	e.lasting[topic] = value
+	(*notes)[topic] = value
 	return true
 }
