@@ -118,7 +118,7 @@ recommender="k8s.io/autoscaler/vertical-pod-autoscaler ${upstream_version} pkg/r
 extra=()
 [[ -n ${BENCH_ONLY:-} ]] && extra+=(--only="${BENCH_ONLY}")
 echo "== running the recommender-driven phase (${pods} pods, window ${window}; logs in ${logs})"
-reproduce="make bench-recommender BENCH_REC_PODS=${pods} BENCH_REC_DEPLOYMENTS=${deployments} BENCH_REC_WINDOW=${window}"
+reproduce="make bench-recommender BENCH_REC_PODS=${pods} BENCH_REC_DEPLOYMENTS=${deployments} BENCH_REC_WINDOW=${window}${BENCH_ONLY:+ BENCH_ONLY=${BENCH_ONLY}}"
 # shellcheck disable=SC2086
 "${bin}/recommender-bench" \
   --kubeconfig="${KUBECONFIG}" --pods="${pods}" --deployments="${deployments}" --noise="${noise}" \

@@ -177,7 +177,7 @@ extra=()
 [[ -n ${BENCH_ONLY:-} ]] && extra+=(--only="${BENCH_ONLY}")
 [[ ${BENCH_PPROF:-0} == 1 ]] && extra+=(--pprof)
 echo "== running the benchmark (${pods} pods; logs in ${logs})"
-reproduce="make bench BENCH_PODS=${pods}"
+reproduce="make bench BENCH_PODS=${pods} BENCH_PHASES=resize${BENCH_ONLY:+ BENCH_ONLY=${BENCH_ONLY}}"
 # shellcheck disable=SC2086
 "${bin}/resize-bench" \
   --kubeconfig="${KUBECONFIG}" --pods="${pods}" --qps="${qps}" --burst="${burst}" \

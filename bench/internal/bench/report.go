@@ -359,8 +359,10 @@ func (rep *Report) Markdown(reproduce string) string {
 	}
 	b.WriteString("## Results\n\n")
 	b.WriteString(rep.Table())
-	b.WriteString("\nRatios are ours ÷ upstream: below 1, ours is faster, smaller or makes fewer requests. " +
-		"Latencies are per pod, from the start of the driver's write of the VPA status to the moment the driver's own watch sees " +
+	if len(rep.Results) == 2 {
+		b.WriteString("\nRatios are ours ÷ upstream: below 1, ours is faster, smaller or makes fewer requests.")
+	}
+	b.WriteString("\nLatencies are per pod, from the start of the driver's write of the VPA status to the moment the driver's own watch sees " +
 		"the pod's generation move with the new requests in its spec (accepted), and then `status.observedGeneration` reach it with " +
 		"no `PodResizePending`/`PodResizeInProgress` condition left (completed).\n\n")
 	if t := rep.targets(); t != "" {
