@@ -24,11 +24,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
 	vpafake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/admission"
@@ -129,22 +131,7 @@ func TestRunServesTheWebhooks(t *testing.T) {
 	opts.TLSCertFile, opts.TLSPrivateKeyFile = pair.Write(t, t.TempDir())
 	require.Empty(t, opts.Validate())
 	kube, vpas := cluster()
-	l := &listeners{addrs: map[string]string{}}
-
-	done := make(chan error, 1)
-	go func() {
-		// The rest config is only used for discovery of /scale targets,
-		// which the well-known controllers here never need.
-		done <- run(ctx, opts, clients{config: &rest.Config{Host: "https://127.0.0.1:1"}, kube: kube, vpas: vpas}, l.listen)
-	}()
-
-	plain := &http.Client{Timeout: 5 * time.Second}
-	require.Eventually(t, func() bool { return l.get(opts.Address) != "" }, 30*time.Second, 10*time.Millisecond)
-	probes := "http://" + l.get(opts.Address)
-	require.Eventually(t, func() bool {
-		code, _ := httpGet(plain, probes+"/readyz")
-		return code == http.StatusOK
-	}, 30*time.Second, 20*time.Millisecond, "ready once caches synced and the certificate is loaded")
+	l, done, plain, probes := startServer(t, ctx, opts, kube, vpas)
 	code, body := httpGet(plain, probes+"/readyz")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, "[+]informers ok")
@@ -231,19 +218,7 @@ func TestRunSelfManagedServesWhatItPublishes(t *testing.T) {
 			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/mutate-pods")}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	l := &listeners{addrs: map[string]string{}}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, opts, clients{config: &rest.Config{Host: "https://127.0.0.1:1"}, kube: kube, vpas: vpas}, l.listen)
-	}()
-
-	plain := &http.Client{Timeout: 5 * time.Second}
-	require.Eventually(t, func() bool { return l.get(opts.Address) != "" }, 30*time.Second, 10*time.Millisecond)
-	probes := "http://" + l.get(opts.Address)
-	require.Eventually(t, func() bool {
-		code, _ := httpGet(plain, probes+"/readyz")
-		return code == http.StatusOK
-	}, 30*time.Second, 20*time.Millisecond)
+	l, done, plain, probes := startServer(t, ctx, opts, kube, vpas)
 	_, body := httpGet(plain, probes+"/readyz")
 	assert.Contains(t, body, "[+]certificate ok")
 
@@ -275,4 +250,27 @@ func TestRunSelfManagedServesWhatItPublishes(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not return after its context ended")
 	}
+}
+
+// startServer runs the admission controller with opts on the fake clients
+// and returns once its /readyz answers OK (caches synced, certificate
+// loaded): its listeners, the channel run's error comes on, a plain HTTP
+// client and the probes' base URL.
+func startServer(t *testing.T, ctx context.Context, opts *Options, kube kubernetes.Interface, vpas vpaclientset.Interface) (*listeners, chan error, *http.Client, string) {
+	t.Helper()
+	l := &listeners{addrs: map[string]string{}}
+	done := make(chan error, 1)
+	go func() {
+		// The rest config is only used for discovery of /scale targets,
+		// which the well-known controllers here never need.
+		done <- run(ctx, opts, clients{config: &rest.Config{Host: "https://127.0.0.1:1"}, kube: kube, vpas: vpas}, l.listen)
+	}()
+	plain := &http.Client{Timeout: 5 * time.Second}
+	require.Eventually(t, func() bool { return l.get(opts.Address) != "" }, 30*time.Second, 10*time.Millisecond)
+	probes := "http://" + l.get(opts.Address)
+	require.Eventually(t, func() bool {
+		code, _ := httpGet(plain, probes+"/readyz")
+		return code == http.StatusOK
+	}, 30*time.Second, 20*time.Millisecond, "ready once caches synced and the certificate is loaded")
+	return l, done, plain, probes
 }
