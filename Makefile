@@ -26,7 +26,7 @@ test: ## Run unit tests (with the race detector) and short fuzz runs of the webh
 	hack/test.sh
 
 .PHONY: verify
-verify: ## Check formatting, go vet and go.mod tidiness.
+verify: ## Check formatting, go vet, go.mod tidiness, and every relative link and anchor of the docs.
 	hack/verify.sh
 
 ##@ Fuzzing

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Formatting, vet and module tidiness of the product module; the bench
-# module builds.
+# module builds; the documentation's links (hack/docs/verify.sh).
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,4 +21,5 @@ fi
 # bench/ is a module of its own that builds the product's packages: a new
 # dependency of theirs must reach its go.sum too.
 (cd bench && go build ./... && go vet ./...)
+hack/docs/verify.sh
 echo "verify: ok"
