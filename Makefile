@@ -37,6 +37,20 @@ FUZZTIME ?= 5m
 fuzz: ## Fuzz the webhook's request handling and the records decoder, FUZZTIME each (default 5m).
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
+##@ Images
+
+.PHONY: images
+images: ## Build both images, linux/amd64 and linux/arm64, as OCI layout tarballs in _output/images (no container engine; VERSION, PLATFORMS).
+	hack/images/build.sh
+
+.PHONY: verify-images
+verify-images: ## Build the images and check their config and files per platform (user, entrypoint, architecture, labels, static binary); push them to an in-process registry.
+	hack/images/verify.sh
+
+.PHONY: push
+push: ## Push the images of `make images` to REGISTRY (REGISTRY=registry.example.com/vpa-inplace pushes .../updater:TAG and .../admission-controller:TAG; TAG defaults to VERSION).
+	hack/images/push.sh
+
 ##@ Deploy
 
 .PHONY: verify-deploy

@@ -4,7 +4,7 @@
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 
-unformatted=$(gofmt -l cmd pkg e2e 2>/dev/null || true)
+unformatted=$(gofmt -l cmd pkg e2e hack/images hack/demo 2>/dev/null || true)
 if [[ -n "${unformatted}" ]]; then
   echo "gofmt would change:" >&2
   echo "${unformatted}" >&2
