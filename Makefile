@@ -26,8 +26,12 @@ test: ## Run unit tests (with the race detector) and short fuzz runs of the webh
 	hack/test.sh
 
 .PHONY: verify
-verify: ## Check formatting, go vet, go.mod tidiness, and every relative link and anchor of the docs.
+verify: ## Check formatting, go vet, go.mod tidiness, every doc link and anchor, and docs/flags.md against the binaries' --help.
 	hack/verify.sh
+
+.PHONY: update-flags
+update-flags: ## Rewrite the flag tables of docs/flags.md from the binaries' --help.
+	hack/docs/flags.sh
 
 ##@ Fuzzing
 

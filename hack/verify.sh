@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Formatting, vet and module tidiness of the product module; the bench
-# module builds; the documentation's links (hack/docs/verify.sh).
+# module builds; the documentation's links and flag reference
+# (hack/docs/verify.sh).
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 
