@@ -26,8 +26,12 @@ test: ## Run unit tests (with the race detector) and short fuzz runs of the webh
 	hack/test.sh
 
 .PHONY: verify
-verify: ## Check formatting, go vet and go.mod tidiness.
+verify: ## Check formatting, go vet, go.mod tidiness, every doc link and anchor, and docs/flags.md against the binaries' --help.
 	hack/verify.sh
+
+.PHONY: update-flags
+update-flags: ## Rewrite the flag tables of docs/flags.md from the binaries' --help.
+	hack/docs/flags.sh
 
 ##@ Fuzzing
 
@@ -36,6 +40,20 @@ FUZZTIME ?= 5m
 .PHONY: fuzz
 fuzz: ## Fuzz the webhook's request handling and the records decoder, FUZZTIME each (default 5m).
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+
+##@ Images
+
+.PHONY: images
+images: ## Build both images, linux/amd64 and linux/arm64, as OCI layout tarballs in _output/images (no container engine; VERSION, PLATFORMS).
+	hack/images/build.sh
+
+.PHONY: verify-images
+verify-images: ## Build the images and check their config and files per platform (user, entrypoint, architecture, labels, static binary); push them to an in-process registry.
+	hack/images/verify.sh
+
+.PHONY: push
+push: ## Push the images of `make images` to REGISTRY (REGISTRY=registry.example.com/vpa-inplace pushes .../updater:TAG and .../admission-controller:TAG; TAG defaults to VERSION).
+	hack/images/push.sh
 
 ##@ Deploy
 

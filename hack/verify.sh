@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Formatting, vet and module tidiness of the product module; the bench
-# module builds.
+# module builds; the documentation's links and flag reference
+# (hack/docs/verify.sh).
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 
-unformatted=$(gofmt -l cmd pkg e2e 2>/dev/null || true)
+unformatted=$(gofmt -l cmd pkg e2e hack/images hack/demo 2>/dev/null || true)
 if [[ -n "${unformatted}" ]]; then
   echo "gofmt would change:" >&2
   echo "${unformatted}" >&2
@@ -21,4 +22,5 @@ fi
 # bench/ is a module of its own that builds the product's packages: a new
 # dependency of theirs must reach its go.sum too.
 (cd bench && go build ./... && go vet ./...)
+hack/docs/verify.sh
 echo "verify: ok"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Checks the documentation (make verify): every relative link and anchor of
+# every Markdown file resolves (hack/docs/check-links.py), and the flag
+# reference, docs/flags.md, is what the binaries' --help says
+# (hack/docs/flags.sh). Both checkers' own tests run first.
+set -o errexit -o nounset -o pipefail
+cd "$(dirname "$0")/../.."
+
+command -v python3 >/dev/null || { echo "error: python3 is not in PATH" >&2; exit 1; }
+for t in hack/docs/check_links_test.py hack/docs/flags_test.py; do
+  if ! out=$(python3 "${t}" 2>&1); then
+    echo "FAIL: ${t}:" >&2
+    echo "${out}" | sed -e 's/^/    /' >&2
+    exit 1
+  fi
+done
+hack/docs/check-links.py
+hack/docs/flags.sh --verify
+echo "docs: ok (links, flags reference)"
