@@ -8,7 +8,7 @@
 #
 # Environment: VERSION (default: the chart's appVersion; the tag),
 # PLATFORMS (default linux/amd64,linux/arm64), SOURCE_DATE_EPOCH (default:
-# the commit's time), IMAGE_LICENSES (SPDX, default NOASSERTION).
+# the commit's time), IMAGE_LICENSES (SPDX, default Apache-2.0).
 set -o errexit -o nounset -o pipefail
 source "$(dirname "$0")/lib.sh"
 cd "${IMAGES_REPO_ROOT}"

@@ -16,9 +16,8 @@ IMAGES_PLATFORMS=${PLATFORMS:-linux/amd64,linux/arm64}
 # The chart's appVersion: the tag the chart pulls by default.
 IMAGES_VERSION=${VERSION:-$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "${IMAGES_REPO_ROOT}/charts/vpa-inplace/Chart.yaml")}
 readonly IMAGES_SOURCE=https://github.com/vpa-inplace/vpa-inplace
-# SPDX expression of the licence. The repository declares none yet:
-# NOASSERTION is SPDX's word for that.
-IMAGES_LICENSES=${IMAGE_LICENSES:-NOASSERTION}
+# SPDX expression of the licence: the repository's LICENSE.
+IMAGES_LICENSES=${IMAGE_LICENSES:-Apache-2.0}
 
 images::die() {
   echo "error: $*" >&2
