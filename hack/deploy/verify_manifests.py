@@ -302,9 +302,12 @@ def check_admission_rbac(c, where, objs):
         c.check(allows(rules, "autoscaling.k8s.io", "verticalpodautoscalers", verb),
                 f"{w} can {verb} verticalpodautoscalers")
         c.check(allows(rules, "", "limitranges", verb), f"{w} can {verb} limitranges")
+        c.check(allows(rules, "", "resourcequotas", verb), f"{w} can {verb} resourcequotas (startup boosts within them)")
         for group, resource in CONTROLLERS:
             c.check(allows(rules, group, resource, verb), f"{w} can {verb} {group or 'core'}/{resource}")
     c.check(allows(rules, "example.com", "widgets/scale", "get"), f"{w} can get */scale of any group")
+    for verb in ("create", "update", "patch", "delete"):
+        c.check(not allows(rules, "", "resourcequotas", verb), f"{w} cannot {verb} resourcequotas")
     for verb in ("create", "update", "patch", "delete"):
         c.check(not allows(rules, "batch", "jobs", verb), f"{w} cannot {verb} jobs")
     for verb in ("create", "update", "patch", "delete"):
