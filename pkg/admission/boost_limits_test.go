@@ -209,3 +209,16 @@ func TestStartupBoostStaysWithinAdmission(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// The recommendation alone (no boost) keeps a new pod admitted too: a VPA
+// that controls only requests, under maxLimitRequestRatio, gives a request
+// no lower than the container's own limit allows.
+func TestMutatePodsStaysWithinLimitRanges(t *testing.T) {
+	vpa := testvpa.New("web").InPlace().Recommend("app", "100m", "100Mi").RequestsOnly("app").Obj()
+	raw := podJSON("", `[{"name":"app","resources":{"requests":{"cpu":"1","memory":"100Mi"},"limits":{"cpu":"2","memory":"200Mi"}}}]`)
+	ranges := []*corev1.LimitRange{limitRangeOf(cpuItem(corev1.LimitTypeContainer, "", "4"))}
+	h, _ := testHandler{gate: true, vpas: []*vpatypes.VerticalPodAutoscaler{vpa}, limitRanges: ranges}.build(t)
+	pod := applyPatch(t, raw, response(t, post(t, h, MutatePodsPath, podReview("CREATE", raw))))
+	require.NoError(t, testadmit.Pod(pod, ranges, nil))
+	assertResources(t, requirements(testpod.List("500m", "100Mi"), testpod.List("2", "200Mi")), pod.Spec.Containers[0].Resources, "app")
+}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
@@ -64,6 +65,7 @@ func (c testHandler) build(t testing.TB) (*Handler, *Metrics) {
 		resolver = clusterResolver(t, c.vpas...)
 	}
 	var admissionLimits *Limits
+	var lister corelisters.LimitRangeLister
 	recommender := c.recommender
 	if recommender == nil {
 		var limits limitrange.LimitRangeCalculator = limitrange.NewNoopLimitsCalculator()
@@ -72,6 +74,7 @@ func (c testHandler) build(t testing.TB) (*Handler, *Metrics) {
 		}
 		if c.limitRanges != nil || c.quotas != nil {
 			factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+			lister = factory.Core().V1().LimitRanges().Lister()
 			for _, lr := range c.limitRanges {
 				require.NoError(t, factory.Core().V1().LimitRanges().Informer().GetIndexer().Add(lr))
 			}
@@ -84,7 +87,11 @@ func (c testHandler) build(t testing.TB) (*Handler, *Metrics) {
 			admissionLimits, err = NewLimits(factory)
 			require.NoError(t, err)
 		}
-		recommender = recommendation.NewCalculator(limits)
+		calc := recommendation.NewCalculator(limits)
+		if c.limitRanges != nil {
+			calc.WithLimitRanges(lister)
+		}
+		recommender = calc
 	}
 	h, err := NewHandler(Config{
 		FeatureGate:       gate,
