@@ -14,6 +14,7 @@ require (
 require (
 	github.com/go-json-experiment/json v1.27.2 // indirect
 	golang.org/x/sync v0.22.0 // indirect
+	k8s.io/component-helpers v0.37.1 // indirect
 )
 
 require (

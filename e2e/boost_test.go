@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -19,7 +20,8 @@ import (
 )
 
 const (
-	eventBoostEnded = "InPlaceStartupBoostEnded"
+	eventBoostEnded  = "InPlaceStartupBoostEnded"
+	eventBoostCapped = "InPlaceStartupBoostCapped"
 	// boostKey is the boost annotation of container "app" (upstream's key).
 	boostKey = annotations.StartupCPUBoostAnnotationPrefix + "app"
 	// boostSeconds is the e2e boost's durationSeconds.
@@ -144,4 +146,30 @@ func TestStartupBoostOfUpstreamsFormatIsEnded(t *testing.T) {
 	waitEvent(t, ns, pods[0].Name, eventBoostEnded, 1)
 	requireNotDisrupted(t, ns, "up", before)
 	t.Logf("pod %s unboosted from upstream's annotation", pods[0].Name)
+}
+
+// Issue #32, item 12: a boost never makes a pod that LimitRanger refuses.
+// With a LimitRange max of 400m per container, a pod of 100m/200m
+// recommended 150m (limit 300m) and boosted by 2 would get 300m/600m: it is
+// boosted to 200m/400m instead, its Deployment creates it, and the VPA says
+// the boost was capped. (Before, the API server refused the pod and the
+// Deployment made none.) The boost's end is admitted too.
+func TestStartupBoostStaysWithinLimitRange(t *testing.T) {
+	ns := newNamespace(t, nil)
+	_, err := kube.CoreV1().LimitRanges(ns).Create(ctxFor(t), &corev1.LimitRange{
+		ObjectMeta: metav1.ObjectMeta{Name: "limits"},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+			Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("400m")},
+		}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	boostVPA(t, ns, "capped")
+
+	pods := deploy(t, ns, workload{name: "capped", requests: rl("100m", "100Mi"), limits: rl("200m", "")})
+	pod := pods[0]
+	assert.Equal(t, "200m", cpuRequest(&pod), "boosted up to the LimitRange, not to 300m")
+	assert.Equal(t, "400m", ptr.To(pod.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU]).String())
+	waitEvent(t, ns, "capped", eventBoostCapped, 1)
+	waitResized(t, ns, pod.Name, "150m", "100Mi")
+	waitEvent(t, ns, pod.Name, eventBoostEnded, 1)
 }

@@ -38,7 +38,13 @@ const (
 	policyPodMetadata       = "vpa-inplace-updater may change only the startup boost annotations in a pod's metadata"
 	policyPodAdded          = "vpa-inplace-updater may not add or change a pod's annotations (it only removes startup boost annotations)"
 	policyPodRemoved        = "vpa-inplace-updater may remove only a pod's startup boost annotations (vpaCpuStartupBoost/...)"
+	policyConfigMapName     = "vpa-inplace-updater may write only its records ConfigMaps (vpa-inplace-records-...)"
+	policyConfigMapLabel    = "vpa-inplace-updater may write only its records ConfigMaps, labelled vpa-inplace.dev/records"
 )
+
+// killSwitch is the updater's cluster-wide kill switch (--config-map), in
+// its namespace.
+const killSwitch = "vpa-inplace-updater-config"
 
 // updaterClients are clients authenticated as the updater's ServiceAccount:
 // from the kubeconfig the updater runs with (E2E_UPDATER_KUBECONFIG, written
@@ -91,10 +97,12 @@ func mergePatch(t *testing.T, v any) []byte {
 // token, what the updater writes (resources of a suspended Job's containers
 // and init containers; its record annotations, added and removed; its
 // InPlaceResizeBlocked condition; the removal of a pod's startup boost
-// annotations, and its resizes through pods/resize) is accepted, and anything
-// else on Jobs, VPAs and pods that RBAC would let through is refused by the
-// shipped ValidatingAdmissionPolicies with their message. The same changes
-// by the cluster admin are accepted: the policies match the updater alone.
+// annotations, and its resizes through pods/resize; its records ConfigMaps)
+// is accepted, and anything else on Jobs, VPAs, pods and ConfigMaps that
+// RBAC would let through (the kill switch rewritten or deleted) is refused
+// by the shipped ValidatingAdmissionPolicies with their message. The same
+// changes by the cluster admin are accepted: the policies match the updater
+// alone.
 func TestUpdaterIdentityIsNarrowedByAdmissionPolicy(t *testing.T) {
 	ns := newNamespace(t, nil)
 	ctx := ctxFor(t)
@@ -364,5 +372,121 @@ func TestUpdaterIdentityIsNarrowedByAdmissionPolicy(t *testing.T) {
 		_, err = kube.CoreV1().Pods(ns).Patch(ctx, created.Name, types.MergePatchType,
 			mergePatch(t, annotate(map[string]any{boost("app"): original})), metav1.PatchOptions{})
 		require.NoError(t, err, "the admin adds a boost annotation")
+	})
+	t.Run("configmaps", func(t *testing.T) {
+		cms := kube.CoreV1().ConfigMaps(recordsNamespace)
+		updCMs := updKube.CoreV1().ConfigMaps(recordsNamespace)
+		// The kill switch, as the admin left it (created here, not paused,
+		// when there is none); put back as it was whatever happens.
+		before, err := cms.Get(ctx, killSwitch, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			before, err = cms.Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: killSwitch, Namespace: recordsNamespace},
+				Data:       map[string]string{"paused": "false"},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				_ = kube.CoreV1().ConfigMaps(recordsNamespace).Delete(context.Background(), killSwitch, metav1.DeleteOptions{})
+			})
+		} else {
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				restore := before.DeepCopy()
+				restore.ResourceVersion = ""
+				cmsNow := kube.CoreV1().ConfigMaps(recordsNamespace)
+				if cur, err := cmsNow.Get(context.Background(), killSwitch, metav1.GetOptions{}); err == nil {
+					restore.ResourceVersion = cur.ResourceVersion
+					_, _ = cmsNow.Update(context.Background(), restore, metav1.UpdateOptions{})
+				} else if apierrors.IsNotFound(err) {
+					_, _ = cmsNow.Create(context.Background(), restore, metav1.CreateOptions{})
+				}
+			})
+		}
+		probe := func(value any) []byte {
+			return mergePatch(t, map[string]any{"data": map[string]any{"probe": value}})
+		}
+		// RBAC grants update, not patch: the updater's writes are updates.
+		updateKillSwitch := func(edit func(*corev1.ConfigMap)) error {
+			cur, err := cms.Get(ctx, killSwitch, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			edit(cur)
+			_, err = updCMs.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		}
+		// The ConfigMaps policy may be enforced a moment after the others.
+		waitFor(t, eventually, "the updater's ConfigMaps policy enforced", func(ctx context.Context) (bool, error) {
+			err := updateKillSwitch(func(cm *corev1.ConfigMap) {
+				if cm.Data == nil {
+					cm.Data = map[string]string{}
+				}
+				cm.Data["probe"] = "x"
+			})
+			if err == nil {
+				_, err := cms.Patch(ctx, killSwitch, types.MergePatchType, probe(nil), metav1.PatchOptions{})
+				return false, err
+			}
+			if !apierrors.IsForbidden(err) {
+				t.Logf("the kill switch, by the updater: %v", err)
+			}
+			return apierrors.IsForbidden(err), nil
+		})
+
+		// Refused by the policy: RBAC lets the updater write every
+		// ConfigMap of its namespace.
+		requireRefusedByPolicy(t, updateKillSwitch(func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"paused": "false"} }),
+			policyConfigMapName, "rewriting the kill switch")
+		requireRefusedByPolicy(t, updateKillSwitch(func(cm *corev1.ConfigMap) {
+			cm.Labels = map[string]string{"vpa-inplace.dev/records": "infeasible"}
+		}), policyConfigMapName, "labelling the kill switch as records")
+		requireRefusedByPolicy(t, updCMs.Delete(ctx, killSwitch, metav1.DeleteOptions{}), policyConfigMapName, "deleting the kill switch")
+		_, err = updCMs.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "vpa-inplace-e2e-other", Namespace: recordsNamespace},
+		}, metav1.CreateOptions{})
+		if err == nil {
+			t.Cleanup(func() {
+				_ = kube.CoreV1().ConfigMaps(recordsNamespace).Delete(context.Background(), "vpa-inplace-e2e-other", metav1.DeleteOptions{})
+			})
+		}
+		requireRefusedByPolicy(t, err, policyConfigMapName, "creating another ConfigMap")
+		after, err := cms.Get(ctx, killSwitch, metav1.GetOptions{})
+		require.NoError(t, err, "the kill switch is still there")
+		assert.Equal(t, before.Data, after.Data, "the kill switch is unchanged")
+		assert.Equal(t, before.Labels, after.Labels)
+
+		// Allowed: a records ConfigMap, as pkg/records writes it (a store
+		// the running updater does not load), created, rewritten with a
+		// label more, deleted.
+		name := "vpa-inplace-records-e2e-" + string(vpa.UID)
+		records := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: recordsNamespace, Labels: map[string]string{
+				"vpa-inplace.dev/records": "e2e", "app.kubernetes.io/managed-by": "vpa-inplace-updater",
+			}},
+			Data: map[string]string{"records": ""},
+		}
+		unlabelled := records.DeepCopy()
+		unlabelled.Labels = nil
+		_, err = updCMs.Create(ctx, unlabelled, metav1.CreateOptions{})
+		requireRefusedByPolicy(t, err, policyConfigMapLabel, "a records ConfigMap without its label")
+		created, err := updCMs.Create(ctx, records, metav1.CreateOptions{})
+		require.NoError(t, err, "creating a records ConfigMap")
+		t.Cleanup(func() {
+			_ = kube.CoreV1().ConfigMaps(recordsNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+		created.Data["records"] = "x"
+		created.Labels["vpa-inplace.dev/vpa-uid"] = string(vpa.UID)
+		updated, err := updCMs.Update(ctx, created, metav1.UpdateOptions{})
+		require.NoError(t, err, "rewriting a records ConfigMap, with a label more")
+		updated.Labels = nil
+		_, err = updCMs.Update(ctx, updated, metav1.UpdateOptions{})
+		requireRefusedByPolicy(t, err, policyConfigMapLabel, "a records ConfigMap losing its label")
+		require.NoError(t, updCMs.Delete(ctx, name, metav1.DeleteOptions{}), "deleting a records ConfigMap")
+
+		// The admin is not matched.
+		_, err = cms.Patch(ctx, killSwitch, types.MergePatchType, probe("x"), metav1.PatchOptions{})
+		require.NoError(t, err, "the admin edits the kill switch")
+		_, err = cms.Patch(ctx, killSwitch, types.MergePatchType, probe(nil), metav1.PatchOptions{})
+		require.NoError(t, err)
 	})
 }

@@ -302,9 +302,12 @@ def check_admission_rbac(c, where, objs):
         c.check(allows(rules, "autoscaling.k8s.io", "verticalpodautoscalers", verb),
                 f"{w} can {verb} verticalpodautoscalers")
         c.check(allows(rules, "", "limitranges", verb), f"{w} can {verb} limitranges")
+        c.check(allows(rules, "", "resourcequotas", verb), f"{w} can {verb} resourcequotas (startup boosts within them)")
         for group, resource in CONTROLLERS:
             c.check(allows(rules, group, resource, verb), f"{w} can {verb} {group or 'core'}/{resource}")
     c.check(allows(rules, "example.com", "widgets/scale", "get"), f"{w} can get */scale of any group")
+    for verb in ("create", "update", "patch", "delete"):
+        c.check(not allows(rules, "", "resourcequotas", verb), f"{w} cannot {verb} resourcequotas")
     for verb in ("create", "update", "patch", "delete"):
         c.check(not allows(rules, "batch", "jobs", verb), f"{w} cannot {verb} jobs")
     for verb in ("create", "update", "patch", "delete"):
@@ -539,6 +542,7 @@ POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 JOBS_POLICY = "vpa-inplace-updater-jobs"
 VPAS_POLICY = "vpa-inplace-updater-vpas"
 PODS_POLICY = "vpa-inplace-updater-pods"
+CONFIGMAPS_POLICY = "vpa-inplace-updater-configmaps"
 # The upstream constant pkg/boost.AnnotationPrefix is, and the file that
 # defines it in the VPA module.
 BOOST_PREFIX_CONST = "StartupCPUBoostAnnotationPrefix"
@@ -579,11 +583,14 @@ def check_admission_policies(c, where, objs, namespace=NAMESPACE, vpa_module_dir
     only, denying through a binding, every rule with a message; the VPA
     policy knows the updater's condition and leaves the users' annotations
     alone; the pods policy matches pods but not pods/resize, and lets go
-    only the annotations whose prefix is the one the code removes."""
+    only the annotations whose prefix is the one the code removes; the
+    ConfigMaps policy lets the updater write only ConfigMaps named and
+    labelled as pkg/records names and labels its records."""
     user = f"system:serviceaccount:{namespace}:{UPDATER_SA}"
     for name, group, resource in ((JOBS_POLICY, "batch", "jobs"),
                                   (VPAS_POLICY, "autoscaling.k8s.io", "verticalpodautoscalers"),
-                                  (PODS_POLICY, "", "pods")):
+                                  (PODS_POLICY, "", "pods"),
+                                  (CONFIGMAPS_POLICY, "", "configmaps")):
         policy = (find(objs, "ValidatingAdmissionPolicy", name) or [None])[0]
         if not c.check(policy is not None, f"{where}: has ValidatingAdmissionPolicy {name}"):
             continue
@@ -591,7 +598,13 @@ def check_admission_policies(c, where, objs, namespace=NAMESPACE, vpa_module_dir
         c.check(spec.get("failurePolicy") == "Fail", f"{where}: {name} fails closed")
         rules = ((spec.get("matchConstraints") or {}).get("resourceRules")) or []
         ops = {"CREATE", "UPDATE", "DELETE"}
-        if name == PODS_POLICY:
+        if name == CONFIGMAPS_POLICY:
+            c.check(len(rules) == 1 and rules[0].get("apiGroups") == [""] and rules[0].get("resources") == ["configmaps"]
+                    and ops <= set(rules[0].get("operations") or []),
+                    f"{where}: {name} matches configmaps (CREATE, UPDATE, DELETE)", json.dumps(rules))
+            c.check(not (spec.get("matchConstraints") or {}).get("excludeResourceRules"),
+                    f"{where}: {name} excludes nothing")
+        elif name == PODS_POLICY:
             # "pods" matches the pod only; "pods/*", "*/*" or "*/resize"
             # would put the updater's resizes under a policy that refuses
             # resource changes.
@@ -647,6 +660,26 @@ def check_admission_policies(c, where, objs, namespace=NAMESPACE, vpa_module_dir
     text = policy_text(pods)
     c.check(text.count("variables.prefix") == 1 and "startsWith(variables.prefix)" in text,
             f"{where}: {PODS_POLICY} uses the prefix in one rule, on removed annotations")
+    cms = (find(objs, "ValidatingAdmissionPolicy", CONFIGMAPS_POLICY) or [None])[0]
+    if cms is None:
+        return
+    variables = {v.get("name"): v.get("expression", "").strip() for v in (cms.get("spec") or {}).get("variables") or []}
+
+    def literal(name):
+        m = re.fullmatch(r"'([^']+)'", variables.get(name, ""))
+        return m.group(1) if m else None
+
+    names = go_strings("pkg/records", r'func ConfigMapName\([^)]*\)[^{]*\{\s*return "([^"]+)"')
+    labels = go_strings("pkg/records", r'LabelStore\s*=\s*"([^"]+)"')
+    c.check(len(names) == 1 and literal("prefix") in names,
+            f"{where}: {CONFIGMAPS_POLICY} lets the updater write the ConfigMaps pkg/records.ConfigMapName names",
+            f"policy {literal('prefix')!r}, pkg/records {sorted(names)}")
+    c.check(len(labels) == 1 and literal("label") in labels,
+            f"{where}: {CONFIGMAPS_POLICY} keeps the label pkg/records.LabelStore on them",
+            f"policy {literal('label')!r}, pkg/records {sorted(labels)}")
+    text = policy_text(cms)
+    c.check("startsWith(variables.prefix)" in text and "variables.label in" in text,
+            f"{where}: {CONFIGMAPS_POLICY} checks the name prefix and the label")
 
 
 # ---------------------------------------------------------------- per root

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -44,5 +45,17 @@ func BenchmarkMutatePod(b *testing.B) {
 func BenchmarkMutatePodBoosted(b *testing.B) {
 	vpa := factorBoost(testvpa.New("web").InPlace().Recommend("app", "300m", "300Mi"), 2)
 	h, _ := testHandler{boost: true, vpas: []*vpatypes.VerticalPodAutoscaler{vpa}}.build(b)
+	benchMutate(b, h)
+}
+
+// BenchmarkMutatePodBoostedWithinLimits: the same, in a namespace with a
+// LimitRange (max and maxLimitRequestRatio per container and per pod) and
+// a ResourceQuota, which the boost is kept within (it is capped here).
+func BenchmarkMutatePodBoostedWithinLimits(b *testing.B) {
+	vpa := factorBoost(testvpa.New("web").InPlace().Recommend("app", "300m", "300Mi"), 2)
+	lr := limitRangeOf(cpuItem(corev1.LimitTypeContainer, "500m", "4"))
+	lr.Spec.Limits = append(lr.Spec.Limits, cpuItem(corev1.LimitTypePod, "4", "4"))
+	h, _ := testHandler{boost: true, vpas: []*vpatypes.VerticalPodAutoscaler{vpa}, limitRanges: []*corev1.LimitRange{lr},
+		quotas: []*corev1.ResourceQuota{quotaOf("compute", cpu(corev1.ResourceRequestsCPU, "100"), cpu(corev1.ResourceRequestsCPU, "10"))}}.build(b)
 	benchMutate(b, h)
 }

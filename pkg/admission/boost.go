@@ -26,6 +26,10 @@ const (
 	// ReasonStartupBoostSkipped: a container of a new pod of the VPA has a
 	// startup boost policy but is not boosted (Warning).
 	ReasonStartupBoostSkipped = "InPlaceStartupBoostSkipped"
+	// ReasonStartupBoostCapped: a container of a new pod of the VPA gets
+	// less boosted CPU than its policy asks, so that the pod stays within
+	// the namespace's LimitRanges and ResourceQuotas (Warning).
+	ReasonStartupBoostCapped = "InPlaceStartupBoostCapped"
 )
 
 // containerBoost is the startup boost of one container of a new pod: a
@@ -34,6 +38,9 @@ type containerBoost struct {
 	container string
 	from, to  resource.Quantity
 	skipped   string
+	// capped says why to is less than wanted, what the policy asks.
+	capped string
+	wanted resource.Quantity
 }
 
 // hasStartupBoost tells whether vpa has any CPU startup boost policy.
@@ -65,14 +72,18 @@ func (h *Handler) boosting(vpa *vpatypes.VerticalPodAutoscaler) bool {
 // them (upstream's, sorted by key), and one entry per container with a
 // boost policy.
 //
+// Each boost is kept within adm, what the namespace's admission allows the
+// pod (nil: nothing), the boosts of the containers before it counted: a
+// boost never makes a pod that the API server refuses.
+//
 // A container that already carries a boost annotation is not boosted and
 // its annotation is left as it is: the pod was written by someone else
 // (a user, or upstream's admission controller), and what the annotation
 // says of the container's resources cannot be checked here. Neither is a
 // container whose name is not unique in the pod (the API server refuses
 // such pods), nor any container when the pod's annotations cannot be read.
-func startupBoosts(shape *podShape, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, desired recommendation.Desired) (
-	recommendation.Desired, []annotation, []containerBoost) {
+func startupBoosts(shape *podShape, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, desired recommendation.Desired,
+	adm *boost.Admission) (recommendation.Desired, []annotation, []containerBoost) {
 	var existing map[string]string
 	var unreadable string
 	switch a := shape.annotationsJSON; {
@@ -84,6 +95,10 @@ func startupBoosts(shape *podShape, pod *corev1.Pod, vpa *vpatypes.VerticalPodAu
 		}
 	}
 
+	var room *boost.Room
+	if adm != nil {
+		room = boost.NewRoom(*adm, unboosted(pod, desired))
+	}
 	var out recommendation.Desired
 	var annotations []annotation
 	var boosts []containerBoost
@@ -105,7 +120,7 @@ func startupBoosts(shape *podShape, pod *corev1.Pod, vpa *vpatypes.VerticalPodAu
 			skip("the new pod already has the annotation " + boost.AnnotationKey(c.Name) + ", left as it is")
 			continue
 		}
-		in := boost.Input{VPA: vpa, Container: c}
+		in := boost.Input{VPA: vpa, Container: c, Room: room}
 		want, recommended := desired[c.Name]
 		if recommended {
 			// What the container gets without the boost: its own values,
@@ -117,6 +132,7 @@ func startupBoosts(shape *podShape, pod *corev1.Pod, vpa *vpatypes.VerticalPodAu
 			skip(outcome.NotBoosted)
 			continue
 		}
+		room.Take(outcome)
 		requests, limits := in.Requests, in.Limits
 		if !recommended {
 			requests, limits = overlay(c.Resources.Requests, nil), overlay(c.Resources.Limits, nil)
@@ -143,13 +159,30 @@ func startupBoosts(shape *podShape, pod *corev1.Pod, vpa *vpatypes.VerticalPodAu
 		}
 		out[c.Name] = recommendation.Container{Requests: requests, Limits: limits}
 		annotations = append(annotations, annotation{key: boost.AnnotationKey(c.Name), value: outcome.Annotation})
-		boosts = append(boosts, containerBoost{container: c.Name, from: from, to: outcome.Requests[corev1.ResourceCPU]})
+		boosts = append(boosts, containerBoost{container: c.Name, from: from, to: outcome.Requests[corev1.ResourceCPU],
+			capped: outcome.Capped, wanted: outcome.Wanted})
 	}
 	if out == nil {
 		out = desired
 	}
 	slices.SortFunc(annotations, func(a, b annotation) int { return strings.Compare(a.key, b.key) })
 	return out, annotations, boosts
+}
+
+// unboosted returns pod as the webhook gives it without boosts: each
+// container's resources with its recommendation over them. Only the
+// containers are copied.
+func unboosted(pod *corev1.Pod, desired recommendation.Desired) *corev1.Pod {
+	out := *pod
+	out.Spec.Containers = slices.Clone(pod.Spec.Containers)
+	for i := range out.Spec.Containers {
+		c := &out.Spec.Containers[i]
+		if want, ok := desired[c.Name]; ok {
+			c.Resources.Requests = overlay(c.Resources.Requests, want.Requests)
+			c.Resources.Limits = overlay(c.Resources.Limits, want.Limits)
+		}
+	}
+	return &out
 }
 
 func countName(containers []corev1.Container, name string) int {

@@ -255,7 +255,7 @@ func TestStartupBoostsPerContainer(t *testing.T) {
 	vpa := factorBoost(testvpa.New("web").InPlace().ContainerPolicy(vpatypes.ContainerResourcePolicy{ContainerName: "off", Mode: &off}), 2)
 	pod := testpod.New("p").Container("app", "100m", "").Container("off", "100m", "").Container("dup", "100m", "").Container("dup", "100m", "").Obj()
 	shape := &podShape{metadata: true, spec: true, containers: make([]containerShape, 4)}
-	desired, added, boosts := startupBoosts(shape, pod, vpa, nil)
+	desired, added, boosts := startupBoosts(shape, pod, vpa, nil, nil)
 	assert.Equal(t, []annotation{{key: boost.AnnotationKey("app"), value: `{"requests":{"cpu":"100m"},"limits":{}}`}}, added)
 	require.Len(t, boosts, 3)
 	assert.Equal(t, "app", boosts[0].container)
@@ -272,7 +272,7 @@ func TestStartupBoostsLeaveTheRecommendationAlone(t *testing.T) {
 	pod := testpod.New("p").Container("app", "100m", "100Mi").Obj()
 	shape := &podShape{metadata: true, spec: true, containers: make([]containerShape, 1)}
 	rec := recommendation.Desired{"app": {Requests: testpod.List("300m", "300Mi")}}
-	out, _, _ := startupBoosts(shape, pod, vpa, rec)
+	out, _, _ := startupBoosts(shape, pod, vpa, rec, nil)
 	assert.Equal(t, "600m", ptr.To(out["app"].Requests[corev1.ResourceCPU]).String())
 	assert.Equal(t, "300m", ptr.To(rec["app"].Requests[corev1.ResourceCPU]).String())
 }
@@ -289,7 +289,7 @@ func TestStartupBoostsWithUnreadableAnnotations(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			shape := &podShape{metadata: true, annotations: true, annotationsJSON: rawValue(raw), spec: true, containers: make([]containerShape, 1)}
-			desired, added, boosts := startupBoosts(shape, pod, vpa, nil)
+			desired, added, boosts := startupBoosts(shape, pod, vpa, nil, nil)
 			assert.Empty(t, desired)
 			assert.Empty(t, added)
 			require.Len(t, boosts, 1)
@@ -299,6 +299,6 @@ func TestStartupBoostsWithUnreadableAnnotations(t *testing.T) {
 	// Readable ones without the container's key do not stop its boost.
 	shape := &podShape{metadata: true, annotations: true, annotationsJSON: rawValue(`{"vpaCpuStartupBoost/other":"x"}`), spec: true,
 		containers: make([]containerShape, 1)}
-	_, added, _ := startupBoosts(shape, pod, vpa, nil)
+	_, added, _ := startupBoosts(shape, pod, vpa, nil, nil)
 	assert.Len(t, added, 1)
 }

@@ -96,6 +96,10 @@ type Config struct {
 	VPAs VPAResolver
 	// Recommendations computes a pod's resources (required).
 	Recommendations Recommender
+	// Limits tells what the namespace's LimitRanges and ResourceQuotas
+	// allow a new pod: CPU startup boosts are kept within them. nil bounds
+	// boosts by nothing.
+	Limits *Limits
 	// Metrics are updated per request (required).
 	Metrics *Metrics
 	// Recorder records events on VPAs (the startup boosts of their new

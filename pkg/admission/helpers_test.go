@@ -15,6 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
@@ -40,6 +43,10 @@ type testHandler struct {
 	resolver    VPAResolver
 	recommender Recommender
 	limitRange  *corev1.LimitRangeItem
+	// limitRanges and quotas are the objects of the cluster, read through
+	// informers as the admission controller does.
+	limitRanges []*corev1.LimitRange
+	quotas      []*corev1.ResourceQuota
 	ignored     []string
 	namespace   string
 	maxBytes    int64
@@ -57,18 +64,40 @@ func (c testHandler) build(t testing.TB) (*Handler, *Metrics) {
 	if resolver == nil {
 		resolver = clusterResolver(t, c.vpas...)
 	}
+	var admissionLimits *Limits
+	var lister corelisters.LimitRangeLister
 	recommender := c.recommender
 	if recommender == nil {
 		var limits limitrange.LimitRangeCalculator = limitrange.NewNoopLimitsCalculator()
 		if c.limitRange != nil {
 			limits = fixedLimitRange{c.limitRange}
 		}
-		recommender = recommendation.NewCalculator(limits)
+		if c.limitRanges != nil || c.quotas != nil {
+			factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+			lister = factory.Core().V1().LimitRanges().Lister()
+			for _, lr := range c.limitRanges {
+				require.NoError(t, factory.Core().V1().LimitRanges().Informer().GetIndexer().Add(lr))
+			}
+			for _, q := range c.quotas {
+				require.NoError(t, factory.Core().V1().ResourceQuotas().Informer().GetIndexer().Add(q))
+			}
+			var err error
+			limits, err = limitrange.NewLimitsRangeCalculator(factory)
+			require.NoError(t, err)
+			admissionLimits, err = NewLimits(factory)
+			require.NoError(t, err)
+		}
+		calc := recommendation.NewCalculator(limits)
+		if c.limitRanges != nil {
+			calc.WithLimitRanges(lister)
+		}
+		recommender = calc
 	}
 	h, err := NewHandler(Config{
 		FeatureGate:       gate,
 		VPAs:              resolver,
 		Recommendations:   recommender,
+		Limits:            admissionLimits,
 		Metrics:           metrics,
 		Recorder:          c.recorder,
 		Namespace:         c.namespace,

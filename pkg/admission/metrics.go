@@ -60,8 +60,12 @@ const (
 // Outcome label values of MetricStartupBoosts, per container of a new pod
 // with a CPU startup boost policy.
 const (
-	// StartupBoostApplied: the container was boosted.
+	// StartupBoostApplied: the container was boosted as its policy asks.
 	StartupBoostApplied = "applied"
+	// StartupBoostCapped: it was boosted less than its policy asks, to stay
+	// within the namespace's LimitRanges and ResourceQuotas (event
+	// InPlaceStartupBoostCapped on the VPA).
+	StartupBoostCapped = "capped"
 	// StartupBoostSkipped: it was not (event InPlaceStartupBoostSkipped
 	// says why).
 	StartupBoostSkipped = "skipped"
@@ -115,7 +119,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"reason"}),
 		startupBoosts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricStartupBoosts,
-			Help: "Containers of new pods with a CPU startup boost policy, by outcome (applied, skipped).",
+			Help: "Containers of new pods with a CPU startup boost policy, by outcome (applied, capped, skipped).",
 		}, []string{"outcome"}),
 	}
 	// Known label values start at zero so that rates exist from the start.
@@ -131,7 +135,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range []string{RejectionFeatureGate, RejectionInvalid, RejectionQuantity} {
 		m.rejections.WithLabelValues(r)
 	}
-	for _, o := range []string{StartupBoostApplied, StartupBoostSkipped} {
+	for _, o := range []string{StartupBoostApplied, StartupBoostCapped, StartupBoostSkipped} {
 		m.startupBoosts.WithLabelValues(o)
 	}
 	if reg == nil {

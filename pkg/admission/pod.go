@@ -117,7 +117,11 @@ func (h *Handler) podPatch(ctx context.Context, b *patchBuilder, shape *podShape
 	var annotations []annotation
 	if h.boosting(vpa) {
 		step = FailureStartupBoost
-		desired, annotations, boosts = startupBoosts(shape, pod, vpa, desired)
+		adm, err := h.cfg.Limits.admission(pod.Namespace)
+		if err != nil {
+			return vpa, nil, step, err
+		}
+		desired, annotations, boosts = startupBoosts(shape, pod, vpa, desired, &adm)
 	}
 	if len(desired) == 0 && len(annotations) == 0 {
 		klog.FromContext(ctx).V(4).Info("The VPA has no recommendation for the pod yet", "vpa", klog.KObj(vpa))
@@ -151,8 +155,20 @@ func (h *Handler) recordBoosts(ctx context.Context, vpa *vpatypes.VerticalPodAut
 			}
 			continue
 		}
-		h.cfg.Metrics.startupBoosts.WithLabelValues(StartupBoostApplied).Inc()
 		duration := boost.Duration(vpa, cb.container)
+		if cb.capped != "" {
+			h.cfg.Metrics.startupBoosts.WithLabelValues(StartupBoostCapped).Inc()
+			logger.V(2).Info("Boosting the CPU of a container of a new pod, less than its policy asks", "vpa", klog.KObj(vpa),
+				"container", cb.container, "from", cb.from.String(), "to", cb.to.String(), "wanted", cb.wanted.String(),
+				"duration", duration, "cappedBy", cb.capped)
+			if h.cfg.Recorder != nil {
+				h.cfg.Recorder.Eventf(vpa, corev1.EventTypeWarning, ReasonStartupBoostCapped,
+					"Boosted CPU of container %s of a new pod of %s from %s to %s for %s after Ready, less than its policy asks (%s): %s",
+					cb.container, owner, cb.from.String(), cb.to.String(), duration, cb.wanted.String(), cb.capped)
+			}
+			continue
+		}
+		h.cfg.Metrics.startupBoosts.WithLabelValues(StartupBoostApplied).Inc()
 		logger.V(2).Info("Boosting the CPU of a container of a new pod", "vpa", klog.KObj(vpa), "container", cb.container,
 			"from", cb.from.String(), "to", cb.to.String(), "duration", duration)
 		if h.cfg.Recorder != nil {

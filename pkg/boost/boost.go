@@ -85,6 +85,9 @@ type Input struct {
 	// container without a boost: the recommendation, processed; nil when
 	// there is none (the container's own values are boosted then).
 	Requests, Limits corev1.ResourceList
+	// Room is what the namespace's admission leaves to the boost (the
+	// boosts of the pod's other containers taken); nil bounds nothing.
+	Room *Room
 }
 
 // Outcome is the boost of one container.
@@ -95,12 +98,21 @@ type Outcome struct {
 	Boosted          bool
 	Requests, Limits corev1.ResourceList
 	Annotation       string
+	// Capped says why the boost is less than its policy asks, Wanted:
+	// what the namespace's admission allows is less (Input.Room).
+	Capped string
+	Wanted resource.Quantity
 	// NotBoosted says why a container with a boost policy is not boosted.
 	NotBoosted string
+
+	// How much the boost raises the container's CPU request and limit, in
+	// millicores (Room.Take).
+	requestGrowth, limitGrowth int64
 }
 
 // Apply computes the boost of one container. A container with no boost
-// policy gets the zero Outcome.
+// policy gets the zero Outcome. The boost is the largest CPU, up to what
+// the policy asks, with which in.Room still admits the pod.
 func Apply(in Input) Outcome {
 	policy := For(in.VPA, in.Container.Name)
 	if policy == nil {
@@ -143,32 +155,69 @@ func Apply(in Input) Outcome {
 
 	out := Outcome{Boosted: true, Requests: cpuMemory(requests), Limits: cpuMemory(limits)}
 	limit, hasLimit := limits[corev1.ResourceCPU]
-	switch vpaapiutil.GetContainerControlledValues(c.Name, in.VPA.Spec.ResourcePolicy) {
-	case vpatypes.ContainerControlledValuesRequestsOnly:
-		// Limits are the container's own: the request stays under the limit,
-		// and 1m under it unless it was equal, so that the QoS class (which
-		// a resize cannot change) is the same boosted and not.
-		if hasLimit && boosted.Cmp(limit) >= 0 {
-			boosted = limit.DeepCopy()
-			if base.Cmp(limit) < 0 {
-				boosted.Sub(resource.MustParse("1m"))
-			}
-		}
-	default:
-		// Limits keep their ratio to requests: a Guaranteed pod stays
-		// Guaranteed, a Burstable one keeps its headroom.
-		if hasLimit {
-			scaled := scale(limit, boosted, base)
-			if scaled.Cmp(boosted) < 0 {
-				scaled = boosted.DeepCopy()
-			}
-			out.Limits[corev1.ResourceCPU] = scaled
+	requestsOnly := vpaapiutil.GetContainerControlledValues(c.Name, in.VPA.Spec.ResourcePolicy) == vpatypes.ContainerControlledValuesRequestsOnly
+	if requestsOnly && hasLimit && boosted.Cmp(limit) >= 0 {
+		// Limits are the container's own: the request stays under the
+		// limit, and 1m under it unless it was equal, so that the QoS class
+		// (which a resize cannot change) is the same boosted and not.
+		boosted = limit.DeepCopy()
+		if base.Cmp(limit) < 0 {
+			boosted.Sub(resource.MustParse("1m"))
 		}
 	}
 	if boosted.Cmp(base) <= 0 {
 		return Outcome{NotBoosted: fmt.Sprintf("its CPU limit %s leaves no room for a boost", limit.String())}
 	}
-	out.Requests[corev1.ResourceCPU] = boosted
+	baseMilli, limitMilli := base.MilliValue(), limit.MilliValue()
+	// limitOf is the container's CPU limit with request b (millicores).
+	limitOf := func(b int64) int64 {
+		if !hasLimit || requestsOnly {
+			return limitMilli
+		}
+		// Limits keep their ratio to requests: a Guaranteed pod stays
+		// Guaranteed, a Burstable one keeps its headroom, as far as the
+		// namespace's maxLimitRequestRatio allows.
+		scaled := scale(limit, *resource.NewMilliQuantity(b, resource.DecimalSI), base)
+		lim := max(scaled.MilliValue(), b)
+		if in.Room == nil {
+			return lim
+		}
+		if capped, ok := in.Room.limitCap(b, baseMilli, limitMilli); ok && capped < lim {
+			lim = max(capped, b)
+		}
+		return lim
+	}
+	want := boosted.MilliValue()
+	b := want
+	if in.Room != nil {
+		if ok, _ := in.Room.check(want, limitOf(want), hasLimit, baseMilli, limitMilli); !ok {
+			// Every constraint grows with the request: the largest request
+			// admitted is found by bisection between base (admitted as
+			// created) and want.
+			lo, hi := baseMilli, want
+			for hi-lo > 1 {
+				mid := lo + (hi-lo)/2
+				if ok, _ := in.Room.check(mid, limitOf(mid), hasLimit, baseMilli, limitMilli); ok {
+					lo = mid
+				} else {
+					hi = mid
+				}
+			}
+			_, by := in.Room.check(hi, limitOf(hi), hasLimit, baseMilli, limitMilli)
+			if lo == baseMilli {
+				return Outcome{NotBoosted: by + ": no room for a boost"}
+			}
+			b, out.Capped, out.Wanted = lo, by, boosted.DeepCopy()
+		}
+	}
+	out.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(b, resource.DecimalSI)
+	if hasLimit && !requestsOnly {
+		out.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(limitOf(b), resource.DecimalSI)
+	}
+	out.requestGrowth = b - baseMilli
+	if hasLimit {
+		out.limitGrowth = limitOf(b) - limitMilli
+	}
 	value, err := annotations.GetOriginalResourcesAnnotationValue(c)
 	if err != nil {
 		return Outcome{NotBoosted: "its resources cannot be recorded: " + err.Error()}

@@ -12,8 +12,8 @@ import (
 
 // NewClusterMemo returns the Memo both binaries use: recommendations capped
 // to the namespaces' LimitRanges (upstream VPA's calculator, on factory's
-// LimitRange informer), computed once per VPA version, LimitRange version
-// and pod shape. Every LimitRange event makes a new LimitRange version.
+// LimitRange informer) and kept within them (fit), computed once per VPA
+// version, LimitRange version and pod shape. Every LimitRange event makes a new LimitRange version.
 // Call it before starting factory.
 func NewClusterMemo(factory informers.SharedInformerFactory) (*Memo, error) {
 	limitRanges, err := limitrange.NewLimitsRangeCalculator(factory)
@@ -29,5 +29,6 @@ func NewClusterMemo(factory informers.SharedInformerFactory) (*Memo, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("watching LimitRanges: %w", err)
 	}
-	return NewMemo(NewCalculator(limitRanges), version.Load), nil
+	calc := NewCalculator(limitRanges).WithLimitRanges(factory.Core().V1().LimitRanges().Lister())
+	return NewMemo(calc, version.Load), nil
 }

@@ -12,7 +12,9 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
 
 	admissionrecommendation "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/admission-controller/resource/pod/recommendation"
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -41,6 +43,17 @@ type Desired map[string]Container
 type Calculator struct {
 	limitRanges limitrange.LimitRangeCalculator
 	processor   vpaapiutil.RecommendationProcessor
+	// ranges lists the namespaces' LimitRanges, which what ForPod returns
+	// is kept within (fit); nil: upstream's capping only.
+	ranges corelisters.LimitRangeLister
+}
+
+// WithLimitRanges makes c keep what it returns within the LimitRanges
+// lister lists, as the API server's admission checks them (fit), beyond
+// what upstream's capping does. It returns c.
+func (c *Calculator) WithLimitRanges(lister corelisters.LimitRangeLister) *Calculator {
+	c.ranges = lister
+	return c
 }
 
 // NewCalculator returns a Calculator that caps recommendations with the
@@ -97,6 +110,13 @@ func (c *Calculator) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler
 			LowerBound: onlyCPUAndMemory(rec.LowerBound),
 			UpperBound: onlyCPUAndMemory(rec.UpperBound),
 		}
+	}
+	if c.ranges != nil {
+		ranges, err := c.ranges.LimitRanges(pod.Namespace).List(labels.Everything())
+		if err != nil {
+			return nil, fmt.Errorf("reading the LimitRanges of namespace %q: %w", pod.Namespace, err)
+		}
+		desired = fit(pod, desired, ranges)
 	}
 	return desired, nil
 }

@@ -116,14 +116,23 @@ func HasCause(err error, cause metav1.CauseType) bool {
 }
 
 // isPermanentForbidden recognizes 403s that no retry can fix: the node lacks
-// a feature the resize needs, resize is not supported for the pod. Other
-// 403s (RBAC, a quota, an admission plugin not ready yet) may clear up.
+// a feature the resize needs, resize is not supported for the pod, the
+// namespace's LimitRanges refuse the values (LimitRanger checks pods/resize
+// since Kubernetes 1.33; the values sent change when the LimitRanges do).
+// Other 403s (RBAC, a quota, an admission plugin not ready yet) may clear
+// up.
 func isPermanentForbidden(err error) bool {
 	msg := err.Error()
 	for _, s := range []string{
 		"which are not available on node",
 		"cannot be resized",
 		"resize is only supported on linux nodes",
+		// LimitRanger: "maximum cpu usage per Container is 400m, ...",
+		// "minimum memory usage per Pod is ...", "cpu max limit to request
+		// ratio per Container is 4, ...".
+		" usage per Container is ",
+		" usage per Pod is ",
+		" max limit to request ratio per ",
 	} {
 		if strings.Contains(msg, s) {
 			return true

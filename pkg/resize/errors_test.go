@@ -39,6 +39,12 @@ func TestClassifyPatchError(t *testing.T) {
 		{"403 with UnsupportedPlatform cause", &apierrors.StatusError{ErrStatus: metav1.Status{Code: 403, Reason: metav1.StatusReasonForbidden,
 			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: CauseUnsupportedPlatform}}}}}, OutcomeInvalid},
 		{"403 node lacks a declared feature", apierrors.NewForbidden(pods, "p", errors.New(`pod update requires features X which are not available on node "n"`)), OutcomeInvalid},
+		// LimitRanger checks pods/resize since 1.33: the same values are
+		// refused until the LimitRange changes, and then the recommendation
+		// does (it is kept within the LimitRanges).
+		{"403 LimitRanger max", apierrors.NewForbidden(pods, "p", errors.New("maximum cpu usage per Container is 400m, but limit is 600m")), OutcomeInvalid},
+		{"403 LimitRanger min", apierrors.NewForbidden(pods, "p", errors.New("minimum memory usage per Pod is 64Mi, but request is 32Mi")), OutcomeInvalid},
+		{"403 LimitRanger ratio", apierrors.NewForbidden(pods, "p", errors.New("cpu max limit to request ratio per Container is 4, but provided ratio is 20.000000")), OutcomeInvalid},
 		{"403 exceeded quota", apierrors.NewForbidden(pods, "p", errors.New("exceeded quota: q")), OutcomeTransient},
 		{"403 admission not ready", apierrors.NewForbidden(pods, "p", errors.New("not yet ready to handle request")), OutcomeTransient},
 		{"422 QoS change", apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", field.ErrorList{field.Invalid(field.NewPath("spec"), "Guaranteed", "Pod QOS Class may not change as a result of resizing")}), OutcomeInvalid},

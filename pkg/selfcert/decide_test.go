@@ -1,6 +1,7 @@
 package selfcert
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,11 @@ var (
 const validity = time.Hour
 
 func newState(t *testing.T, now time.Time) *State {
+	t.Helper()
+	return newStateFor(t, now, hosts)
+}
+
+func newStateFor(t *testing.T, now time.Time, hosts []string) *State {
 	t.Helper()
 	g, err := generate(now, hosts, validity)
 	require.NoError(t, err)
@@ -41,12 +47,17 @@ func TestDecide(t *testing.T) {
 	inRotation := staged(t, fresh, stagedAt)
 	afterPromotion := inRotation.promoted()
 
+	// A replica started a minute after the Secret was made, with the same
+	// hosts or with others.
+	same := Hosts{Names: hosts, Since: t0.Add(time.Minute)}
+	renamed := Hosts{Names: otherHosts, Since: t0.Add(time.Minute)}
 	for _, tc := range []struct {
 		name      string
 		now       time.Time
 		st        *State
 		exists    bool
 		published bool
+		hosts     *Hosts
 		action    Action
 		wait      time.Duration
 	}{
@@ -72,9 +83,41 @@ func TestDecide(t *testing.T) {
 			action: ActionNone, wait: 19*time.Minute + time.Second},
 		{name: "promoted, old CA expired: trim", now: t0.Add(validity + time.Second), st: afterPromotion, exists: true,
 			published: true, action: ActionTrim},
+
+		{name: "hosts: the same names in another order: wait until rotate-before", now: t0.Add(time.Minute), st: fresh,
+			exists: true, published: true, hosts: &Hosts{Names: []string{hosts[1], hosts[0], hosts[1]}, Since: t0.Add(time.Minute)},
+			action: ActionNone, wait: validity - timing.RotateBefore - time.Minute},
+		{name: "hosts: a DNS name in capitals is the same name", now: t0.Add(time.Minute), st: fresh, exists: true, published: true,
+			hosts:  &Hosts{Names: []string{strings.ToUpper(hosts[0]), hosts[1]}, Since: t0.Add(time.Minute)},
+			action: ActionNone, wait: validity - timing.RotateBefore - time.Minute},
+		{name: "hosts: other names, certificate made before the replica started: stage", now: t0.Add(time.Minute), st: fresh,
+			exists: true, published: true, hosts: &renamed, action: ActionStage},
+		{name: "hosts: one name more: stage", now: t0.Add(time.Minute), st: fresh, exists: true, published: true,
+			hosts: &Hosts{Names: append([]string{"::1"}, hosts...), Since: t0.Add(time.Minute)}, action: ActionStage},
+		{name: "hosts: one name fewer: stage", now: t0.Add(time.Minute), st: fresh, exists: true, published: true,
+			hosts: &Hosts{Names: hosts[:1], Since: t0.Add(time.Minute)}, action: ActionStage},
+		{name: "hosts: other names, certificate made after the replica started: kept", now: t0.Add(time.Minute), st: fresh,
+			exists: true, published: true, hosts: &Hosts{Names: otherHosts, Since: t0.Add(-time.Minute)},
+			action: ActionNone, wait: validity - timing.RotateBefore - time.Minute},
+		{name: "hosts: other names, an old CA to trim first", now: t0.Add(validity + time.Second), st: afterPromotion,
+			exists: true, published: true, hosts: &Hosts{Names: otherHosts, Since: t0.Add(validity)}, action: ActionTrim},
+		{name: "hosts: a staged pair for other names made before the replica started: restage", now: stagedAt.Add(time.Second),
+			st: inRotation, exists: true, published: true, hosts: &Hosts{Names: otherHosts, Since: stagedAt.Add(time.Second)},
+			action: ActionRestage},
+		{name: "hosts: a staged pair for other names made after the replica started: promote it", now: stagedAt.Add(timing.PublishDelay),
+			st: inRotation, exists: true, published: true, hosts: &renamed, action: ActionPromote},
+		{name: "hosts: a staged pair for the names: promote it, whatever the served one names", now: stagedAt.Add(timing.PublishDelay),
+			st: staged(t, newStateFor(t, t0, otherHosts), stagedAt), exists: true, published: true,
+			hosts: &Hosts{Names: hosts, Since: stagedAt.Add(-time.Second)}, action: ActionPromote},
+		{name: "hosts: the served certificate expired, a stale pair staged: promote it first", now: t0.Add(validity),
+			st: inRotation, exists: true, hosts: &Hosts{Names: otherHosts, Since: t0.Add(validity)}, action: ActionPromote},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			action, wait := Decide(tc.now, tc.st, tc.exists, tc.published, timing)
+			h := same
+			if tc.hosts != nil {
+				h = *tc.hosts
+			}
+			action, wait := Decide(tc.now, tc.st, tc.exists, tc.published, h, timing)
 			assert.Equal(t, tc.action, action)
 			assert.Equal(t, tc.wait, wait)
 		})

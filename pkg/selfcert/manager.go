@@ -124,7 +124,7 @@ func New(client kubernetes.Interface, cfg Config) (*Manager, error) {
 		clock:  clk,
 		rotator: &rotator{
 			client: client, ns: cfg.Namespace, name: cfg.SecretName,
-			hosts: cfg.Hosts, validity: cfg.Validity, timing: cfg.Timing, clock: clk,
+			hosts: cfg.Hosts, since: clk.Now(), validity: cfg.Validity, timing: cfg.Timing, clock: clk,
 		},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),

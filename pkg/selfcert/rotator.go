@@ -28,6 +28,8 @@ type rotator struct {
 	client   kubernetes.Interface
 	ns, name string
 	hosts    []string
+	// since is when this replica started with hosts (Hosts.Since).
+	since    time.Time
 	validity time.Duration
 	timing   Timing
 	clock    clock.PassiveClock
@@ -36,6 +38,9 @@ type rotator struct {
 	// last is the last usable state seen, written back if the Secret is
 	// deleted: replicas keep serving it, so it is still trusted.
 	last *State
+	// kept is the serial of the last certificate served for other hosts
+	// that was kept (logged once).
+	kept string
 }
 
 // sync reads the Secret, writes what it needs, and returns the state to
@@ -66,9 +71,11 @@ func (r *rotator) sync(ctx context.Context, published func(bundle []byte) bool) 
 		// Apply actions until none is needed or a write loses a race.
 		for ; writes < maxWrites; writes++ {
 			now := r.clock.Now()
-			action, wait := Decide(now, st, secret != nil, st != nil && published(st.Bundle()), r.timing)
+			want := Hosts{Names: r.hosts, Since: r.since}
+			action, wait := Decide(now, st, secret != nil, st != nil && published(st.Bundle()), want, r.timing)
 			if action == ActionNone {
 				r.remember(st)
+				r.logKept(ctx, st)
 				return st, wait, nil
 			}
 			next, err := r.plan(action, st, now)
@@ -108,6 +115,12 @@ func (r *rotator) plan(action Action, st *State, now time.Time) (*State, error) 
 			return nil, err
 		}
 		return st.withNext(g, now)
+	case ActionRestage:
+		g, err := generate(now, r.hosts, r.validity)
+		if err != nil {
+			return nil, err
+		}
+		return st.restaged(g, now)
 	case ActionPromote:
 		return st.promoted(), nil
 	case ActionTrim:
@@ -139,6 +152,29 @@ func (r *rotator) write(ctx context.Context, current *corev1.Secret, st *State) 
 	}
 	st.apply(secret)
 	return secrets.Update(ctx, secret, metav1.UpdateOptions{})
+}
+
+// logKept says, once per certificate, that the certificate served (or
+// staged to be) names other hosts than this replica's and is kept: a
+// replica started later made it.
+func (r *rotator) logKept(ctx context.Context, st *State) {
+	p := &st.current
+	if st.next != nil {
+		p = st.next
+	}
+	leaf := p.leaf()
+	if names(leaf.DNSNames, leaf.IPAddresses, r.hosts) {
+		return
+	}
+	serial := leaf.SerialNumber.String()
+	r.mu.Lock()
+	logged := r.kept == serial
+	r.kept = serial
+	r.mu.Unlock()
+	if !logged {
+		klog.FromContext(ctx).Info("Serving a certificate made for other hosts than --cert-hosts by a replica started later; keeping it",
+			"serial", serial, "dnsNames", leaf.DNSNames, "ipAddresses", leaf.IPAddresses, "certHosts", r.hosts)
+	}
 }
 
 func (r *rotator) remember(st *State) {

@@ -2,10 +2,12 @@ package selfcert
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -138,7 +140,7 @@ func (v *versionedSecrets) arm(n int) {
 }
 
 func newRotator(client *fake.Clientset, v *versionedSecrets, clk *testingclock.FakeClock) *rotator {
-	return &rotator{client: barrierClient{Clientset: client, v: v}, ns: testNS, name: testSecret, hosts: hosts, validity: validity, timing: timing, clock: clk}
+	return &rotator{client: barrierClient{Clientset: client, v: v}, ns: testNS, name: testSecret, hosts: hosts, since: clk.Now(), validity: validity, timing: timing, clock: clk}
 }
 
 // syncAll runs one sync of every rotator at once, all reading the same
@@ -260,4 +262,97 @@ func TestUnusableSecret(t *testing.T) {
 			assert.Len(t, stored(t, client).cas, 1)
 		})
 	}
+}
+
+// otherHosts is what --cert-hosts says after a change: the Service was
+// renamed, 127.0.0.1 is still there.
+var otherHosts = []string{"vpa-inplace-admission.vpa-inplace-system.svc", "127.0.0.1"}
+
+// servedNames returns the DNS names and IP addresses of the served
+// certificate, sorted.
+func servedNames(st *State) []string {
+	leaf := st.current.leaf()
+	out := append([]string{}, leaf.DNSNames...)
+	for _, ip := range leaf.IPAddresses {
+		out = append(out, ip.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sorted(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
+
+// A replica started with other hosts than the served certificate names
+// replaces it through a rotation (stage, publish, promote) at once, not
+// at the next rotation 60 days later. A replica still running with the old
+// hosts (a rolling update) keeps serving what the newer one wrote: it does
+// not rotate back.
+func TestChangedHostsAreServedAfterOneRotation(t *testing.T) {
+	ctx := context.Background()
+	client, v := newVersionedClient(t)
+	clk := testingclock.NewFakeClock(t0)
+	old := newRotator(client, v, clk)
+	before, _, err := old.sync(ctx, func([]byte) bool { return true })
+	require.NoError(t, err)
+	require.Equal(t, sorted(hosts), servedNames(before))
+
+	clk.Step(time.Minute)
+	renamed := newRotator(client, v, clk)
+	renamed.hosts = otherHosts
+	st, wait, err := renamed.sync(ctx, func([]byte) bool { return true })
+	require.NoError(t, err)
+	require.True(t, st.Staged(), "a certificate for other hosts is replaced at once, through a rotation")
+	assert.Equal(t, before.current.certPEM, st.current.certPEM, "the old pair is served until the new CA is published")
+	assert.Equal(t, timing.PublishDelay, wait)
+
+	clk.Step(timing.PublishDelay)
+	st, _, err = renamed.sync(ctx, func([]byte) bool { return true })
+	require.NoError(t, err)
+	assert.Equal(t, sorted(otherHosts), servedNames(st))
+	assert.Equal(t, sorted(otherHosts), servedNames(stored(t, client)))
+
+	updates := v.updates.Load()
+	st, _, err = old.sync(ctx, func([]byte) bool { return true })
+	require.NoError(t, err)
+	assert.Equal(t, sorted(otherHosts), servedNames(st), "the older replica serves what the newer one wrote")
+	assert.Equal(t, updates, v.updates.Load(), "the older replica does not rotate back to its hosts")
+
+	st, _, err = renamed.sync(ctx, func([]byte) bool { return true })
+	require.NoError(t, err)
+	assert.Equal(t, updates, v.updates.Load(), "a certificate that names the hosts is kept")
+	assert.False(t, st.Staged())
+}
+
+// A pair staged for the old hosts before the replica started is replaced
+// by one for its hosts; the old staged pair's CA, which signed nothing ever
+// served, leaves the bundle.
+func TestStaleStagedPairIsRestaged(t *testing.T) {
+	ctx := context.Background()
+	client, v := newVersionedClient(t)
+	clk := testingclock.NewFakeClock(t0)
+	old := newRotator(client, v, clk)
+	_, _, err := old.sync(ctx, func([]byte) bool { return true })
+	require.NoError(t, err)
+	clk.SetTime(t0.Add(validity - timing.RotateBefore))
+	staged, _, err := old.sync(ctx, func([]byte) bool { return false })
+	require.NoError(t, err)
+	require.True(t, staged.Staged())
+	require.Len(t, staged.cas, 2)
+
+	clk.Step(time.Second)
+	renamed := newRotator(client, v, clk)
+	renamed.hosts = otherHosts
+	st, _, err := renamed.sync(ctx, func([]byte) bool { return false })
+	require.NoError(t, err)
+	require.True(t, st.Staged())
+	leaf := st.next.leaf()
+	assert.ElementsMatch(t, otherHosts, append(slices.Clone(leaf.DNSNames), leaf.IPAddresses[0].String()))
+	assert.Equal(t, staged.current.certPEM, st.current.certPEM, "the served pair stays until the new CA is published")
+	require.Len(t, st.cas, 2, "the bundle holds the served pair's CA and the new one, not the stale staged one's")
+	assert.NotContains(t, string(st.Bundle()), string(staged.cas[1].pem))
+	assert.Equal(t, stored(t, client).Bundle(), st.Bundle())
 }

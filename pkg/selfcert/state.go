@@ -211,6 +211,20 @@ func (s *State) withNext(g *generation, now time.Time) (*State, error) {
 	return parseState(d, map[string]string{AnnotationStagedAt: now.UTC().Format(time.RFC3339)})
 }
 
+// restaged returns s with g staged at now in place of the next pair: the
+// next pair's CA leaves the bundle (it signed nothing ever served), g's
+// joins it.
+func (s *State) restaged(g *generation, now time.Time) (*State, error) {
+	out := &State{current: s.current}
+	for _, ca := range s.cas {
+		if s.next != nil && s.signed(ca, s.next) && !s.signed(ca, &s.current) {
+			continue
+		}
+		out.cas = append(out.cas, ca)
+	}
+	return out.withNext(g, now)
+}
+
 // promoted returns s with the next pair served. The bundle is unchanged:
 // the old CA stays until it expires.
 func (s *State) promoted() *State {

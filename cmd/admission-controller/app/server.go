@@ -221,14 +221,19 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 
 	g, ctx := errgroup.WithContext(ctx)
 
-	// Informers: VPAs, LimitRanges and the well-known controllers that
-	// target resolution walks from a pod to its VPA's targetRef.
+	// Informers: VPAs, LimitRanges, ResourceQuotas and the well-known
+	// controllers that target resolution walks from a pod to its VPA's
+	// targetRef.
 	factory := informers.NewSharedInformerFactoryWithOptions(c.kube, 0,
 		informers.WithNamespace(opts.VPAObjectNamespace), informers.WithTransform(admission.CacheTransform))
 	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(c.vpas, 0,
 		vpainformers.WithNamespace(opts.VPAObjectNamespace), vpainformers.WithTransform(admission.CacheTransform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
 	recommendations, err := recommendation.NewClusterMemo(factory)
+	if err != nil {
+		return err
+	}
+	limits, err := admission.NewLimits(factory)
 	if err != nil {
 		return err
 	}
@@ -264,6 +269,7 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 		FeatureGate:       opts.FeatureGate,
 		VPAs:              resolver,
 		Recommendations:   recommendations,
+		Limits:            limits,
 		Metrics:           metrics,
 		Recorder:          recorder,
 		Namespace:         opts.VPAObjectNamespace,

@@ -35,6 +35,8 @@ const (
 	podMetadata     = "vpa-inplace-updater may change only the startup boost annotations in a pod's metadata"
 	podAdded        = "vpa-inplace-updater may not add or change a pod's annotations (it only removes startup boost annotations)"
 	podRemoved      = "vpa-inplace-updater may remove only a pod's startup boost annotations (vpaCpuStartupBoost/...)"
+	cmName          = "vpa-inplace-updater may write only its records ConfigMaps (vpa-inplace-records-...)"
+	cmLabel         = "vpa-inplace-updater may write only its records ConfigMaps, labelled vpa-inplace.dev/records"
 	recordsKey      = "vpa-inplace.dev/infeasible-attempts"
 	memoryRecordKey = "vpa-inplace.dev/memory-limit-holds"
 )
@@ -46,6 +48,8 @@ var (
 	vpaKind  = schema.GroupVersionKind{Group: "autoscaling.k8s.io", Version: "v1", Kind: "VerticalPodAutoscaler"}
 	pods     = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	podKind  = schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	cms      = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	cmKind   = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	policies map[string]*Policy
 )
 
@@ -56,8 +60,10 @@ func load(t testing.TB) map[string]*Policy {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p["vpa-inplace-updater-jobs"] == nil || p["vpa-inplace-updater-vpas"] == nil || p["vpa-inplace-updater-pods"] == nil {
-			t.Fatalf("%s: want policies vpa-inplace-updater-jobs, vpa-inplace-updater-vpas and vpa-inplace-updater-pods, got %d", policyFile, len(p))
+		if p["vpa-inplace-updater-jobs"] == nil || p["vpa-inplace-updater-vpas"] == nil || p["vpa-inplace-updater-pods"] == nil ||
+			p["vpa-inplace-updater-configmaps"] == nil {
+			t.Fatalf("%s: want policies vpa-inplace-updater-jobs, vpa-inplace-updater-vpas, vpa-inplace-updater-pods and "+
+				"vpa-inplace-updater-configmaps, got %d", policyFile, len(p))
 		}
 		policies = p
 	}
@@ -444,6 +450,118 @@ func TestUpdaterPodChanges(t *testing.T) {
 	}
 }
 
+// recordsConfigMap is a records ConfigMap of the updater as
+// pkg/records.ConfigMapStore writes it, for store (infeasible or memory).
+func recordsConfigMap(store string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "vpa-inplace-records-" + store + "-4c1f3c9e-0000-4000-8000-000000000002", Namespace: "vpa-inplace-system",
+			ResourceVersion: "400",
+			Labels:          map[string]string{"vpa-inplace.dev/records": store, "app.kubernetes.io/managed-by": "vpa-inplace-updater"},
+			Annotations: map[string]string{
+				"vpa-inplace.dev/vpa-namespace": "team-a", "vpa-inplace.dev/vpa-name": "train",
+				"vpa-inplace.dev/vpa-uid": "4c1f3c9e-0000-4000-8000-000000000002",
+			},
+		},
+		Data: map[string]string{"records": "v1\n"},
+	}
+}
+
+// killSwitch is the cluster-wide kill switch the updater reads.
+func killSwitch() *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "vpa-inplace-updater-config", Namespace: "vpa-inplace-system", ResourceVersion: "500"},
+		Data:       map[string]string{"paused": "true"},
+	}
+}
+
+func cmUpdate(old *corev1.ConfigMap, edit func(*corev1.ConfigMap)) Request {
+	next := old.DeepCopy()
+	edit(next)
+	next.ResourceVersion = "501"
+	return Request{User: updater, Operation: admission.Update, Resource: cms, Kind: cmKind, Object: next, OldObject: old}
+}
+
+func cmCreate(cm *corev1.ConfigMap) Request {
+	cm = cm.DeepCopy()
+	cm.ResourceVersion = ""
+	return Request{User: updater, Operation: admission.Create, Resource: cms, Kind: cmKind, Object: cm}
+}
+
+func cmDelete(cm *corev1.ConfigMap) Request {
+	return Request{User: updater, Operation: admission.Delete, Resource: cms, Kind: cmKind, OldObject: cm}
+}
+
+// The updater writes its records ConfigMaps, and only them: RBAC grants it
+// create, update and delete on every ConfigMap of its namespace, the kill
+// switch included.
+func TestUpdaterConfigMapChanges(t *testing.T) {
+	p := load(t)["vpa-inplace-updater-configmaps"]
+	records := recordsConfigMap("infeasible")
+	unlabelled := recordsConfigMap("memory")
+	unlabelled.Labels = nil
+	rootCA := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: "vpa-inplace-system", ResourceVersion: "1"},
+		Data:       map[string]string{"ca.crt": "-----BEGIN CERTIFICATE-----"},
+	}
+	for _, tc := range []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{"records created", cmCreate(records), ""},
+		{"memory records created", cmCreate(recordsConfigMap("memory")), ""},
+		{"records rewritten", cmUpdate(records, func(cm *corev1.ConfigMap) { cm.Data["records"] = "v1\nmore\n" }), ""},
+		{"records rewritten with a label added", cmUpdate(records, func(cm *corev1.ConfigMap) {
+			cm.Labels["vpa-inplace.dev/vpa-uid"] = "4c1f3c9e-0000-4000-8000-000000000002"
+		}), ""},
+		{"records created with another label", cmCreate(func() *corev1.ConfigMap {
+			cm := recordsConfigMap("infeasible")
+			cm.Labels["vpa-inplace.dev/vpa-uid"] = "4c1f3c9e-0000-4000-8000-000000000002"
+			return cm
+		}()), ""},
+		{"records deleted", cmDelete(records), ""},
+		{"nothing changed", cmUpdate(records, func(*corev1.ConfigMap) {}), ""},
+		{"the kill switch turned off", cmUpdate(killSwitch(), func(cm *corev1.ConfigMap) { cm.Data["paused"] = "false" }), cmName},
+		{"the kill switch emptied", cmUpdate(killSwitch(), func(cm *corev1.ConfigMap) { cm.Data = nil }), cmName},
+		{"the kill switch labelled as records", cmUpdate(killSwitch(), func(cm *corev1.ConfigMap) {
+			cm.Labels = map[string]string{"vpa-inplace.dev/records": "infeasible"}
+		}), cmName},
+		{"the kill switch deleted", cmDelete(killSwitch()), cmName},
+		{"the kill switch created", cmCreate(killSwitch()), cmName},
+		{"the kill switch created with the records label", cmCreate(func() *corev1.ConfigMap {
+			cm := killSwitch()
+			cm.Labels = map[string]string{"vpa-inplace.dev/records": "infeasible"}
+			return cm
+		}()), cmName},
+		{"another ConfigMap of the namespace rewritten", cmUpdate(rootCA, func(cm *corev1.ConfigMap) { cm.Data["ca.crt"] = "x" }), cmName},
+		{"another ConfigMap of the namespace deleted", cmDelete(rootCA), cmName},
+		{"a name that is the prefix without its dash", cmCreate(func() *corev1.ConfigMap {
+			cm := recordsConfigMap("infeasible")
+			cm.Name = "vpa-inplace-records"
+			return cm
+		}()), cmName},
+		{"records created without the label", cmCreate(unlabelled), cmLabel},
+		{"records rewritten without the label", cmUpdate(records, func(cm *corev1.ConfigMap) { cm.Labels = nil }), cmLabel},
+		{"a ConfigMap without the label deleted", cmDelete(unlabelled), cmLabel},
+		{"the kill switch, by someone else", func() Request {
+			r := cmUpdate(killSwitch(), func(cm *corev1.ConfigMap) { cm.Data["paused"] = "false" })
+			r.User = "kubernetes-admin"
+			return r
+		}(), ""},
+		{"the kill switch, by a ServiceAccount of the same name elsewhere", func() Request {
+			r := cmDelete(killSwitch())
+			r.User = "system:serviceaccount:team-a:vpa-inplace-updater"
+			return r
+		}(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) { check(t, p, tc.req, tc.want) })
+	}
+}
+
 // TestPodsPolicyLeavesResizesAlone: the API server sends the updater's
 // changes of a pod to the pods policy, but not its resizes (pods/resize),
 // which change resources, nor any other subresource; and not the Jobs or
@@ -468,6 +586,10 @@ func TestPodsPolicyLeavesResizesAlone(t *testing.T) {
 		{"pods/resize, by the Jobs policy", "vpa-inplace-updater-jobs", resize, false},
 		{"pods/resize, by the VPA policy", "vpa-inplace-updater-vpas", resize, false},
 		{"a Job, by the pods policy", "vpa-inplace-updater-pods", jobUpdate(job(1), func(*batchv1.Job) {}), false},
+		{"a ConfigMap, by the ConfigMaps policy", "vpa-inplace-updater-configmaps", cmDelete(killSwitch()), true},
+		{"a ConfigMap created, by the ConfigMaps policy", "vpa-inplace-updater-configmaps", cmCreate(recordsConfigMap("memory")), true},
+		{"a ConfigMap, by the pods policy", "vpa-inplace-updater-pods", cmDelete(killSwitch()), false},
+		{"a pod, by the ConfigMaps policy", "vpa-inplace-updater-configmaps", podUpdate(pod(1), func(*corev1.Pod) {}), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ps[tc.policy].Matches(tc.req)
@@ -547,8 +669,25 @@ func TestCostStaysWithinTheAPIServersBudget(t *testing.T) {
 			t.Errorf("pod of %d containers: cost %d, want within a tenth of the budget %d", n, cost, budget)
 		}
 	}
+	full := recordsConfigMap("infeasible")
+	full.Data["records"] = strings.Repeat("x", 1000<<10)
+	for i := range 50 {
+		full.Labels[fmt.Sprintf("other.example/key-%d", i)] = "x"
+	}
+	cmReq := cmUpdate(full, func(cm *corev1.ConfigMap) { cm.Data["records"] = strings.Repeat("y", 1000<<10) })
+	if d := ps["vpa-inplace-updater-configmaps"].Validate(context.Background(), cmReq); d.Denied {
+		t.Fatalf("records ConfigMap: refused: %s", d.Message)
+	}
+	cost, err := ps["vpa-inplace-updater-configmaps"].Cost(context.Background(), cmReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("records ConfigMap of 1,000 KiB and 52 labels: cost %d (%.3f%% of the budget)", cost, 100*float64(cost)/float64(budget))
+	if cost <= 0 || cost > budget/10 {
+		t.Errorf("records ConfigMap: cost %d, want within a tenth of the budget %d", cost, budget)
+	}
 	req := vpaUpdate("", func(o map[string]any) { annotations(o)[recordsKey] = strings.Repeat("x", 64<<10) })
-	cost, err := ps["vpa-inplace-updater-vpas"].Cost(context.Background(), req)
+	cost, err = ps["vpa-inplace-updater-vpas"].Cost(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,187 @@
+// Package testadmit tells whether the API server would create a pod, as far
+// as its cpu and memory go: the checks of the LimitRanger admission plugin
+// (min, max and maxLimitRequestRatio, per container and per pod) and of the
+// ResourceQuota plugin (requests and limits of cpu and memory against
+// status.hard and status.used). It is written from the plugins' rules, on
+// its own, so that tests of the code that keeps pods within those bounds
+// have an independent judge:
+//
+//	require.NoError(t, testadmit.Pod(patched, limitRanges, quotas))
+package testadmit
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+var checked = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory}
+
+// Pod returns why the API server would refuse pod, nil when it would not.
+func Pod(pod *corev1.Pod, limitRanges []*corev1.LimitRange, quotas []*corev1.ResourceQuota) error {
+	var errs []error
+	for _, lr := range limitRanges {
+		for _, item := range lr.Spec.Limits {
+			switch item.Type {
+			case corev1.LimitTypeContainer:
+				for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+					for _, c := range cs {
+						errs = append(errs, limitRange(item, "container "+c.Name, c.Resources.Requests, c.Resources.Limits)...)
+					}
+				}
+			case corev1.LimitTypePod:
+				opts := resourcehelper.PodResourcesOptions{ExcludeOverhead: true}
+				errs = append(errs, limitRange(item, "pod", resourcehelper.PodRequests(pod, opts), resourcehelper.PodLimits(pod, opts))...)
+			}
+		}
+	}
+	for _, q := range quotas {
+		if !quotaApplies(q, pod) {
+			continue
+		}
+		requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+		limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
+		for name, hard := range q.Status.Hard {
+			var usage resource.Quantity
+			switch name {
+			case corev1.ResourceRequestsCPU, corev1.ResourceCPU:
+				usage = requests[corev1.ResourceCPU]
+			case corev1.ResourceRequestsMemory, corev1.ResourceMemory:
+				usage = requests[corev1.ResourceMemory]
+			case corev1.ResourceLimitsCPU:
+				usage = limits[corev1.ResourceCPU]
+			case corev1.ResourceLimitsMemory:
+				usage = limits[corev1.ResourceMemory]
+			default:
+				continue
+			}
+			total := q.Status.Used[name]
+			total.Add(usage)
+			if total.Cmp(hard) > 0 {
+				errs = append(errs, fmt.Errorf("exceeded quota %s: requested %s=%s, used %s, limited %s",
+					q.Name, name, usage.String(), ptr(q.Status.Used[name]).String(), hard.String()))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func ptr(q resource.Quantity) *resource.Quantity { return &q }
+
+// limitRange checks one LimitRange item on one container or pod.
+func limitRange(item corev1.LimitRangeItem, what string, requests, limits corev1.ResourceList) []error {
+	var errs []error
+	for _, name := range checked {
+		req, hasReq := requests[name]
+		lim, hasLim := limits[name]
+		if m, ok := item.Min[name]; ok {
+			switch {
+			case !hasReq:
+				errs = append(errs, fmt.Errorf("%s: minimum %s is %s, no request", what, name, m.String()))
+			case req.Cmp(m) < 0:
+				errs = append(errs, fmt.Errorf("%s: minimum %s is %s, request is %s", what, name, m.String(), req.String()))
+			case hasLim && lim.Cmp(m) < 0:
+				errs = append(errs, fmt.Errorf("%s: minimum %s is %s, limit is %s", what, name, m.String(), lim.String()))
+			}
+		}
+		if m, ok := item.Max[name]; ok {
+			switch {
+			case !hasLim:
+				errs = append(errs, fmt.Errorf("%s: maximum %s is %s, no limit", what, name, m.String()))
+			case lim.Cmp(m) > 0:
+				errs = append(errs, fmt.Errorf("%s: maximum %s is %s, limit is %s", what, name, m.String(), lim.String()))
+			case hasReq && req.Cmp(m) > 0:
+				errs = append(errs, fmt.Errorf("%s: maximum %s is %s, request is %s", what, name, m.String(), req.String()))
+			}
+		}
+		if r, ok := item.MaxLimitRequestRatio[name]; ok {
+			switch {
+			case !hasReq || req.IsZero():
+				errs = append(errs, fmt.Errorf("%s: %s ratio limited to %s, no request", what, name, r.String()))
+			case !hasLim || lim.IsZero():
+				errs = append(errs, fmt.Errorf("%s: %s ratio limited to %s, no limit", what, name, r.String()))
+			default:
+				// lim/req > r, exactly: lim × 1000 > r(milli) × req.
+				left := new(big.Int).Mul(big.NewInt(lim.MilliValue()), big.NewInt(1000))
+				right := new(big.Int).Mul(big.NewInt(r.MilliValue()), big.NewInt(req.MilliValue()))
+				if left.Cmp(right) > 0 {
+					errs = append(errs, fmt.Errorf("%s: %s ratio limited to %s, limit %s over request %s", what, name, r.String(),
+						lim.String(), req.String()))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// quotaApplies tells whether a quota's scopes select the pod (the scopes of
+// pods the tests use).
+func quotaApplies(q *corev1.ResourceQuota, pod *corev1.Pod) bool {
+	scopes := append([]corev1.ResourceQuotaScope{}, q.Spec.Scopes...)
+	if q.Spec.ScopeSelector != nil {
+		for _, e := range q.Spec.ScopeSelector.MatchExpressions {
+			if e.ScopeName == corev1.ResourceQuotaScopePriorityClass {
+				in := false
+				for _, v := range e.Values {
+					in = in || v == pod.Spec.PriorityClassName
+				}
+				switch e.Operator {
+				case corev1.ScopeSelectorOpIn:
+					if !in {
+						return false
+					}
+				case corev1.ScopeSelectorOpNotIn:
+					if in {
+						return false
+					}
+				case corev1.ScopeSelectorOpExists:
+					if pod.Spec.PriorityClassName == "" {
+						return false
+					}
+				case corev1.ScopeSelectorOpDoesNotExist:
+					if pod.Spec.PriorityClassName != "" {
+						return false
+					}
+				}
+				continue
+			}
+			scopes = append(scopes, e.ScopeName)
+		}
+	}
+	bestEffort := true
+	for _, c := range pod.Spec.Containers {
+		for _, name := range checked {
+			if _, ok := c.Resources.Requests[name]; ok {
+				bestEffort = false
+			}
+			if _, ok := c.Resources.Limits[name]; ok {
+				bestEffort = false
+			}
+		}
+	}
+	for _, s := range scopes {
+		switch s {
+		case corev1.ResourceQuotaScopeBestEffort:
+			if !bestEffort {
+				return false
+			}
+		case corev1.ResourceQuotaScopeNotBestEffort:
+			if bestEffort {
+				return false
+			}
+		case corev1.ResourceQuotaScopeTerminating:
+			if pod.Spec.ActiveDeadlineSeconds == nil {
+				return false
+			}
+		case corev1.ResourceQuotaScopeNotTerminating:
+			if pod.Spec.ActiveDeadlineSeconds != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
