@@ -307,8 +307,9 @@ func (s *ConfigMapStore) write(ctx context.Context, key string) error {
 		}
 		logger.V(4).Info("Wrote records", "vpa", key, "store", s.name, "records", len(records)-len(left), "bytes", len(value))
 		if len(left) > 0 {
-			logger.Info("Records left out of the ConfigMap to keep it under its size limit; they are held in memory only",
-				"vpa", key, "store", s.name, "leftOut", len(left), "maxBytes", s.cfg.MaxBytes)
+			logger.Info("Records left out of the ConfigMap to keep it within its bounds; they are held in memory only",
+				"vpa", key, "store", s.name, "leftOut", len(left), "maxBytes", s.cfg.MaxBytes,
+				"maxRecords", MaxCompactEntries, "maxAttempts", MaxCompactAttempts)
 		}
 	}
 	if !migrating {

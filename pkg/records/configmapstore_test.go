@@ -63,9 +63,16 @@ func (f *cmFixture) configMaps() []string {
 	return names
 }
 
-// cmRecords decodes the ConfigMap of the VPA of uid; nil when there is none.
+// cmRecords decodes the infeasible store's ConfigMap of the VPA of uid; nil
+// when there is none.
 func (f *cmFixture) cmRecords(vpaUID types.UID) map[types.UID]*Record {
-	cm, err := f.kube.CoreV1().ConfigMaps(recordsNamespace).Get(context.Background(), ConfigMapName(StoreInfeasible, vpaUID), metav1.GetOptions{})
+	return f.cmRecordsOf(StoreInfeasible, vpaUID)
+}
+
+// cmRecordsOf decodes store's ConfigMap of the VPA of uid; nil when there is
+// none.
+func (f *cmFixture) cmRecordsOf(store string, vpaUID types.UID) map[types.UID]*Record {
+	cm, err := f.kube.CoreV1().ConfigMaps(recordsNamespace).Get(context.Background(), ConfigMapName(store, vpaUID), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -110,6 +117,26 @@ func TestConfigMapStoreRecordsOfTenThousandPodsSurviveARestart(t *testing.T) {
 	}
 	assert.Equal(t, []string{ConfigMapName(StoreInfeasible, webVPA.UID)}, f.configMaps(), "one ConfigMap for the VPA")
 	assert.Empty(t, f.patches(), "the VPA is not written")
+}
+
+// Memory records carry each pod's usage in their message: an attempt per
+// pod. 1,000 of them are all back after a restart (issue #32, item 3: 256
+// were).
+func TestConfigMapStoreMemoryRecordsOfAThousandPodsSurviveARestart(t *testing.T) {
+	f := newCMFixture(t, nil, vpa("web"))
+	s, stop := f.startCM(ConfigMapStoreConfig{Store: StoreMemory})
+	for i := range 1000 {
+		s.Put(webVPA, uuid(0, i), memoryRecord(i))
+	}
+	require.Eventually(t, func() bool { return len(f.cmRecordsOf(StoreMemory, webVPA.UID)) == 1000 }, wait, tick)
+	stop()
+
+	reg := prometheus.NewRegistry()
+	metrics, err := NewMetrics(reg)
+	require.NoError(t, err)
+	again, _ := f.startCM(ConfigMapStoreConfig{Store: StoreMemory, Metrics: metrics})
+	assert.Equal(t, 1000, again.Len())
+	assert.Zero(t, testutil.CollectAndCount(metrics.dropped), "nothing dropped")
 }
 
 func TestConfigMapStoreMovesTheAnnotationsRecordsIntoItsConfigMap(t *testing.T) {
