@@ -190,18 +190,85 @@ func TestConfigMapStoreDeletesTheConfigMapWhenNoRecordIsLeft(t *testing.T) {
 	require.Eventually(t, func() bool { return len(f.configMaps()) == 0 }, wait, tick)
 }
 
+// deleteVPA deletes a VPA from the API and waits until the cache has seen
+// it go, as the controller does before it calls ForgetOwner.
+func (f *cmFixture) deleteVPA(name string) {
+	f.t.Helper()
+	require.NoError(f.t, f.client.AutoscalingV1().VerticalPodAutoscalers("default").Delete(context.Background(), name, metav1.DeleteOptions{}))
+	require.Eventually(f.t, func() bool {
+		_, err := f.lister.VerticalPodAutoscalers("default").Get(name)
+		return apierrors.IsNotFound(err)
+	}, wait, tick)
+}
+
+// A VPA deleted and created again under the same name is another VPA: the
+// new one holds none of the old one's records, in memory or in its
+// ConfigMap, not even a record a worker put for the old one after it was
+// forgotten (issue #32, item 6: the records were held by namespace/name,
+// and the new VPA's ConfigMap got them all).
 func TestConfigMapStoreANewVPAOfTheSameNameStartsAfresh(t *testing.T) {
 	f := newCMFixture(t, nil, vpa("web"))
 	s, _ := f.startCM(ConfigMapStoreConfig{})
 	s.Put(webVPA, "pod-a", rec(KindNodeCapacity, "8", "", t0))
 	require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 1 }, wait, tick)
-	renewed := Owner{Namespace: "default", Name: "web", UID: "uid-web-2"}
-	s.Put(renewed, "pod-b", rec(KindNodeCapacity, "8", "", t0))
+
+	f.deleteVPA("web")
+	s.ForgetOwner(webVPA)
+	// A worker that resolved the old VPA just before it went.
+	s.Put(webVPA, "pod-c", rec(KindNodeCapacity, "8", "", t0))
+
+	renewed := vpa("web")
+	renewed.UID = "uid-web-2"
+	_, err := f.client.AutoscalingV1().VerticalPodAutoscalers("default").Create(context.Background(), renewed, metav1.CreateOptions{})
+	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		names := f.configMaps()
-		return len(names) == 1 && names[0] == ConfigMapName(StoreInfeasible, renewed.UID)
-	}, wait, tick, "the old VPA's ConfigMap goes, the new one's holds both records")
-	assert.Len(t, f.cmRecords(renewed.UID), 2)
+		v, err := f.lister.VerticalPodAutoscalers("default").Get("web")
+		return err == nil && v.UID == renewed.UID
+	}, wait, tick)
+	renewedOwner := Owner{Namespace: "default", Name: "web", UID: renewed.UID}
+	s.Put(renewedOwner, "pod-b", rec(KindNodeCapacity, "8", "", t0))
+
+	require.Eventually(t, func() bool { return len(f.cmRecords(renewed.UID)) == 1 }, wait, tick)
+	time.Sleep(300 * time.Millisecond) // what else is queued is written
+	assert.Equal(t, []string{ConfigMapName(StoreInfeasible, renewed.UID)}, f.configMaps(), "no ConfigMap is left for the old VPA")
+	assert.Contains(t, f.cmRecords(renewed.UID), types.UID("pod-b"), "the new VPA's ConfigMap holds its own record only")
+	for _, uid := range []types.UID{"pod-a", "pod-c"} {
+		_, held := s.GetFor(renewedOwner, uid)
+		assert.False(t, held, "%s: a record of the old VPA is not the new one's", uid)
+	}
+}
+
+// Workers put records for a VPA while it is deleted and forgotten: once
+// they stop, no ConfigMap is left for it (issue #32, item 6: a record put
+// after ForgetOwner created the ConfigMap again, and nothing deleted it
+// until the next leader's Load).
+func TestConfigMapStoreRecordsPutWhileTheVPAIsDeletedLeaveNoConfigMap(t *testing.T) {
+	f := newCMFixture(t, nil, vpa("web"))
+	s, _ := f.startCM(ConfigMapStoreConfig{})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s.Put(webVPA, types.UID(fmt.Sprintf("pod-%d-%d", w, i%20)), rec(KindNodeCapacity, fmt.Sprintf("%dm", 1000+i%7), "no room", t0))
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) > 0 }, wait, tick)
+	f.deleteVPA("web")
+	s.ForgetOwner(webVPA)
+	time.Sleep(200 * time.Millisecond) // the workers go on putting for a while
+	close(stop)
+	wg.Wait()
+	require.Eventually(t, func() bool { return len(f.configMaps()) == 0 }, wait, tick, "the ConfigMap of the deleted VPA is gone")
+	time.Sleep(300 * time.Millisecond)
+	assert.Empty(t, f.configMaps(), "and stays gone")
 }
 
 func TestConfigMapStoreLoadKeepsOnlyWellFormedRecordsOfTheVPAsOwnPods(t *testing.T) {
@@ -214,7 +281,7 @@ func TestConfigMapStoreLoadKeepsOnlyWellFormedRecordsOfTheVPAsOwnPods(t *testing
 	require.NoError(t, err)
 	s, _ := f.startCM(ConfigMapStoreConfig{
 		Metrics: metrics, Now: func() time.Time { return t0 },
-		Owns: owns(map[string][]types.UID{"default/web": {"pod-a", "pod-b"}}),
+		Live: liveIn(map[string][]types.UID{"default": {"pod-a", "pod-b"}}),
 	})
 	_, ok := s.Get("pod-a")
 	assert.True(t, ok)

@@ -67,8 +67,9 @@ const (
 	DropBadTime DropReason = "BadTime"
 	// DropFuture: the record's time is more than FutureSkew ahead.
 	DropFuture DropReason = "Future"
-	// DropNotOwned: the UID is no live pod or Job of the VPA carrying the
-	// record (VPAStoreConfig.Owns).
+	// DropNotOwned: the UID is no live pod or Job of the namespace of the
+	// VPA carrying the record (VPAStoreConfig.Live), or, when the pod is
+	// synced, its VPA is another (Store.GetFor).
 	DropNotOwned DropReason = "NotOwned"
 )
 
@@ -352,7 +353,8 @@ func knownKind(k Kind) bool {
 // UUIDs, 36 characters of hexadecimal digits and hyphens. Shorter keys of
 // letters, digits and hyphens are accepted too (test clusters and fakes name
 // their objects' UIDs so); anything else is not a UID. Whether the UID is
-// one of the VPA's live pods or Jobs is VPAStoreConfig.Owns' question.
+// one of the live pods or Jobs of the VPA's namespace is VPAStoreConfig.Live's
+// question, and whether it is the VPA's is Store.GetFor's.
 func uidShaped(s string) bool {
 	if len(s) == 0 || len(s) > MaxUIDLength {
 		return false

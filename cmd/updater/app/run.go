@@ -131,10 +131,12 @@ func Run(ctx context.Context, o *Options) error {
 	// nor a new leader tries them again; records a previous version left on
 	// the VPAs' annotations are moved there. A dry run writes nothing.
 	var store, memStore records.Store = records.NewInMemoryStore(), records.NewInMemoryStore()
-	// A record is kept only for its VPA's own pods and Jobs. Load runs after
-	// the controller's caches have synced.
+	// Load keeps a record only for a live pod or Job of its VPA's namespace
+	// (index lookups, no owner walk); whether the pod's VPA is the record's
+	// is told at the pod's first sync. Load runs after the controller's
+	// caches have synced.
 	var ctrl *updater.Controller
-	owns := func(owner records.Owner, uid types.UID) bool { return ctrl.OwnsRecord(ctx, owner, uid) }
+	live := func(owner records.Owner, uid types.UID) bool { return ctrl.RecordLive(owner, uid) }
 	if !o.DryRun {
 		recordsMetrics, err := records.NewMetrics(registry)
 		if err != nil {
@@ -144,7 +146,7 @@ func Run(ctx context.Context, o *Options) error {
 			return records.NewConfigMapStore(kube.CoreV1(), vpaClient.AutoscalingV1(), vpaInformer.Lister(), records.ConfigMapStoreConfig{
 				Namespace: o.RecordsNamespace, Store: name, AnnotationKey: annotation,
 				VPANamespace: namespace, IgnoredNamespaces: o.IgnoredVPANamespaces,
-				Metrics: recordsMetrics, Now: time.Now, Owns: owns,
+				Metrics: recordsMetrics, Now: time.Now, Live: live,
 			})
 		}
 		if store, err = newStore(records.StoreInfeasible, records.AnnotationKey); err != nil {
