@@ -2,6 +2,7 @@ package records
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,11 +58,17 @@ type ConfigMapStore struct {
 	// ConfigMap is deleted: records a worker put for them meanwhile are
 	// forgotten too.
 	forgotten map[string]bool
+	// loadedAt is the time of the last Load: records another writer made
+	// after it are that writer's newest (reread).
+	loadedAt time.Time
 }
 
+// writtenConfigMap is what a VPA's ConfigMap holds, as this store last read
+// or wrote it.
 type writtenConfigMap struct {
-	uid   types.UID
-	value string
+	owner           Owner
+	value           string
+	resourceVersion string
 }
 
 var _ Store = (*ConfigMapStore)(nil)
@@ -168,8 +175,40 @@ func (s *ConfigMapStore) ForgetOwner(owner Owner) int {
 	return n
 }
 
-// Load implements Store: it lists the VPAs and the store's ConfigMaps from
-// the API server (consistent reads, in pages, within cfg.LoadTimeout),
+// ErrNotWritable says that the records namespace does not exist, or that
+// the updater may not create ConfigMaps there (CheckWritable).
+var ErrNotWritable = errors.New("records namespace missing or not writable")
+
+// CheckWritable tells whether store's records ConfigMaps can be created in
+// namespace, by asking the API server to create one with dryRun=All: it
+// answers as it would for a real one (the namespace exists, RBAC allows it,
+// admission admits it) and stores nothing. A missing namespace or a refusal
+// is ErrNotWritable, with what to do; any other error (the API server not
+// reachable) is returned as is.
+func CheckWritable(ctx context.Context, configMaps corev1client.ConfigMapsGetter, namespace, store string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name:      ConfigMapName(store, "write-check"),
+		Namespace: namespace,
+		Labels:    map[string]string{LabelStore: store, "app.kubernetes.io/managed-by": managedBy},
+	}}
+	_, err := configMaps.ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err == nil, apierrors.IsAlreadyExists(err):
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: namespace %q does not exist; create it, or set --records-namespace (default: the updater's own namespace, POD_NAMESPACE): %w",
+			ErrNotWritable, namespace, err)
+	case apierrors.IsForbidden(err), apierrors.IsInvalid(err):
+		return fmt.Errorf("%w: ConfigMaps cannot be created in namespace %q (the updater's Role there, or an admission policy, refuses them): %w",
+			ErrNotWritable, namespace, err)
+	default:
+		return fmt.Errorf("checking that records can be written into namespace %q: %w", namespace, err)
+	}
+}
+
+// Load implements Store: it checks that its ConfigMaps can be written
+// (CheckWritable), lists the VPAs and the store's ConfigMaps from the API
+// server (consistent reads, in pages, within cfg.LoadTimeout),
 // keeps the well-formed records of each ConfigMap whose VPA still exists
 // for the live pods and Jobs of its namespace (cfg.Live: no owner walk, no
 // read per record), deletes the ConfigMaps of VPAs that are gone, and reads
@@ -179,6 +218,11 @@ func (s *ConfigMapStore) Load(ctx context.Context) error {
 }
 
 func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
+	// Nothing is decided before the records can be written: a resize sent
+	// whose record could not be kept would be sent again after a restart.
+	if err := CheckWritable(ctx, s.configMaps, s.cfg.Namespace, s.cfg.Store); err != nil {
+		return err
+	}
 	logger := klog.FromContext(ctx)
 	l := newLoading(s.cfg.Metrics, s.name)
 	live := map[types.UID]Owner{}
@@ -218,7 +262,7 @@ func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 			return // a VPA of a namespace this updater does not serve
 		}
 		value := cm.Data[ConfigMapDataKey]
-		written[owner.id()] = writtenConfigMap{uid: uid, value: value}
+		written[owner.id()] = writtenConfigMap{owner: owner, value: value, resourceVersion: cm.ResourceVersion}
 		d, _ := DecodeCompact(value, decodeOptions(owner, now, s.cfg.Live, s.cfg.MaxBytes))
 		l.add(ctx, owner, "ConfigMap "+cm.Name, d)
 	})
@@ -237,6 +281,7 @@ func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 	s.owners = l.owners
 	s.written = written
 	s.migrate = migrate
+	s.loadedAt = now
 	s.mu.Unlock()
 	for id := range l.rewrite {
 		s.queue.Add(id)
@@ -275,52 +320,13 @@ func (s *ConfigMapStore) listConfigMaps(ctx context.Context, visit func(*corev1.
 func (s *ConfigMapStore) write(ctx context.Context, id string) error {
 	s.mu.Lock()
 	forgotten := s.forgotten[id]
+	migrating, migrate := s.migrate[id]
 	s.mu.Unlock()
 	if forgotten {
 		return s.forget(ctx, id)
 	}
-	records := s.mem.byOwner(id)
-	value, left, err := EncodeCompact(records, s.cfg.MaxBytes)
-	if err != nil {
+	if err := s.writeConfigMap(ctx, id); err != nil {
 		return err
-	}
-	s.mu.Lock()
-	owner, known := s.owners[id]
-	last, wrote := s.written[id]
-	migrating, migrate := s.migrate[id]
-	s.mu.Unlock()
-
-	logger := klog.FromContext(ctx)
-	switch {
-	case value == "" && wrote:
-		if err := s.deleteConfigMap(ctx, id, last.uid); err != nil {
-			return err
-		}
-	case value == "" || wrote && last.value == value:
-	case !known:
-		// Records put for a VPA forgotten meanwhile: nowhere to go.
-	default:
-		// Written only for the VPA the cache holds under that name and
-		// UID: a record put while its VPA was deleted (a worker that
-		// resolved it just before) creates no ConfigMap that nothing would
-		// delete. A VPA the cache has not seen yet has no records but
-		// those Load read, which its ConfigMap holds.
-		vpa, err := s.lister.VerticalPodAutoscalers(owner.Namespace).Get(owner.Name)
-		if err != nil || owner.UID != "" && vpa.UID != owner.UID {
-			logger.V(2).Info("VPA not in the cache; its records are held in memory only", "vpa", owner.Key(), "vpaUID", owner.UID, "store", s.name)
-			break
-		}
-		owner.UID = vpa.UID
-		if err := s.putConfigMap(ctx, id, owner, value); err != nil {
-			s.cfg.Metrics.writeFailed(s.name, writeFailure(err))
-			return err
-		}
-		logger.V(4).Info("Wrote records", "vpa", owner.Key(), "store", s.name, "records", len(records)-len(left), "bytes", len(value))
-		if len(left) > 0 {
-			logger.Info("Records left out of the ConfigMap to keep it within its bounds; they are held in memory only",
-				"vpa", owner.Key(), "store", s.name, "leftOut", len(left), "maxBytes", s.cfg.MaxBytes,
-				"maxRecords", MaxCompactEntries, "maxAttempts", MaxCompactAttempts)
-		}
 	}
 	if !migrate {
 		return nil
@@ -339,7 +345,103 @@ func (s *ConfigMapStore) write(ctx context.Context, id string) error {
 		delete(s.migrate, id)
 	}
 	s.mu.Unlock()
-	logger.V(2).Info("Moved records from the VPA's annotation to a ConfigMap", "vpa", migrating.Key(), "store", s.name)
+	klog.FromContext(ctx).V(2).Info("Moved records from the VPA's annotation to a ConfigMap", "vpa", migrating.Key(), "store", s.name)
+	return nil
+}
+
+// writeConfigMap writes, or deletes, the ConfigMap of one VPA so that it
+// holds the records held. Every write is conditional on the
+// resourceVersion this store last read or wrote: one refused because
+// another writer changed the ConfigMap (a deposed leader's last write, on
+// its way while this one loaded) makes the store read it again, take the
+// records it holds that were made after this store loaded and that it
+// does not hold (reread), and write again once.
+func (s *ConfigMapStore) writeConfigMap(ctx context.Context, id string) error {
+	logger := klog.FromContext(ctx)
+	for attempt := 0; ; attempt++ {
+		records := s.mem.byOwner(id)
+		value, left, err := EncodeCompact(records, s.cfg.MaxBytes)
+		if err != nil {
+			return err
+		}
+		s.setLeftOut(id, len(left))
+		s.mu.Lock()
+		owner, known := s.owners[id]
+		last, wrote := s.written[id]
+		s.mu.Unlock()
+		switch {
+		case value == "" && !wrote, wrote && last.value == value:
+			return nil
+		case value == "":
+			owner = last.owner
+			err = s.deleteConfigMap(ctx, id, last, true)
+		case !known:
+			return nil // records put for a VPA forgotten meanwhile: nowhere to go
+		default:
+			// Written only for the VPA the cache holds under that name and
+			// UID: a record put while its VPA was deleted (by a worker that
+			// resolved it just before) creates no ConfigMap that nothing
+			// would delete. A VPA the cache has not seen yet has no records
+			// but those Load read, which its ConfigMap holds.
+			vpa, lerr := s.lister.VerticalPodAutoscalers(owner.Namespace).Get(owner.Name)
+			if lerr != nil || owner.UID != "" && vpa.UID != owner.UID {
+				logger.V(2).Info("VPA not in the cache; its records are held in memory only", "vpa", owner.Key(), "vpaUID", owner.UID, "store", s.name)
+				return nil
+			}
+			owner.UID = vpa.UID
+			err = s.putConfigMap(ctx, id, owner, value, last, wrote)
+			if err == nil {
+				logger.V(4).Info("Wrote records", "vpa", owner.Key(), "store", s.name, "records", len(records)-len(left), "bytes", len(value))
+				if len(left) > 0 {
+					logger.Info("Records left out of the ConfigMap to keep it within its bounds; they are held in memory only",
+						"vpa", owner.Key(), "store", s.name, "leftOut", len(left), "maxBytes", s.cfg.MaxBytes,
+						"maxRecords", MaxCompactEntries, "maxAttempts", MaxCompactAttempts)
+				}
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		if attempt > 0 || ctx.Err() != nil || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+			s.cfg.Metrics.writeFailed(s.name, writeFailure(err))
+			return err
+		}
+		if err := s.reread(ctx, id, owner); err != nil {
+			s.cfg.Metrics.writeFailed(s.name, writeFailure(err))
+			return err
+		}
+	}
+}
+
+// reread reads the ConfigMap of owner after another writer changed it: the
+// records it holds that this store does not hold, made after this store
+// loaded, are that writer's newest and are held from now on; what this
+// store holds wins over the rest.
+func (s *ConfigMapStore) reread(ctx context.Context, id string, owner Owner) error {
+	name := ConfigMapName(s.cfg.Store, owner.UID)
+	cm, err := s.configMaps.ConfigMaps(s.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		s.mu.Lock()
+		delete(s.written, id)
+		s.mu.Unlock()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading ConfigMap %s/%s of VPA %s, changed by another writer: %w", s.cfg.Namespace, name, owner.Key(), err)
+	}
+	var now time.Time
+	if s.cfg.Now != nil {
+		now = s.cfg.Now()
+	}
+	value := cm.Data[ConfigMapDataKey]
+	d, _ := DecodeCompact(value, decodeOptions(owner, now, s.cfg.Live, s.cfg.MaxBytes))
+	s.mu.Lock()
+	loadedAt := s.loadedAt
+	s.written[id] = writtenConfigMap{owner: owner, value: value, resourceVersion: cm.ResourceVersion}
+	s.mu.Unlock()
+	taken := s.mem.adopt(owner, d.Records, loadedAt)
+	klog.FromContext(ctx).Info("Records ConfigMap changed by another writer; read again", "vpa", owner.Key(), "store", s.name,
+		"configMap", klog.KObj(cm), "recordsTaken", taken)
 	return nil
 }
 
@@ -348,12 +450,15 @@ func (s *ConfigMapStore) write(ctx context.Context, id string) error {
 // before it went).
 func (s *ConfigMapStore) forget(ctx context.Context, id string) error {
 	s.mem.forget(id)
+	s.setLeftOut(id, 0)
 	s.mu.Lock()
 	delete(s.owners, id)
 	last, wrote := s.written[id]
 	s.mu.Unlock()
 	if wrote {
-		if err := s.deleteConfigMap(ctx, id, last.uid); err != nil {
+		// Whatever it holds: its VPA is gone.
+		if err := s.deleteConfigMap(ctx, id, last, false); err != nil {
+			s.cfg.Metrics.writeFailed(s.name, writeFailure(err))
 			return err
 		}
 	}
@@ -363,10 +468,10 @@ func (s *ConfigMapStore) forget(ctx context.Context, id string) error {
 	return nil
 }
 
-// putConfigMap replaces the ConfigMap of owner (of that id), creating it
-// when missing. Only the leader writes these ConfigMaps: the update is
-// unconditional.
-func (s *ConfigMapStore) putConfigMap(ctx context.Context, id string, owner Owner, value string) error {
+// putConfigMap writes the ConfigMap of owner (of that id): an update
+// conditional on the resourceVersion last read or written, or a create when
+// this store knows of none (refused when one exists).
+func (s *ConfigMapStore) putConfigMap(ctx context.Context, id string, owner Owner, value string, last writtenConfigMap, wrote bool) error {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      ConfigMapName(s.cfg.Store, owner.UID),
@@ -381,31 +486,44 @@ func (s *ConfigMapStore) putConfigMap(ctx context.Context, id string, owner Owne
 		Data: map[string]string{ConfigMapDataKey: value},
 	}
 	client := s.configMaps.ConfigMaps(s.cfg.Namespace)
-	_, err := client.Update(ctx, cm, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = client.Create(ctx, cm, metav1.CreateOptions{})
+	var got *corev1.ConfigMap
+	var err error
+	if wrote {
+		cm.ResourceVersion = last.resourceVersion
+		got, err = client.Update(ctx, cm, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			// Deleted meanwhile (by another leader's Load, or by hand).
+			cm.ResourceVersion = ""
+			got, err = client.Create(ctx, cm, metav1.CreateOptions{})
+		}
+	} else {
+		got, err = client.Create(ctx, cm, metav1.CreateOptions{})
 	}
 	if err != nil {
 		return fmt.Errorf("writing the records of VPA %s into ConfigMap %s/%s: %w", owner.Key(), cm.Namespace, cm.Name, err)
 	}
 	s.mu.Lock()
-	s.written[id] = writtenConfigMap{uid: owner.UID, value: value}
+	s.written[id] = writtenConfigMap{owner: owner, value: value, resourceVersion: got.ResourceVersion}
 	s.mu.Unlock()
 	return nil
 }
 
-// deleteConfigMap deletes the ConfigMap of the VPA of that id and UID.
-func (s *ConfigMapStore) deleteConfigMap(ctx context.Context, id string, uid types.UID) error {
-	if uid != "" {
-		name := ConfigMapName(s.cfg.Store, uid)
-		err := s.configMaps.ConfigMaps(s.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+// deleteConfigMap deletes the ConfigMap last written for the VPA of that
+// id, only if no one changed it since when conditional.
+func (s *ConfigMapStore) deleteConfigMap(ctx context.Context, id string, last writtenConfigMap, conditional bool) error {
+	if last.owner.UID != "" {
+		name := ConfigMapName(s.cfg.Store, last.owner.UID)
+		opts := metav1.DeleteOptions{}
+		if conditional && last.resourceVersion != "" {
+			opts.Preconditions = &metav1.Preconditions{ResourceVersion: &last.resourceVersion}
+		}
+		err := s.configMaps.ConfigMaps(s.cfg.Namespace).Delete(ctx, name, opts)
 		if err != nil && !apierrors.IsNotFound(err) {
-			s.cfg.Metrics.writeFailed(s.name, writeFailure(err))
 			return fmt.Errorf("deleting ConfigMap %s/%s of VPA %s: %w", s.cfg.Namespace, name, s.vpaOf(id), err)
 		}
 	}
 	s.mu.Lock()
-	if w, ok := s.written[id]; ok && w.uid == uid {
+	if w, ok := s.written[id]; ok && w.owner.UID == last.owner.UID {
 		delete(s.written, id)
 	}
 	s.mu.Unlock()

@@ -32,6 +32,12 @@ type durable struct {
 	// writes name it, so that a record never lands on a new VPA of the same
 	// name.
 	owners map[string]Owner
+	// failing holds, by id, the error of the last write of a VPA's records
+	// when it failed (WriteError).
+	failing map[string]error
+	// leftOut holds, by id, how many of a VPA's records the last value
+	// written left out, to stay within its bounds.
+	leftOut map[string]int
 	// loadErr is what Loaded returns.
 	loadErr error
 }
@@ -47,6 +53,8 @@ func newDurable(name string, metrics *Metrics, write func(ctx context.Context, i
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-records:" + name},
 		),
 		owners:  map[string]Owner{},
+		failing: map[string]error{},
+		leftOut: map[string]int{},
 		loadErr: ErrNotLoaded,
 	}
 }
@@ -154,6 +162,7 @@ func (s *durable) processNext(ctx context.Context) bool {
 	}
 	defer s.queue.Done(id)
 	err := s.write(ctx, id)
+	s.settle(id, err)
 	if err == nil {
 		s.queue.Forget(id)
 		return true
@@ -167,6 +176,50 @@ func (s *durable) processNext(ctx context.Context) bool {
 	logger.Error(err, "Writing records failed; kept in memory, retrying", "vpa", vpa, "store", s.name, "retries", s.queue.NumRequeues(id))
 	s.queue.AddRateLimited(id)
 	return true
+}
+
+// settle notes the outcome of a write of the VPA of id (WriteError) and
+// sets the gauge of the records held in memory only.
+func (s *durable) settle(id string, err error) {
+	s.mu.Lock()
+	if err != nil {
+		s.failing[id] = err
+	} else {
+		delete(s.failing, id)
+	}
+	failing := make([]string, 0, len(s.failing))
+	for id := range s.failing {
+		failing = append(failing, id)
+	}
+	leftOut := 0
+	for _, n := range s.leftOut {
+		leftOut += n
+	}
+	s.mu.Unlock()
+	records := 0
+	for _, id := range failing {
+		records += s.mem.count(id)
+	}
+	s.metrics.setNotDurable(s.name, records, leftOut)
+}
+
+// setLeftOut notes how many of the records of the VPA of id the value
+// written leaves out.
+func (s *durable) setLeftOut(id string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n > 0 {
+		s.leftOut[id] = n
+	} else {
+		delete(s.leftOut, id)
+	}
+}
+
+// WriteError implements Store.
+func (s *durable) WriteError(owner Owner) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failing[owner.id()]
 }
 
 // vpaOf names the VPA of an id in logs: namespace/name (UID).

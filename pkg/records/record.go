@@ -201,6 +201,11 @@ type Store interface {
 	// ForgetOwner forgets the records held for a VPA that is gone and
 	// returns how many it forgot.
 	ForgetOwner(owner Owner) int
+	// WriteError is nil while the records held for owner are kept durably
+	// (or there are none, or the store keeps nothing durably); otherwise
+	// the error of the last write of them, which is being retried: until
+	// one succeeds they are held in memory only.
+	WriteError(owner Owner) error
 	// Len is the number of records held.
 	Len() int
 	// Load reads the records kept durably, replacing what is held. It is
@@ -224,13 +229,47 @@ type entry struct {
 type InMemoryStore struct {
 	mu      sync.RWMutex
 	records map[types.UID]entry
+	// counts holds the number of records held for each VPA, by Owner.id.
+	counts map[string]int
 }
 
 var _ Store = (*InMemoryStore)(nil)
 
 // NewInMemoryStore returns an empty in-memory store.
 func NewInMemoryStore() *InMemoryStore {
-	return &InMemoryStore{records: map[types.UID]entry{}}
+	return &InMemoryStore{records: map[types.UID]entry{}, counts: map[string]int{}}
+}
+
+// set holds e for uid and keeps counts; s.mu is held.
+func (s *InMemoryStore) set(uid types.UID, e entry) {
+	if old, ok := s.records[uid]; ok {
+		s.uncount(old.owner.id())
+	}
+	s.records[uid] = e
+	s.counts[e.owner.id()]++
+}
+
+// remove forgets the record of uid and keeps counts; s.mu is held.
+func (s *InMemoryStore) remove(uid types.UID) (entry, bool) {
+	e, ok := s.records[uid]
+	if ok {
+		delete(s.records, uid)
+		s.uncount(e.owner.id())
+	}
+	return e, ok
+}
+
+func (s *InMemoryStore) uncount(id string) {
+	if s.counts[id]--; s.counts[id] <= 0 {
+		delete(s.counts, id)
+	}
+}
+
+// count is the number of records held for the VPA of that id.
+func (s *InMemoryStore) count(id string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.counts[id]
 }
 
 // Get implements Store.
@@ -268,7 +307,7 @@ func (s *InMemoryStore) getFor(owner Owner, uid types.UID) (*Record, bool, *Owne
 		}
 		return nil, false, nil
 	}
-	delete(s.records, uid)
+	s.remove(uid)
 	return nil, false, &e.owner
 }
 
@@ -283,7 +322,7 @@ func (s *InMemoryStore) put(owner Owner, uid types.UID, r *Record) (previous Own
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, had := s.records[uid]
-	s.records[uid] = entry{owner: owner, rec: r}
+	s.set(uid, entry{owner: owner, rec: r})
 	return old.owner, had
 }
 
@@ -296,8 +335,7 @@ func (s *InMemoryStore) Delete(uid types.UID) bool {
 func (s *InMemoryStore) delete(uid types.UID) (owner Owner, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.records[uid]
-	delete(s.records, uid)
+	e, ok := s.remove(uid)
 	return e.owner, ok
 }
 
@@ -315,7 +353,7 @@ func (s *InMemoryStore) retain(live func(types.UID) bool) ([]types.UID, []string
 	owners := map[string]bool{}
 	for uid, e := range s.records {
 		if !live(uid) {
-			delete(s.records, uid)
+			s.remove(uid)
 			forgotten = append(forgotten, uid)
 			owners[e.owner.id()] = true
 		}
@@ -341,7 +379,7 @@ func (s *InMemoryStore) forget(id string) int {
 	n := 0
 	for uid, e := range s.records {
 		if e.owner.id() == id {
-			delete(s.records, uid)
+			s.remove(uid)
 			n++
 		}
 	}
@@ -361,11 +399,31 @@ func (s *InMemoryStore) byOwner(id string) map[types.UID]*Record {
 	return out
 }
 
+// adopt holds, for owner, the records of UIDs not held that were made after
+// after, and returns how many.
+func (s *InMemoryStore) adopt(owner Owner, records map[types.UID]*Record, after time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for uid, r := range records {
+		if _, held := s.records[uid]; held || !r.RecordedAt.After(after) {
+			continue
+		}
+		s.set(uid, entry{owner: owner, rec: r})
+		n++
+	}
+	return n
+}
+
 // replace swaps in a whole new set of records.
 func (s *InMemoryStore) replace(records map[types.UID]entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.records = records
+	s.counts = map[string]int{}
+	for _, e := range records {
+		s.counts[e.owner.id()]++
+	}
 }
 
 // Len implements Store.
@@ -374,6 +432,9 @@ func (s *InMemoryStore) Len() int {
 	defer s.mu.RUnlock()
 	return len(s.records)
 }
+
+// WriteError implements Store: a InMemoryStore writes nothing.
+func (s *InMemoryStore) WriteError(Owner) error { return nil }
 
 // Load implements Store: a InMemoryStore keeps nothing durably.
 func (s *InMemoryStore) Load(context.Context) error { return nil }

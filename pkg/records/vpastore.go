@@ -114,6 +114,8 @@ func (s *VPAStore) ForgetOwner(owner Owner) int {
 	s.mu.Lock()
 	delete(s.owners, owner.id())
 	delete(s.written, owner.id())
+	delete(s.failing, owner.id())
+	delete(s.leftOut, owner.id())
 	s.mu.Unlock()
 	return s.mem.ForgetOwner(owner)
 }
@@ -179,6 +181,7 @@ func (s *VPAStore) write(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	s.setLeftOut(id, len(left))
 	s.mu.Lock()
 	owner, known := s.owners[id]
 	last, wrote := s.written[id]
