@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,10 +13,18 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpafake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
+	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
@@ -257,4 +266,33 @@ func TestAFailedOwnerLookupKeepsTheRecord(t *testing.T) {
 	require.NoError(t, next.sync("p0"))
 	assert.Len(t, first.resizePatches(), 1, "the infeasible resize is not sent again")
 	assert.Equal(t, 1.0, counter(t, next, report.MetricDecisions, "action", "Skip", "reason", "RecordedAttemptSame"))
+}
+
+// Issue #32, item 5: an updater whose records namespace does not exist (run
+// with --kubeconfig on a cluster without vpa-inplace-system, or a chart in
+// another namespace) became Ready, sent resizes and could record none of
+// their failures: after a restart it sent them again. Now its Load fails
+// with what to do, /readyz says so, and nothing is sent.
+func TestNothingIsSentWhileTheRecordsNamespaceIsMissing(t *testing.T) {
+	kube := kubefake.NewClientset(webPod("p").Running().Obj())
+	bumpResourceVersions(kube)
+	kube.PrependReactor("create", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, systemNamespace)
+	})
+	vpaClient := vpafake.NewSimpleClientset(inPlaceVPA("300m", "300Mi"))
+	store, err := records.NewConfigMapStore(kube.CoreV1(), vpaClient.AutoscalingV1(),
+		vpalisters.NewVerticalPodAutoscalerLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
+		records.ConfigMapStoreConfig{Namespace: systemNamespace, Store: records.StoreInfeasible})
+	require.NoError(t, err)
+	f := newFixtureOn(t, kube, vpaClient, fixtureOpts{store: store, recordsNotLoaded: true})
+	f.run()
+	require.Eventually(t, func() bool {
+		err := f.ctrl.RecordsLoaded()
+		return err != nil && strings.Contains(err.Error(), `namespace "vpa-inplace-system" does not exist`)
+	}, waitFor, every, "not ready, saying why")
+	require.ErrorIs(t, f.sync("p"), errRecordsNotLoaded)
+	f.clock.Step(time.Minute) // the load is retried, and fails again
+	time.Sleep(200 * time.Millisecond)
+	assert.Empty(t, f.resizePatches(), "nothing sent that could not be recorded")
+	assert.Error(t, f.ctrl.RecordsLoaded())
 }

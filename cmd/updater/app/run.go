@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
@@ -83,6 +84,15 @@ func Run(ctx context.Context, o *Options) error {
 	gcPercent, gcFromEnv := ApplyGCPercent(os.LookupEnv)
 	logger.Info("Starting vpa-inplace updater", "inPlaceGate", o.FeatureGate.Enabled("InPlace"), "serverMinor", minor,
 		"dryRun", o.DryRun, "killSwitch", o.ConfigMap, "gcPercent", gcPercent, "gcPercentFromEnv", gcFromEnv)
+
+	// A records namespace that is missing or not writable is a startup
+	// error: every resize sent would have its failure recorded nowhere, and
+	// be sent again after a restart. A dry run records nothing.
+	if !o.DryRun {
+		if err := checkRecordsNamespace(ctx, kube.CoreV1(), o.RecordsNamespace); err != nil {
+			return err
+		}
+	}
 
 	namespace := metav1.NamespaceAll
 	if o.VPAObjectNamespace != "" {
@@ -275,6 +285,23 @@ func Run(ctx context.Context, o *Options) error {
 		return ctrl.Run(ctx)
 	}
 	return runAsLeader(ctx, kube, o.LeaderElection, leader, ctrl.Run)
+}
+
+// checkRecordsNamespace refuses a records namespace that is missing or not
+// writable (records.ErrNotWritable). An API server that gives no verdict
+// yet is left to the first Load, which checks again before anything is
+// decided.
+func checkRecordsNamespace(ctx context.Context, configMaps corev1client.ConfigMapsGetter, namespace string) error {
+	err := records.CheckWritable(ctx, configMaps, namespace, records.StoreInfeasible)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, records.ErrNotWritable):
+		return fmt.Errorf("--records-namespace %s: %w", namespace, err)
+	default:
+		klog.FromContext(ctx).Error(err, "Cannot check the records namespace yet; the first load of the records checks it again", "recordsNamespace", namespace)
+		return nil
+	}
 }
 
 // newRecorder returns the event recorder of the binary (pkg/eventsink),
