@@ -81,10 +81,10 @@ type bounds struct {
 }
 
 // encodeNewestFirst builds the value of records within b: newest first, it
-// takes records up to b.records, skipping those whose attempt would be
-// one more than b.attempts, then leaves the oldest of those out while the
-// value is longer than b.bytes. It returns the UIDs of the records left
-// out.
+// takes records up to b.records, skipping those the decoder would refuse
+// (encodable) and those whose attempt would be one more than b.attempts,
+// then leaves the oldest of those out while the value is longer than
+// b.bytes. It returns the UIDs of the records left out.
 func encodeNewestFirst(records map[types.UID]*Record, b bounds,
 	build func(map[types.UID]*Record, []types.UID) (string, error)) (string, []types.UID, error) {
 	if len(records) == 0 {
@@ -107,6 +107,9 @@ func encodeNewestFirst(records map[types.UID]*Record, b bounds,
 	for _, uid := range uids {
 		if len(kept) == b.records {
 			break
+		}
+		if !encodable(records[uid]) {
+			continue
 		}
 		k := attemptKey(records[uid])
 		if !attempts[k] {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
@@ -201,4 +202,45 @@ func TestDecodeCompactCountsTheRecordsOfAttemptsPastTheBound(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, d.Records, 1)
 	assert.Equal(t, map[DropReason]int{DropTooMany: 2}, d.Dropped)
+}
+
+// A record the decoder would refuse (more containers than MaxContainers, a
+// resource other than cpu and memory, no value) is not written to be dropped at the next load: the
+// encoder leaves it out and returns it, held in memory only.
+func TestEncodersLeaveOutWhatTheirDecodersRefuse(t *testing.T) {
+	many := resources.Resources{}
+	for i := range MaxContainers + 1 {
+		many[fmt.Sprintf("c%d", i)] = res("100m", "", "", "")
+	}
+	gpu := res("1", "", "", "")
+	gpu.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+	records := map[types.UID]*Record{
+		goodUID:    rec(KindNodeCapacity, "8", "no room", t0),
+		"too-many": {Kind: KindInvalid, Attempted: many, RecordedAt: t0},
+		"a-gpu":    {Kind: KindInvalid, Attempted: resources.Resources{"app": gpu}, RecordedAt: t0},
+		"no-value": {Kind: KindInvalid, Attempted: resources.Resources{"app": {}}, RecordedAt: t0},
+	}
+	for _, c := range []struct {
+		name   string
+		encode func(map[types.UID]*Record, int) (string, []types.UID, error)
+		decode func(string, DecodeOptions) (Decoded, error)
+	}{{"compact", EncodeCompact, DecodeCompact}, {"annotation", EncodeAnnotation, DecodeAnnotation}} {
+		t.Run(c.name, func(t *testing.T) {
+			value, left, err := c.encode(records, 1<<20)
+			require.NoError(t, err)
+			d, err := c.decode(value, DecodeOptions{MaxBytes: 1 << 20})
+			require.NoError(t, err)
+			assert.Empty(t, d.Dropped, "the decoder reads all the encoder wrote")
+			assert.Equal(t, map[types.UID]bool{goodUID: true}, keys(d.Records))
+			assert.ElementsMatch(t, []types.UID{"too-many", "a-gpu", "no-value"}, left)
+		})
+	}
+}
+
+func keys(records map[types.UID]*Record) map[types.UID]bool {
+	out := map[types.UID]bool{}
+	for uid := range records {
+		out[uid] = true
+	}
+	return out
 }

@@ -435,6 +435,13 @@ func (s *ConfigMapStore) reread(ctx context.Context, id string, owner Owner) err
 	}
 	value := cm.Data[ConfigMapDataKey]
 	d, _ := DecodeCompact(value, decodeOptions(owner, now, s.cfg.Live, s.cfg.MaxBytes))
+	if d.DroppedTotal() > 0 {
+		for reason, n := range d.Dropped {
+			s.cfg.Metrics.recordsDropped(s.name, reason, n)
+		}
+		klog.FromContext(ctx).Info("Dropped records", "vpa", owner.Key(), "vpaUID", owner.UID, "store", s.name,
+			"source", "ConfigMap "+name+", changed by another writer", "dropped", d.Dropped, "kept", len(d.Records))
+	}
 	s.mu.Lock()
 	loadedAt := s.loadedAt
 	s.written[id] = writtenConfigMap{owner: owner, value: value, resourceVersion: cm.ResourceVersion}

@@ -296,6 +296,30 @@ func parseAttempt(a rawAttempt) (*Record, DropReason) {
 	return &Record{Kind: a.Kind, Attempted: attempted, Message: msg}, ""
 }
 
+// encodable tells whether parseAttempt would accept what r attempted: the
+// encoders leave out (and hold in memory only) a record the decoder would
+// drop, rather than write it to be dropped at the next load.
+func encodable(r *Record) bool {
+	if !knownKind(r.Kind) || len(r.Attempted) == 0 || len(r.Attempted) > MaxContainers {
+		return false
+	}
+	values := 0
+	for _, req := range r.Attempted {
+		for _, list := range []corev1.ResourceList{req.Requests, req.Limits} {
+			if len(list) > 2 {
+				return false
+			}
+			for name, q := range list {
+				if name != corev1.ResourceCPU && name != corev1.ResourceMemory || quantity.Check(q.String()) != nil {
+					return false
+				}
+				values++
+			}
+		}
+	}
+	return values > 0
+}
+
 // parseQuantity parses a quantity that quantity.Check has passed. A
 // variable, so that the fuzz test can check what each decode parses.
 var parseQuantity = resource.ParseQuantity

@@ -420,18 +420,19 @@ func (c *Controller) untrackJob(uid types.UID) {
 }
 
 // Live returns the UIDs of the Jobs in the cache (for the cleanup of
-// records).
-func (c *Controller) Live() []types.UID {
+// records). An error is no answer: it is returned, not an empty list that
+// would forget every Job's record.
+func (c *Controller) Live() ([]types.UID, error) {
 	if c.deps.Jobs == nil {
-		return nil
+		return nil, nil
 	}
 	jobs, err := c.deps.Jobs.List(labels.Everything())
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("listing Jobs from cache: %w", err)
 	}
 	out := make([]types.UID, 0, len(jobs))
 	for _, j := range jobs {
 		out = append(out, j.UID)
 	}
-	return out
+	return out, nil
 }
