@@ -287,7 +287,7 @@ if ! python3 hack/deploy/verify_manifests.py --deploy-dir "${deploy_dir}" \
   --vpa-module-dir "${vpa_module_dir}" \
   --rendered-dir "${work}/rendered" "${kustomized[@]}" --chart-dir "${chart_dir}" \
   --chart-rendered-dir "${work}/chart" --metrics-source pkg/updater/report/metrics.go --metrics-source cmd/updater/app/leadermetric.go \
-  --metrics-source pkg/admission/metrics.go --metrics-source cmd/admission-controller/app/server.go "${mirror[@]}" "$@"; then
+  --metrics-source pkg/records/metrics.go --metrics-source pkg/admission/metrics.go --metrics-source cmd/admission-controller/app/server.go "${mirror[@]}" "$@"; then
   status=1
 fi
 

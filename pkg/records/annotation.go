@@ -66,16 +66,26 @@ type annotationEntry struct {
 }
 
 // EncodeAnnotation returns the annotation value holding records, "" when
-// there are none. When the value would exceed maxBytes, the oldest records
-// are left out (they are still held in memory) and their UIDs returned. The
-// same records always give the same value.
+// there are none. When the value would exceed maxBytes, MaxEntries records
+// or MaxAttempts attempts, the oldest records are left out (they are still
+// held in memory) and their UIDs returned: DecodeAnnotation reads back every
+// record written. The same records always give the same value.
 func EncodeAnnotation(records map[types.UID]*Record, maxBytes int) (string, []types.UID, error) {
-	return encodeNewestFirst(records, maxBytes, buildAnnotation)
+	return encodeNewestFirst(records, bounds{bytes: maxBytes, records: MaxEntries, attempts: MaxAttempts}, buildAnnotation)
 }
 
-// encodeNewestFirst builds the value of records, leaving the oldest out
-// while it is longer than maxBytes; it returns their UIDs.
-func encodeNewestFirst(records map[types.UID]*Record, maxBytes int,
+// bounds are what one value holds at most; the decoder of the format
+// reads as much.
+type bounds struct {
+	bytes, records, attempts int
+}
+
+// encodeNewestFirst builds the value of records within b: newest first, it
+// takes records up to b.records, skipping those the decoder would refuse
+// (encodable) and those whose attempt would be one more than b.attempts,
+// then leaves the oldest of those out while the value is longer than
+// b.bytes. It returns the UIDs of the records left out.
+func encodeNewestFirst(records map[types.UID]*Record, b bounds,
 	build func(map[types.UID]*Record, []types.UID) (string, error)) (string, []types.UID, error) {
 	if len(records) == 0 {
 		return "", nil, nil
@@ -92,22 +102,57 @@ func encodeNewestFirst(records map[types.UID]*Record, maxBytes int,
 		}
 		return uids[i] < uids[j]
 	})
-	kept := uids
+	kept := make([]types.UID, 0, min(len(uids), b.records))
+	attempts := map[string]bool{}
+	for _, uid := range uids {
+		if len(kept) == b.records {
+			break
+		}
+		if !encodable(records[uid]) {
+			continue
+		}
+		k := attemptKey(records[uid])
+		if !attempts[k] {
+			if len(attempts) == b.attempts {
+				continue
+			}
+			attempts[k] = true
+		}
+		kept = append(kept, uid)
+	}
 	for {
 		value, err := build(records, kept)
 		if err != nil {
 			return "", nil, err
 		}
-		if len(value) <= maxBytes {
-			return value, uids[len(kept):], nil
+		if len(value) <= b.bytes {
+			return value, leftOut(uids, kept), nil
 		}
 		if len(kept) <= 1 {
 			return "", uids, nil
 		}
 		// Drop in proportion to the excess, at least one record.
-		keep := min(len(kept)-1, len(kept)*maxBytes/len(value))
+		keep := min(len(kept)-1, len(kept)*b.bytes/len(value))
 		kept = kept[:keep]
 	}
+}
+
+// leftOut returns the UIDs of all that are not in kept, in their order.
+func leftOut(all, kept []types.UID) []types.UID {
+	if len(kept) == len(all) {
+		return nil
+	}
+	in := make(map[types.UID]bool, len(kept))
+	for _, uid := range kept {
+		in[uid] = true
+	}
+	out := make([]types.UID, 0, len(all)-len(kept))
+	for _, uid := range all {
+		if !in[uid] {
+			out = append(out, uid)
+		}
+	}
+	return out
 }
 
 func buildAnnotation(records map[types.UID]*Record, uids []types.UID) (string, error) {

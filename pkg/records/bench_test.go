@@ -94,11 +94,11 @@ func BenchmarkLoad(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			list := realisticVPAs(b, bc.vpas, bc.pods)
-			owns := func(Owner, types.UID) bool { return bc.owned }
+			live := func(Owner, types.UID) bool { return bc.owned }
 			lister := vpalisters.NewVerticalPodAutoscalerLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 			ctx := klog.NewContext(context.Background(), klog.Background().V(1))
 			measureLoad(b, ctx, func() loadable {
-				return NewVPAStore(listedGetter{listedVPAs{list: list}}, lister, VPAStoreConfig{Owns: owns, Now: func() time.Time { return t0.Add(time.Hour) }})
+				return NewVPAStore(listedGetter{listedVPAs{list: list}}, lister, VPAStoreConfig{Live: live, Now: func() time.Time { return t0.Add(time.Hour) }})
 			})
 		})
 	}
@@ -151,6 +151,11 @@ func (l listedConfigMaps) List(context.Context, metav1.ListOptions) (*corev1.Con
 	return l.list, nil
 }
 
+// Create answers Load's check (CheckWritable).
+func (l listedConfigMaps) Create(_ context.Context, cm *corev1.ConfigMap, _ metav1.CreateOptions) (*corev1.ConfigMap, error) {
+	return cm, nil
+}
+
 type listedConfigMapsGetter struct{ l listedConfigMaps }
 
 func (g listedConfigMapsGetter) ConfigMaps(string) corev1client.ConfigMapInterface { return g.l }
@@ -178,10 +183,10 @@ func BenchmarkConfigMapLoad(b *testing.B) {
 			}
 			lister := vpalisters.NewVerticalPodAutoscalerLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 			ctx := klog.NewContext(context.Background(), klog.Background().V(1))
-			owns := func(Owner, types.UID) bool { return true }
+			live := func(Owner, types.UID) bool { return true }
 			measureLoad(b, ctx, func() loadable {
 				s, err := NewConfigMapStore(listedConfigMapsGetter{listedConfigMaps{list: configMaps}}, listedGetter{listedVPAs{list: vpas}}, lister,
-					ConfigMapStoreConfig{Namespace: recordsNamespace, Store: StoreInfeasible, Owns: owns, Now: func() time.Time { return t0.Add(time.Hour) }})
+					ConfigMapStoreConfig{Namespace: recordsNamespace, Store: StoreInfeasible, Live: live, Now: func() time.Time { return t0.Add(time.Hour) }})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -25,6 +25,11 @@ const compactVersion = 2
 const (
 	// MaxCompactEntries bounds the records of one compact value.
 	MaxCompactEntries = 20000
+	// MaxCompactAttempts bounds the attempts of one compact value: every
+	// record may have an attempt of its own (memory records carry each
+	// pod's usage in their message). The size bounds them first: an
+	// attempt takes 70 bytes at least.
+	MaxCompactAttempts = MaxCompactEntries
 	// DefaultMaxCompactBytes bounds a compact value: the API server allows a
 	// ConfigMap 1 MiB in all; the rest is left to its metadata.
 	DefaultMaxCompactBytes = 1000 << 10
@@ -34,10 +39,12 @@ const (
 )
 
 // EncodeCompact returns the compact value holding records, "" when there are
-// none. When the value would exceed maxBytes, the oldest records are left
-// out and their UIDs returned. The same records always give the same value.
+// none. When the value would exceed maxBytes, MaxCompactEntries records or
+// MaxCompactAttempts attempts, the oldest records are left out and their
+// UIDs returned: DecodeCompact reads back every record written. The same
+// records always give the same value.
 func EncodeCompact(records map[types.UID]*Record, maxBytes int) (string, []types.UID, error) {
-	return encodeNewestFirst(records, maxBytes, buildCompact)
+	return encodeNewestFirst(records, bounds{bytes: maxBytes, records: MaxCompactEntries, attempts: MaxCompactAttempts}, buildCompact)
 }
 
 func buildCompact(records map[types.UID]*Record, uids []types.UID) (string, error) {
@@ -83,8 +90,9 @@ type compactAttempt struct {
 }
 
 // DecodeCompact reads the records of a compact value (version 2) with the
-// same bounds and checks as DecodeAnnotation; opts.MaxBytes 0 means
-// DefaultMaxCompactBytes and opts.MaxEntries 0 means MaxCompactEntries.
+// same checks as DecodeAnnotation; opts.MaxBytes 0 means
+// DefaultMaxCompactBytes, opts.MaxEntries 0 MaxCompactEntries and
+// opts.MaxAttempts 0 MaxCompactAttempts.
 func DecodeCompact(value string, opts DecodeOptions) (Decoded, error) {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxCompactBytes
@@ -92,10 +100,14 @@ func DecodeCompact(value string, opts DecodeOptions) (Decoded, error) {
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = MaxCompactEntries
 	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = MaxCompactAttempts
+	}
 	d, doc, err := decodeDoc(value, opts, compactVersion)
 	if err != nil {
 		return d.out, err
 	}
+	// Every attempt, also those past the bound: their records are counted.
 	for i, a := range doc.Attempts {
 		rest := a.Pods
 		for rest != "" {

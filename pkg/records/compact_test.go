@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
@@ -62,8 +63,9 @@ func TestCompactHoldsTenThousandPodsInAConfigMap(t *testing.T) {
 	d, err := DecodeCompact(value, DecodeOptions{})
 	require.NoError(t, err)
 	for _, uid := range left {
-		assert.NotContains(t, d.Records, uid)
-		assert.True(t, records[uid].RecordedAt.Before(records[uuid(0, 9999)].RecordedAt))
+		_, written := d.Records[uid]
+		require.False(t, written, uid)
+		require.True(t, records[uid].RecordedAt.Before(records[uuid(0, 9999)].RecordedAt))
 	}
 	assert.Contains(t, d.Records, uuid(0, 9999), "the newest is kept")
 }
@@ -121,3 +123,124 @@ func TestDecodeCompactBounds(t *testing.T) {
 }
 
 func goodCompactEntry() string { return goodUID + ":1777629600" }
+
+// memoryRecord is a memory record as the kubelet's refusals make them: the
+// message names the pod's usage, so that every pod has an attempt of its
+// own.
+func memoryRecord(i int) *Record {
+	return &Record{
+		Kind:       KindMemoryLimitRefused,
+		Attempted:  resources.Resources{"app": res("", "", "", fmt.Sprintf("%dMi", 100+i%50))},
+		Message:    fmt.Sprintf("cannot decrease memory limits: the container uses %d bytes", 100_000_000+i),
+		RecordedAt: t0.Add(time.Duration(i) * time.Second),
+	}
+}
+
+// Whatever an encoder writes, its decoder reads back whole: the bounds of
+// the two are the same, for records and for attempts (issue #32, item 3:
+// 21,000 records written and 20,000 read; 1,000 memory records written,
+// one attempt each, and 256 read). What the encoder leaves out is returned,
+// oldest first, never silently lost.
+func TestEncodersWriteNoMoreThanTheirDecodersRead(t *testing.T) {
+	shared := func(i int) *Record {
+		return rec(KindNodeCapacity, "8", "0/1 nodes are available: 1 Insufficient cpu.", t0.Add(time.Duration(i)*time.Second))
+	}
+	type codec struct {
+		encode func(map[types.UID]*Record, int) (string, []types.UID, error)
+		decode func(string, DecodeOptions) (Decoded, error)
+	}
+	compact, annotation := codec{EncodeCompact, DecodeCompact}, codec{EncodeAnnotation, DecodeAnnotation}
+	tests := []struct {
+		name     string
+		codec    codec
+		n        int
+		record   func(int) *Record
+		maxBytes int
+	}{
+		{"compact: 21,000 records of one attempt", compact, 21000, shared, DefaultMaxCompactBytes},
+		{"compact: 1,000 records of an attempt each", compact, 1000, memoryRecord, DefaultMaxCompactBytes},
+		{"compact: 10,000 records of an attempt each", compact, 10000, memoryRecord, DefaultMaxCompactBytes},
+		{"annotation: 300 records of an attempt each", annotation, 300, memoryRecord, 1 << 20},
+		{"annotation: 5,000 records of one attempt", annotation, 5000, shared, 1 << 20},
+		{"annotation: 2,000 records of one attempt, default size", annotation, 2000, shared, DefaultMaxAnnotationBytes},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			records := make(map[types.UID]*Record, tt.n)
+			for i := range tt.n {
+				records[uuid(0, i)] = tt.record(i)
+			}
+			value, left, err := tt.codec.encode(records, tt.maxBytes)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(value), tt.maxBytes)
+			d, err := tt.codec.decode(value, DecodeOptions{MaxBytes: tt.maxBytes})
+			require.NoError(t, err)
+			assert.Empty(t, d.Dropped, "the decoder reads all the encoder wrote")
+			assert.Equal(t, tt.n, len(d.Records)+len(left), "every record is either written or returned as left out")
+			oldestKept := t0.Add(time.Duration(tt.n) * time.Second)
+			for _, r := range d.Records {
+				if r.RecordedAt.Before(oldestKept) {
+					oldestKept = r.RecordedAt
+				}
+			}
+			for _, uid := range left {
+				_, written := d.Records[uid]
+				require.False(t, written, uid)
+				require.False(t, records[uid].RecordedAt.After(oldestKept), "the oldest are left out")
+			}
+			t.Logf("%d records: %d written in %d bytes, %d left out", tt.n, len(d.Records), len(value), len(left))
+		})
+	}
+}
+
+// Records of attempts past the bound are counted, not lost silently.
+func TestDecodeCompactCountsTheRecordsOfAttemptsPastTheBound(t *testing.T) {
+	value := `{"version":2,"attempts":[` +
+		strings.TrimSuffix(goodAttempt, "}") + `,"pods":"a:1777629600"},` +
+		`{"kind":"Invalid","resources":{"app":{"requests":{"cpu":"1"}}},"pods":"b:1777629600 c:1777629600"}]}`
+	d, err := DecodeCompact(value, DecodeOptions{MaxAttempts: 1})
+	require.NoError(t, err)
+	assert.Len(t, d.Records, 1)
+	assert.Equal(t, map[DropReason]int{DropTooMany: 2}, d.Dropped)
+}
+
+// A record the decoder would refuse (more containers than MaxContainers, a
+// resource other than cpu and memory, no value) is not written to be dropped at the next load: the
+// encoder leaves it out and returns it, held in memory only.
+func TestEncodersLeaveOutWhatTheirDecodersRefuse(t *testing.T) {
+	many := resources.Resources{}
+	for i := range MaxContainers + 1 {
+		many[fmt.Sprintf("c%d", i)] = res("100m", "", "", "")
+	}
+	gpu := res("1", "", "", "")
+	gpu.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+	records := map[types.UID]*Record{
+		goodUID:    rec(KindNodeCapacity, "8", "no room", t0),
+		"too-many": {Kind: KindInvalid, Attempted: many, RecordedAt: t0},
+		"a-gpu":    {Kind: KindInvalid, Attempted: resources.Resources{"app": gpu}, RecordedAt: t0},
+		"no-value": {Kind: KindInvalid, Attempted: resources.Resources{"app": {}}, RecordedAt: t0},
+	}
+	for _, c := range []struct {
+		name   string
+		encode func(map[types.UID]*Record, int) (string, []types.UID, error)
+		decode func(string, DecodeOptions) (Decoded, error)
+	}{{"compact", EncodeCompact, DecodeCompact}, {"annotation", EncodeAnnotation, DecodeAnnotation}} {
+		t.Run(c.name, func(t *testing.T) {
+			value, left, err := c.encode(records, 1<<20)
+			require.NoError(t, err)
+			d, err := c.decode(value, DecodeOptions{MaxBytes: 1 << 20})
+			require.NoError(t, err)
+			assert.Empty(t, d.Dropped, "the decoder reads all the encoder wrote")
+			assert.Equal(t, map[types.UID]bool{goodUID: true}, keys(d.Records))
+			assert.ElementsMatch(t, []types.UID{"too-many", "a-gpu", "no-value"}, left)
+		})
+	}
+}
+
+func keys(records map[types.UID]*Record) map[types.UID]bool {
+	out := map[types.UID]bool{}
+	for uid := range records {
+		out[uid] = true
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package records
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	vpaclient "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1"
@@ -27,11 +27,15 @@ import (
 // them back after a restart or a change of leader. docs/records.md says why
 // there and not on the VPA.
 //
-// The ConfigMap of a VPA is named after its UID (ConfigMapName), so that a
-// new VPA of the same name never inherits records; it carries the VPA's
-// namespace, name and UID in annotations. Tenants cannot write it (it is
-// not in their namespaces); it is still decoded defensively, and a record
-// is kept only for a pod or Job the VPA owns.
+// Records are held for a VPA by its UID, and its ConfigMap is named after
+// the UID (ConfigMapName), so that a new VPA of the same name never inherits
+// records, in memory or written; it carries the VPA's namespace, name and
+// UID in annotations. A ConfigMap is written only for a VPA the cache holds
+// with that UID, so that a record put while its VPA is deleted leaves no
+// ConfigMap behind. Tenants cannot write it (it is not in their
+// namespaces); it is still decoded defensively, a record is kept only for a
+// live pod or Job of the VPA's namespace, and it is only believed for a pod
+// whose VPA is that one (GetFor).
 //
 // Load also reads the records annotation of the VPAs (where VPAStore kept
 // them), writes what it kept into the ConfigMaps and then removes the
@@ -43,18 +47,28 @@ type ConfigMapStore struct {
 	lister     vpalisters.VerticalPodAutoscalerLister
 	cfg        ConfigMapStoreConfig
 
-	// Guarded by mu.
+	// Guarded by mu, by Owner.id.
 	// written is what the ConfigMap of each VPA holds, as last written or
 	// read by Load.
 	written map[string]writtenConfigMap
 	// migrate holds the VPAs whose records annotation is still to be
 	// removed, once their records are in their ConfigMap.
-	migrate map[string]types.UID
+	migrate map[string]Owner
+	// forgotten holds the VPAs ForgetOwner was told are gone, until their
+	// ConfigMap is deleted: records a worker put for them meanwhile are
+	// forgotten too.
+	forgotten map[string]bool
+	// loadedAt is the time of the last Load: records another writer made
+	// after it are that writer's newest (reread).
+	loadedAt time.Time
 }
 
+// writtenConfigMap is what a VPA's ConfigMap holds, as this store last read
+// or wrote it.
 type writtenConfigMap struct {
-	uid   types.UID
-	value string
+	owner           Owner
+	value           string
+	resourceVersion string
 }
 
 var _ Store = (*ConfigMapStore)(nil)
@@ -79,8 +93,8 @@ type ConfigMapStoreConfig struct {
 	// MaxBytes bounds each ConfigMap's value; 0 means
 	// DefaultMaxCompactBytes.
 	MaxBytes int
-	// Owns, Metrics, LoadTimeout and Now are as in VPAStoreConfig.
-	Owns        func(owner Owner, uid types.UID) bool
+	// Live, Metrics, LoadTimeout and Now are as in VPAStoreConfig.
+	Live        func(owner Owner, uid types.UID) bool
 	Metrics     *Metrics
 	LoadTimeout time.Duration
 	Now         func() time.Time
@@ -116,7 +130,7 @@ func ConfigMapName(store string, vpaUID types.UID) string {
 
 // NewConfigMapStore returns an empty store writing ConfigMaps through
 // configMaps and migrating from the VPAs' annotations through vpas; lister
-// tells the UID of a VPA records were put for without one.
+// tells whether a VPA records were put for is still there.
 func NewConfigMapStore(configMaps corev1client.ConfigMapsGetter, vpas vpaclient.VerticalPodAutoscalersGetter,
 	lister vpalisters.VerticalPodAutoscalerLister, cfg ConfigMapStoreConfig) (*ConfigMapStore, error) {
 	if cfg.Namespace == "" {
@@ -140,39 +154,79 @@ func NewConfigMapStore(configMaps corev1client.ConfigMapsGetter, vpas vpaclient.
 		lister:     lister,
 		cfg:        cfg,
 		written:    map[string]writtenConfigMap{},
-		migrate:    map[string]types.UID{},
+		migrate:    map[string]Owner{},
+		forgotten:  map[string]bool{},
 	}
-	s.durable = newDurable(cfg.Store, s.write)
+	s.durable = newDurable(cfg.Store, cfg.Metrics, s.write)
 	return s, nil
 }
 
 // ForgetOwner implements Store. The VPA is gone; its ConfigMap is deleted
 // by the write this queues.
 func (s *ConfigMapStore) ForgetOwner(owner Owner) int {
-	key := owner.Key()
+	id := owner.id()
 	s.mu.Lock()
-	delete(s.owners, key)
-	delete(s.migrate, key)
+	delete(s.owners, id)
+	delete(s.migrate, id)
+	s.forgotten[id] = true
 	s.mu.Unlock()
 	n := s.mem.ForgetOwner(owner)
-	s.queue.Add(key)
+	s.queue.Add(id)
 	return n
 }
 
-// Load implements Store: it lists the VPAs and the store's ConfigMaps from
-// the API server (consistent reads, in pages, within cfg.LoadTimeout),
+// ErrNotWritable says that the records namespace does not exist, or that
+// the updater may not create ConfigMaps there (CheckWritable).
+var ErrNotWritable = errors.New("records namespace missing or not writable")
+
+// CheckWritable tells whether store's records ConfigMaps can be created in
+// namespace, by asking the API server to create one with dryRun=All: it
+// answers as it would for a real one (the namespace exists, RBAC allows it,
+// admission admits it) and stores nothing. A missing namespace or a refusal
+// is ErrNotWritable, with what to do; any other error (the API server not
+// reachable) is returned as is.
+func CheckWritable(ctx context.Context, configMaps corev1client.ConfigMapsGetter, namespace, store string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name:      ConfigMapName(store, "write-check"),
+		Namespace: namespace,
+		Labels:    map[string]string{LabelStore: store, "app.kubernetes.io/managed-by": managedBy},
+	}}
+	_, err := configMaps.ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err == nil, apierrors.IsAlreadyExists(err):
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: namespace %q does not exist; create it, or set --records-namespace (default: the updater's own namespace, POD_NAMESPACE): %w",
+			ErrNotWritable, namespace, err)
+	case apierrors.IsForbidden(err), apierrors.IsInvalid(err):
+		return fmt.Errorf("%w: ConfigMaps cannot be created in namespace %q (the updater's Role there, or an admission policy, refuses them): %w",
+			ErrNotWritable, namespace, err)
+	default:
+		return fmt.Errorf("checking that records can be written into namespace %q: %w", namespace, err)
+	}
+}
+
+// Load implements Store: it checks that its ConfigMaps can be written
+// (CheckWritable), lists the VPAs and the store's ConfigMaps from the API
+// server (consistent reads, in pages, within cfg.LoadTimeout),
 // keeps the well-formed records of each ConfigMap whose VPA still exists
-// and owns their pods, deletes the ConfigMaps of VPAs that are gone, and
-// reads the records annotations left by VPAStore for migration.
+// for the live pods and Jobs of its namespace (cfg.Live: no owner walk, no
+// read per record), deletes the ConfigMaps of VPAs that are gone, and reads
+// the records annotations left by VPAStore for migration.
 func (s *ConfigMapStore) Load(ctx context.Context) error {
 	return s.loadWith(ctx, s.cfg.LoadTimeout, s.cfg.Now, s.load)
 }
 
 func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
+	// Nothing is decided before the records can be written: a resize sent
+	// whose record could not be kept would be sent again after a restart.
+	if err := CheckWritable(ctx, s.configMaps, s.cfg.Namespace, s.cfg.Store); err != nil {
+		return err
+	}
 	logger := klog.FromContext(ctx)
 	l := newLoading(s.cfg.Metrics, s.name)
 	live := map[types.UID]Owner{}
-	migrate := map[string]types.UID{}
+	migrate := map[string]Owner{}
 	ignored := sets.New(s.cfg.IgnoredNamespaces...)
 	err := listVPAs(ctx, s.vpas, s.cfg.VPANamespace, func(owner Owner, annotations map[string]string) {
 		if ignored.Has(owner.Namespace) {
@@ -183,8 +237,8 @@ func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 		if !ok {
 			return
 		}
-		migrate[owner.Key()] = owner.UID
-		d, _ := DecodeAnnotation(value, decodeOptions(owner, now, s.cfg.Owns, DefaultMaxAnnotationBytes))
+		migrate[owner.id()] = owner
+		d, _ := DecodeAnnotation(value, decodeOptions(owner, now, s.cfg.Live, DefaultMaxAnnotationBytes))
 		l.add(ctx, owner, "annotation "+s.cfg.AnnotationKey, d)
 	})
 	if err != nil {
@@ -208,8 +262,8 @@ func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 			return // a VPA of a namespace this updater does not serve
 		}
 		value := cm.Data[ConfigMapDataKey]
-		written[owner.Key()] = writtenConfigMap{uid: uid, value: value}
-		d, _ := DecodeCompact(value, decodeOptions(owner, now, s.cfg.Owns, s.cfg.MaxBytes))
+		written[owner.id()] = writtenConfigMap{owner: owner, value: value, resourceVersion: cm.ResourceVersion}
+		d, _ := DecodeCompact(value, decodeOptions(owner, now, s.cfg.Live, s.cfg.MaxBytes))
 		l.add(ctx, owner, "ConfigMap "+cm.Name, d)
 	})
 	if err != nil {
@@ -227,12 +281,13 @@ func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 	s.owners = l.owners
 	s.written = written
 	s.migrate = migrate
+	s.loadedAt = now
 	s.mu.Unlock()
-	for key := range l.rewrite {
-		s.queue.Add(key)
+	for id := range l.rewrite {
+		s.queue.Add(id)
 	}
-	for key := range migrate {
-		s.queue.Add(key)
+	for id := range migrate {
+		s.queue.Add(id)
 	}
 	logger.Info("Loaded records", "store", s.name, "records", len(l.loaded), "vpas", len(live), "dropped", l.dropped,
 		"migrating", len(migrate), "orphansDeleted", len(orphans))
@@ -262,79 +317,168 @@ func (s *ConfigMapStore) listConfigMaps(ctx context.Context, visit func(*corev1.
 
 // write brings the ConfigMap of one VPA up to date with the records held,
 // then removes the VPA's records annotation if it is still to be migrated.
-func (s *ConfigMapStore) write(ctx context.Context, key string) error {
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return nil
-	}
-	records := s.mem.byOwner(key)
-	value, left, err := EncodeCompact(records, s.cfg.MaxBytes)
-	if err != nil {
-		return err
-	}
+func (s *ConfigMapStore) write(ctx context.Context, id string) error {
 	s.mu.Lock()
-	uid := s.owners[key]
-	last, wrote := s.written[key]
-	migrateUID, migrating := s.migrate[key]
+	forgotten := s.forgotten[id]
+	migrating, migrate := s.migrate[id]
 	s.mu.Unlock()
-	if uid == "" && value != "" {
-		if vpa, err := s.lister.VerticalPodAutoscalers(namespace).Get(name); err == nil {
-			uid = vpa.UID
-		}
+	if forgotten {
+		return s.forget(ctx, id)
 	}
-
-	logger := klog.FromContext(ctx)
-	// The ConfigMap of an older VPA of the same name goes first; so does
-	// the ConfigMap of a VPA that is gone (ForgetOwner).
-	if wrote && last.uid != uid && (uid != "" || value == "") {
-		if err := s.deleteConfigMap(ctx, key, last.uid); err != nil {
-			return err
-		}
-		wrote = false
+	if err := s.writeConfigMap(ctx, id); err != nil {
+		return err
 	}
-	switch {
-	case value == "" && wrote:
-		if err := s.deleteConfigMap(ctx, key, uid); err != nil {
-			return err
-		}
-	case value == "" || wrote && last.value == value:
-	case uid == "":
-		logger.V(2).Info("VPA unknown; its records are held in memory only", "vpa", key, "store", s.name)
-	default:
-		if err := s.putConfigMap(ctx, Owner{Namespace: namespace, Name: name, UID: uid}, value); err != nil {
-			s.cfg.Metrics.writeFailed(s.name, writeFailure(err))
-			return err
-		}
-		logger.V(4).Info("Wrote records", "vpa", key, "store", s.name, "records", len(records)-len(left), "bytes", len(value))
-		if len(left) > 0 {
-			logger.Info("Records left out of the ConfigMap to keep it under its size limit; they are held in memory only",
-				"vpa", key, "store", s.name, "leftOut", len(left), "maxBytes", s.cfg.MaxBytes)
-		}
-	}
-	if !migrating {
+	if !migrate {
 		return nil
 	}
-	patch, err := annotationPatch(s.cfg.AnnotationKey, migrateUID, "")
+	patch, err := annotationPatch(s.cfg.AnnotationKey, migrating.UID, "")
 	if err != nil {
 		return err
 	}
-	_, err = s.vpas.VerticalPodAutoscalers(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = s.vpas.VerticalPodAutoscalers(migrating.Namespace).Patch(ctx, migrating.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil && !gone(err) {
 		s.cfg.Metrics.writeFailed(s.name, writeFailure(err))
-		return fmt.Errorf("removing the annotation %s of VPA %s: %w", s.cfg.AnnotationKey, key, err)
+		return fmt.Errorf("removing the annotation %s of VPA %s: %w", s.cfg.AnnotationKey, migrating.Key(), err)
 	}
 	s.mu.Lock()
-	if s.migrate[key] == migrateUID {
-		delete(s.migrate, key)
+	if s.migrate[id] == migrating {
+		delete(s.migrate, id)
 	}
 	s.mu.Unlock()
-	logger.V(2).Info("Moved records from the VPA's annotation to a ConfigMap", "vpa", key, "store", s.name)
+	klog.FromContext(ctx).V(2).Info("Moved records from the VPA's annotation to a ConfigMap", "vpa", migrating.Key(), "store", s.name)
 	return nil
 }
 
-// putConfigMap replaces the ConfigMap of owner, creating it when missing.
-// Only the leader writes these ConfigMaps: the update is unconditional.
-func (s *ConfigMapStore) putConfigMap(ctx context.Context, owner Owner, value string) error {
+// writeConfigMap writes, or deletes, the ConfigMap of one VPA so that it
+// holds the records held. Every write is conditional on the
+// resourceVersion this store last read or wrote: one refused because
+// another writer changed the ConfigMap (a deposed leader's last write, on
+// its way while this one loaded) makes the store read it again, take the
+// records it holds that were made after this store loaded and that it
+// does not hold (reread), and write again once.
+func (s *ConfigMapStore) writeConfigMap(ctx context.Context, id string) error {
+	logger := klog.FromContext(ctx)
+	for attempt := 0; ; attempt++ {
+		records := s.mem.byOwner(id)
+		value, left, err := EncodeCompact(records, s.cfg.MaxBytes)
+		if err != nil {
+			return err
+		}
+		s.setLeftOut(id, len(left))
+		s.mu.Lock()
+		owner, known := s.owners[id]
+		last, wrote := s.written[id]
+		s.mu.Unlock()
+		switch {
+		case value == "" && !wrote, wrote && last.value == value:
+			return nil
+		case value == "":
+			owner = last.owner
+			err = s.deleteConfigMap(ctx, id, last, true)
+		case !known:
+			return nil // records put for a VPA forgotten meanwhile: nowhere to go
+		default:
+			// Written only for the VPA the cache holds under that name and
+			// UID: a record put while its VPA was deleted (by a worker that
+			// resolved it just before) creates no ConfigMap that nothing
+			// would delete. A VPA the cache has not seen yet has no records
+			// but those Load read, which its ConfigMap holds.
+			vpa, lerr := s.lister.VerticalPodAutoscalers(owner.Namespace).Get(owner.Name)
+			if lerr != nil || owner.UID != "" && vpa.UID != owner.UID {
+				logger.V(2).Info("VPA not in the cache; its records are held in memory only", "vpa", owner.Key(), "vpaUID", owner.UID, "store", s.name)
+				return nil
+			}
+			owner.UID = vpa.UID
+			err = s.putConfigMap(ctx, id, owner, value, last, wrote)
+			if err == nil {
+				logger.V(4).Info("Wrote records", "vpa", owner.Key(), "store", s.name, "records", len(records)-len(left), "bytes", len(value))
+				if len(left) > 0 {
+					logger.Info("Records left out of the ConfigMap to keep it within its bounds; they are held in memory only",
+						"vpa", owner.Key(), "store", s.name, "leftOut", len(left), "maxBytes", s.cfg.MaxBytes,
+						"maxRecords", MaxCompactEntries, "maxAttempts", MaxCompactAttempts)
+				}
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		if attempt > 0 || ctx.Err() != nil || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+			s.cfg.Metrics.writeFailed(s.name, writeFailure(err))
+			return err
+		}
+		if err := s.reread(ctx, id, owner); err != nil {
+			s.cfg.Metrics.writeFailed(s.name, writeFailure(err))
+			return err
+		}
+	}
+}
+
+// reread reads the ConfigMap of owner after another writer changed it: the
+// records it holds that this store does not hold, made after this store
+// loaded, are that writer's newest and are held from now on; what this
+// store holds wins over the rest.
+func (s *ConfigMapStore) reread(ctx context.Context, id string, owner Owner) error {
+	name := ConfigMapName(s.cfg.Store, owner.UID)
+	cm, err := s.configMaps.ConfigMaps(s.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		s.mu.Lock()
+		delete(s.written, id)
+		s.mu.Unlock()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading ConfigMap %s/%s of VPA %s, changed by another writer: %w", s.cfg.Namespace, name, owner.Key(), err)
+	}
+	var now time.Time
+	if s.cfg.Now != nil {
+		now = s.cfg.Now()
+	}
+	value := cm.Data[ConfigMapDataKey]
+	d, _ := DecodeCompact(value, decodeOptions(owner, now, s.cfg.Live, s.cfg.MaxBytes))
+	if d.DroppedTotal() > 0 {
+		for reason, n := range d.Dropped {
+			s.cfg.Metrics.recordsDropped(s.name, reason, n)
+		}
+		klog.FromContext(ctx).Info("Dropped records", "vpa", owner.Key(), "vpaUID", owner.UID, "store", s.name,
+			"source", "ConfigMap "+name+", changed by another writer", "dropped", d.Dropped, "kept", len(d.Records))
+	}
+	s.mu.Lock()
+	loadedAt := s.loadedAt
+	s.written[id] = writtenConfigMap{owner: owner, value: value, resourceVersion: cm.ResourceVersion}
+	s.mu.Unlock()
+	taken := s.mem.adopt(owner, d.Records, loadedAt)
+	klog.FromContext(ctx).Info("Records ConfigMap changed by another writer; read again", "vpa", owner.Key(), "store", s.name,
+		"configMap", klog.KObj(cm), "recordsTaken", taken)
+	return nil
+}
+
+// forget deletes the ConfigMap of a VPA that is gone, with the records a
+// worker put for it after ForgetOwner (one that resolved the VPA just
+// before it went).
+func (s *ConfigMapStore) forget(ctx context.Context, id string) error {
+	s.mem.forget(id)
+	s.setLeftOut(id, 0)
+	s.mu.Lock()
+	delete(s.owners, id)
+	last, wrote := s.written[id]
+	s.mu.Unlock()
+	if wrote {
+		// Whatever it holds: its VPA is gone.
+		if err := s.deleteConfigMap(ctx, id, last, false); err != nil {
+			s.cfg.Metrics.writeFailed(s.name, writeFailure(err))
+			return err
+		}
+	}
+	s.mu.Lock()
+	delete(s.forgotten, id)
+	s.mu.Unlock()
+	return nil
+}
+
+// putConfigMap writes the ConfigMap of owner (of that id): an update
+// conditional on the resourceVersion last read or written, or a create when
+// this store knows of none (refused when one exists).
+func (s *ConfigMapStore) putConfigMap(ctx context.Context, id string, owner Owner, value string, last writtenConfigMap, wrote bool) error {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      ConfigMapName(s.cfg.Store, owner.UID),
@@ -349,32 +493,45 @@ func (s *ConfigMapStore) putConfigMap(ctx context.Context, owner Owner, value st
 		Data: map[string]string{ConfigMapDataKey: value},
 	}
 	client := s.configMaps.ConfigMaps(s.cfg.Namespace)
-	_, err := client.Update(ctx, cm, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = client.Create(ctx, cm, metav1.CreateOptions{})
+	var got *corev1.ConfigMap
+	var err error
+	if wrote {
+		cm.ResourceVersion = last.resourceVersion
+		got, err = client.Update(ctx, cm, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			// Deleted meanwhile (by another leader's Load, or by hand).
+			cm.ResourceVersion = ""
+			got, err = client.Create(ctx, cm, metav1.CreateOptions{})
+		}
+	} else {
+		got, err = client.Create(ctx, cm, metav1.CreateOptions{})
 	}
 	if err != nil {
 		return fmt.Errorf("writing the records of VPA %s into ConfigMap %s/%s: %w", owner.Key(), cm.Namespace, cm.Name, err)
 	}
 	s.mu.Lock()
-	s.written[owner.Key()] = writtenConfigMap{uid: owner.UID, value: value}
+	s.written[id] = writtenConfigMap{owner: owner, value: value, resourceVersion: got.ResourceVersion}
 	s.mu.Unlock()
 	return nil
 }
 
-// deleteConfigMap deletes the ConfigMap of the VPA of that UID.
-func (s *ConfigMapStore) deleteConfigMap(ctx context.Context, key string, uid types.UID) error {
-	if uid != "" {
-		name := ConfigMapName(s.cfg.Store, uid)
-		err := s.configMaps.ConfigMaps(s.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+// deleteConfigMap deletes the ConfigMap last written for the VPA of that
+// id, only if no one changed it since when conditional.
+func (s *ConfigMapStore) deleteConfigMap(ctx context.Context, id string, last writtenConfigMap, conditional bool) error {
+	if last.owner.UID != "" {
+		name := ConfigMapName(s.cfg.Store, last.owner.UID)
+		opts := metav1.DeleteOptions{}
+		if conditional && last.resourceVersion != "" {
+			opts.Preconditions = &metav1.Preconditions{ResourceVersion: &last.resourceVersion}
+		}
+		err := s.configMaps.ConfigMaps(s.cfg.Namespace).Delete(ctx, name, opts)
 		if err != nil && !apierrors.IsNotFound(err) {
-			s.cfg.Metrics.writeFailed(s.name, writeFailure(err))
-			return fmt.Errorf("deleting ConfigMap %s/%s of VPA %s: %w", s.cfg.Namespace, name, key, err)
+			return fmt.Errorf("deleting ConfigMap %s/%s of VPA %s: %w", s.cfg.Namespace, name, s.vpaOf(id), err)
 		}
 	}
 	s.mu.Lock()
-	if w, ok := s.written[key]; ok && w.uid == uid {
-		delete(s.written, key)
+	if w, ok := s.written[id]; ok && w.owner.UID == last.owner.UID {
+		delete(s.written, id)
 	}
 	s.mu.Unlock()
 	return nil

@@ -2,8 +2,10 @@ package records
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,11 +28,19 @@ const recordsNamespace = "vpa-inplace-system"
 
 type cmFixture struct {
 	*storeFixture
-	kube *kubefake.Clientset
+	kube   *kubefake.Clientset
+	server *configMapServer
 }
 
+// newCMFixture serves the records namespace's ConfigMaps as the API server
+// does (configMapServer).
 func newCMFixture(t *testing.T, configMaps []runtime.Object, vpas ...*vpatypes.VerticalPodAutoscaler) *cmFixture {
-	return &cmFixture{storeFixture: newStoreFixture(t, vpas...), kube: kubefake.NewClientset(configMaps...)}
+	kube := kubefake.NewClientset()
+	cms := make([]*corev1.ConfigMap, len(configMaps))
+	for i, o := range configMaps {
+		cms[i] = o.(*corev1.ConfigMap)
+	}
+	return &cmFixture{storeFixture: newStoreFixture(t, vpas...), kube: kube, server: serveConfigMaps(kube, []string{recordsNamespace}, cms...)}
 }
 
 // startCM returns a loaded store whose writer runs until stop is called or
@@ -63,9 +73,16 @@ func (f *cmFixture) configMaps() []string {
 	return names
 }
 
-// cmRecords decodes the ConfigMap of the VPA of uid; nil when there is none.
+// cmRecords decodes the infeasible store's ConfigMap of the VPA of uid; nil
+// when there is none.
 func (f *cmFixture) cmRecords(vpaUID types.UID) map[types.UID]*Record {
-	cm, err := f.kube.CoreV1().ConfigMaps(recordsNamespace).Get(context.Background(), ConfigMapName(StoreInfeasible, vpaUID), metav1.GetOptions{})
+	return f.cmRecordsOf(StoreInfeasible, vpaUID)
+}
+
+// cmRecordsOf decodes store's ConfigMap of the VPA of uid; nil when there is
+// none.
+func (f *cmFixture) cmRecordsOf(store string, vpaUID types.UID) map[types.UID]*Record {
+	cm, err := f.kube.CoreV1().ConfigMaps(recordsNamespace).Get(context.Background(), ConfigMapName(store, vpaUID), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -110,6 +127,26 @@ func TestConfigMapStoreRecordsOfTenThousandPodsSurviveARestart(t *testing.T) {
 	}
 	assert.Equal(t, []string{ConfigMapName(StoreInfeasible, webVPA.UID)}, f.configMaps(), "one ConfigMap for the VPA")
 	assert.Empty(t, f.patches(), "the VPA is not written")
+}
+
+// Memory records carry each pod's usage in their message: an attempt per
+// pod. 1,000 of them are all back after a restart (issue #32, item 3: 256
+// were).
+func TestConfigMapStoreMemoryRecordsOfAThousandPodsSurviveARestart(t *testing.T) {
+	f := newCMFixture(t, nil, vpa("web"))
+	s, stop := f.startCM(ConfigMapStoreConfig{Store: StoreMemory})
+	for i := range 1000 {
+		s.Put(webVPA, uuid(0, i), memoryRecord(i))
+	}
+	require.Eventually(t, func() bool { return len(f.cmRecordsOf(StoreMemory, webVPA.UID)) == 1000 }, wait, tick)
+	stop()
+
+	reg := prometheus.NewRegistry()
+	metrics, err := NewMetrics(reg)
+	require.NoError(t, err)
+	again, _ := f.startCM(ConfigMapStoreConfig{Store: StoreMemory, Metrics: metrics})
+	assert.Equal(t, 1000, again.Len())
+	assert.Zero(t, testutil.CollectAndCount(metrics.dropped), "nothing dropped")
 }
 
 func TestConfigMapStoreMovesTheAnnotationsRecordsIntoItsConfigMap(t *testing.T) {
@@ -163,18 +200,85 @@ func TestConfigMapStoreDeletesTheConfigMapWhenNoRecordIsLeft(t *testing.T) {
 	require.Eventually(t, func() bool { return len(f.configMaps()) == 0 }, wait, tick)
 }
 
+// deleteVPA deletes a VPA from the API and waits until the cache has seen
+// it go, as the controller does before it calls ForgetOwner.
+func (f *cmFixture) deleteVPA(name string) {
+	f.t.Helper()
+	require.NoError(f.t, f.client.AutoscalingV1().VerticalPodAutoscalers("default").Delete(context.Background(), name, metav1.DeleteOptions{}))
+	require.Eventually(f.t, func() bool {
+		_, err := f.lister.VerticalPodAutoscalers("default").Get(name)
+		return apierrors.IsNotFound(err)
+	}, wait, tick)
+}
+
+// A VPA deleted and created again under the same name is another VPA: the
+// new one holds none of the old one's records, in memory or in its
+// ConfigMap, not even a record a worker put for the old one after it was
+// forgotten (issue #32, item 6: the records were held by namespace/name,
+// and the new VPA's ConfigMap got them all).
 func TestConfigMapStoreANewVPAOfTheSameNameStartsAfresh(t *testing.T) {
 	f := newCMFixture(t, nil, vpa("web"))
 	s, _ := f.startCM(ConfigMapStoreConfig{})
 	s.Put(webVPA, "pod-a", rec(KindNodeCapacity, "8", "", t0))
 	require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 1 }, wait, tick)
-	renewed := Owner{Namespace: "default", Name: "web", UID: "uid-web-2"}
-	s.Put(renewed, "pod-b", rec(KindNodeCapacity, "8", "", t0))
+
+	f.deleteVPA("web")
+	s.ForgetOwner(webVPA)
+	// A worker that resolved the old VPA just before it went.
+	s.Put(webVPA, "pod-c", rec(KindNodeCapacity, "8", "", t0))
+
+	renewed := vpa("web")
+	renewed.UID = "uid-web-2"
+	_, err := f.client.AutoscalingV1().VerticalPodAutoscalers("default").Create(context.Background(), renewed, metav1.CreateOptions{})
+	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		names := f.configMaps()
-		return len(names) == 1 && names[0] == ConfigMapName(StoreInfeasible, renewed.UID)
-	}, wait, tick, "the old VPA's ConfigMap goes, the new one's holds both records")
-	assert.Len(t, f.cmRecords(renewed.UID), 2)
+		v, err := f.lister.VerticalPodAutoscalers("default").Get("web")
+		return err == nil && v.UID == renewed.UID
+	}, wait, tick)
+	renewedOwner := Owner{Namespace: "default", Name: "web", UID: renewed.UID}
+	s.Put(renewedOwner, "pod-b", rec(KindNodeCapacity, "8", "", t0))
+
+	require.Eventually(t, func() bool { return len(f.cmRecords(renewed.UID)) == 1 }, wait, tick)
+	time.Sleep(300 * time.Millisecond) // what else is queued is written
+	assert.Equal(t, []string{ConfigMapName(StoreInfeasible, renewed.UID)}, f.configMaps(), "no ConfigMap is left for the old VPA")
+	assert.Contains(t, f.cmRecords(renewed.UID), types.UID("pod-b"), "the new VPA's ConfigMap holds its own record only")
+	for _, uid := range []types.UID{"pod-a", "pod-c"} {
+		_, held := s.GetFor(renewedOwner, uid)
+		assert.False(t, held, "%s: a record of the old VPA is not the new one's", uid)
+	}
+}
+
+// Workers put records for a VPA while it is deleted and forgotten: once
+// they stop, no ConfigMap is left for it (issue #32, item 6: a record put
+// after ForgetOwner created the ConfigMap again, and nothing deleted it
+// until the next leader's Load).
+func TestConfigMapStoreRecordsPutWhileTheVPAIsDeletedLeaveNoConfigMap(t *testing.T) {
+	f := newCMFixture(t, nil, vpa("web"))
+	s, _ := f.startCM(ConfigMapStoreConfig{})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s.Put(webVPA, types.UID(fmt.Sprintf("pod-%d-%d", w, i%20)), rec(KindNodeCapacity, fmt.Sprintf("%dm", 1000+i%7), "no room", t0))
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) > 0 }, wait, tick)
+	f.deleteVPA("web")
+	s.ForgetOwner(webVPA)
+	time.Sleep(200 * time.Millisecond) // the workers go on putting for a while
+	close(stop)
+	wg.Wait()
+	require.Eventually(t, func() bool { return len(f.configMaps()) == 0 }, wait, tick, "the ConfigMap of the deleted VPA is gone")
+	time.Sleep(300 * time.Millisecond)
+	assert.Empty(t, f.configMaps(), "and stays gone")
 }
 
 func TestConfigMapStoreLoadKeepsOnlyWellFormedRecordsOfTheVPAsOwnPods(t *testing.T) {
@@ -187,7 +291,7 @@ func TestConfigMapStoreLoadKeepsOnlyWellFormedRecordsOfTheVPAsOwnPods(t *testing
 	require.NoError(t, err)
 	s, _ := f.startCM(ConfigMapStoreConfig{
 		Metrics: metrics, Now: func() time.Time { return t0 },
-		Owns: owns(map[string][]types.UID{"default/web": {"pod-a", "pod-b"}}),
+		Live: liveIn(map[string][]types.UID{"default": {"pod-a", "pod-b"}}),
 	})
 	_, ok := s.Get("pod-a")
 	assert.True(t, ok)
@@ -202,10 +306,10 @@ func TestConfigMapStoreRetriesFailedWrites(t *testing.T) {
 	f := newCMFixture(t, nil, vpa("web"))
 	failures := 0
 	var mu sync.Mutex
-	f.kube.PrependReactor("update", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
+	f.kube.PrependReactor("create", "configmaps", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		if failures < 2 {
+		if failures < 2 && !dryRun(a) {
 			failures++
 			return true, nil, apierrors.NewInternalError(fmt.Errorf("etcd is slow"))
 		}
@@ -230,4 +334,132 @@ func TestNewConfigMapStoreRefusesABadConfig(t *testing.T) {
 	require.ErrorContains(t, err, "no namespace")
 	_, err = NewConfigMapStore(nil, nil, nil, ConfigMapStoreConfig{Namespace: "ns", Store: "Not A Label"})
 	require.Error(t, err)
+}
+
+// Two leaders write one VPA's ConfigMap: a deposed one whose last write is
+// still on its way, and the new one, which loaded before it landed.
+// Neither overwrites the records of the other (issue #32, item 6: the
+// updates were unconditional, the last one won and the other's newest
+// records were lost). A write carries the resourceVersion it was based on;
+// refused (409), the store reads the ConfigMap again, takes the records it
+// does not hold that were made after it loaded, and writes again.
+func TestConfigMapStoreLeadersWritingAtOnceLoseNoRecord(t *testing.T) {
+	at := func(d time.Duration) func() time.Time { return func() time.Time { return t0.Add(d) } }
+	for _, tc := range []struct {
+		name string
+		// oldLast: the deposed leader's last write lands after the new
+		// leader's first one; otherwise between the new leader's Load and
+		// its first write.
+		oldLast bool
+	}{
+		{"the deposed leader's last write lands after the new leader's", true},
+		{"the deposed leader's last write lands before the new leader's", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newCMFixture(t, nil, vpa("web"))
+			deposed, _ := f.startCM(ConfigMapStoreConfig{Now: at(0)})
+			deposed.Put(webVPA, "pod-1", rec(KindNodeCapacity, "8", "no room", t0))
+			require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 1 }, wait, tick)
+
+			leader, _ := f.startCM(ConfigMapStoreConfig{Now: at(time.Minute)})
+			require.Equal(t, 1, leader.Len())
+			if tc.oldLast {
+				leader.Put(webVPA, "pod-3", rec(KindNodeCapacity, "8", "no room", t0.Add(2*time.Minute)))
+				require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 2 }, wait, tick)
+				deposed.Put(webVPA, "pod-2", rec(KindNodeCapacity, "8", "no room", t0.Add(90*time.Second)))
+			} else {
+				deposed.Put(webVPA, "pod-2", rec(KindNodeCapacity, "8", "no room", t0.Add(90*time.Second)))
+				require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 2 }, wait, tick)
+				leader.Put(webVPA, "pod-3", rec(KindNodeCapacity, "8", "no room", t0.Add(2*time.Minute)))
+			}
+			require.Eventually(t, func() bool {
+				got := f.cmRecords(webVPA.UID)
+				return len(got) == 3
+			}, wait, tick, "the ConfigMap holds the records of both leaders")
+			time.Sleep(300 * time.Millisecond)
+			assert.Len(t, f.cmRecords(webVPA.UID), 3, "and goes on holding them")
+
+			next, _ := f.startCM(ConfigMapStoreConfig{Now: at(time.Hour)})
+			for _, uid := range []types.UID{"pod-1", "pod-2", "pod-3"} {
+				_, held := next.GetFor(webVPA, uid)
+				assert.True(t, held, "%s after the next restart", uid)
+			}
+		})
+	}
+}
+
+// Issue #32, item 5: with the records namespace missing, or its ConfigMaps
+// refused, Load loaded nothing and said nothing, the updater became Ready
+// and decided, and every write failed from then on. Load fails now, saying
+// what to do; readiness reports it, and nothing is decided.
+func TestConfigMapStoreLoadRefusesANamespaceItCannotWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		serve  func(*kubefake.Clientset)
+		wantIs bool
+		want   string
+	}{
+		{"the namespace does not exist", func(kube *kubefake.Clientset) { serveConfigMaps(kube, nil) }, true,
+			`namespace "vpa-inplace-system" does not exist; create it, or set --records-namespace`},
+		{"the Role does not allow it", func(kube *kubefake.Clientset) {
+			serveConfigMaps(kube, []string{recordsNamespace})
+			kube.PrependReactor("create", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewForbidden(configMapsResource, "", errors.New(`User "system:serviceaccount:vpa-inplace-system:vpa-inplace-updater" cannot create resource "configmaps"`))
+			})
+		}, true, `ConfigMaps cannot be created in namespace "vpa-inplace-system"`},
+		{"the API server does not answer: no verdict, retried", func(kube *kubefake.Clientset) {
+			serveConfigMaps(kube, []string{recordsNamespace})
+			kube.PrependReactor("create", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewServiceUnavailable("apiserver starting")
+			})
+		}, false, "checking that records can be written"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newStoreFixture(t, vpa("web"))
+			kube := kubefake.NewClientset()
+			tc.serve(kube)
+			s, err := NewConfigMapStore(kube.CoreV1(), f.client.AutoscalingV1(), f.lister, ConfigMapStoreConfig{Namespace: recordsNamespace, Store: StoreInfeasible})
+			require.NoError(t, err)
+			err = s.Load(f.ctx)
+			require.Error(t, err)
+			assert.Equal(t, tc.wantIs, errors.Is(err, ErrNotWritable))
+			assert.ErrorContains(t, err, tc.want)
+			assert.Equal(t, err, s.Loaded(), "readiness says why")
+		})
+	}
+	t.Run("a namespace that exists and is writable: nothing created", func(t *testing.T) {
+		f := newCMFixture(t, nil, vpa("web"))
+		f.startCM(ConfigMapStoreConfig{})
+		assert.Empty(t, f.configMaps(), "the check is a dry run")
+	})
+}
+
+// While a VPA's records cannot be written, WriteError says why and the
+// gauge counts them; both clear once a write succeeds.
+func TestConfigMapStoreSaysWhileRecordsAreNotDurable(t *testing.T) {
+	f := newCMFixture(t, nil, vpa("web"), vpa("db"))
+	var refuse atomic.Bool
+	refuse.Store(true)
+	f.kube.PrependReactor("create", "configmaps", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if refuse.Load() && !dryRun(a) {
+			return true, nil, apierrors.NewForbidden(configMapsResource, "", errors.New("denied by policy"))
+		}
+		return false, nil, nil
+	})
+	metrics, err := NewMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	s, _ := f.startCM(ConfigMapStoreConfig{Metrics: metrics})
+	dbVPA := Owner{Namespace: "default", Name: "db", UID: "uid-db"}
+	s.Put(webVPA, "pod-a", rec(KindNodeCapacity, "8", "", t0))
+	s.Put(webVPA, "pod-b", rec(KindNodeCapacity, "8", "", t0))
+	failing := func() float64 {
+		return testutil.ToFloat64(metrics.notDurable.WithLabelValues(StoreInfeasible, NotDurableWriteFailing))
+	}
+	require.Eventually(t, func() bool { return s.WriteError(webVPA) != nil && failing() == 2 }, wait, tick)
+	assert.ErrorContains(t, s.WriteError(webVPA), "denied by policy")
+	assert.NoError(t, s.WriteError(dbVPA), "a VPA without records is not concerned")
+
+	refuse.Store(false)
+	require.Eventually(t, func() bool { return s.WriteError(webVPA) == nil && failing() == 0 }, wait, tick, "the retry succeeds")
+	assert.Len(t, f.cmRecords(webVPA.UID), 2)
 }

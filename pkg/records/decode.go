@@ -18,9 +18,15 @@ import (
 // may edit it too: what it holds is untrusted input. The decoder bounds what
 // it reads before reading it, keeps only records that are well formed and
 // drops the others one by one, each counted under a DropReason.
+//
+// The encoders write no more than the decoders read: EncodeAnnotation and
+// EncodeCompact leave the oldest records out (and return them) rather than
+// write past MaxEntries, MaxAttempts (MaxCompactEntries, MaxCompactAttempts)
+// or the value's size.
 const (
 	// MaxAttempts bounds the attempts of one annotation. Attempts are shared
-	// by the pods of a workload; a few per VPA is the rule.
+	// by the pods of a workload; a few per VPA is the rule, but memory
+	// records carry each pod's usage in their message, an attempt per pod.
 	MaxAttempts = 256
 	// MaxEntries bounds the records (pods and Jobs) of one annotation.
 	MaxEntries = 4096
@@ -43,7 +49,9 @@ const (
 	DropTooLarge DropReason = "TooLarge"
 	// DropUnreadable: the annotation is not the JSON of a known version.
 	DropUnreadable DropReason = "Unreadable"
-	// DropTooMany: beyond MaxAttempts attempts or MaxEntries records.
+	// DropTooMany: beyond the records (MaxEntries) or attempts
+	// (MaxAttempts) a value may hold; the records of an attempt past the
+	// bound count one by one.
 	DropTooMany DropReason = "TooMany"
 	// DropBadUID: the key is not shaped like a UID.
 	DropBadUID DropReason = "BadUID"
@@ -59,8 +67,9 @@ const (
 	DropBadTime DropReason = "BadTime"
 	// DropFuture: the record's time is more than FutureSkew ahead.
 	DropFuture DropReason = "Future"
-	// DropNotOwned: the UID is no live pod or Job of the VPA carrying the
-	// record (VPAStoreConfig.Owns).
+	// DropNotOwned: the UID is no live pod or Job of the namespace of the
+	// VPA carrying the record (VPAStoreConfig.Live), or, when the pod is
+	// synced, its VPA is another (Store.GetFor).
 	DropNotOwned DropReason = "NotOwned"
 )
 
@@ -105,6 +114,9 @@ type DecodeOptions struct {
 	// MaxEntries bounds the records kept; 0 means MaxEntries. Records past
 	// it are dropped (DropTooMany).
 	MaxEntries int
+	// MaxAttempts bounds the attempts read; 0 means MaxAttempts. The
+	// records of the attempts past it are dropped (DropTooMany).
+	MaxAttempts int
 }
 
 // rawDoc is annotationDoc with the resources kept as strings, so that every
@@ -141,6 +153,9 @@ type rawEntry struct {
 // counted. Its work is bounded by the value's length: no quantity is parsed
 // before quantity.Check, nor for a record that opts.Keep refuses.
 func DecodeAnnotation(value string, opts DecodeOptions) (Decoded, error) {
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = MaxAttempts
+	}
 	d, doc, err := decodeDoc(value, opts, annotationVersion)
 	if err != nil {
 		return d.out, err
@@ -176,22 +191,23 @@ func decodeDoc(value string, opts DecodeOptions, version int) (*decoder, *rawDoc
 		d.out.drop(DropUnreadable, 1)
 		return d, nil, fmt.Errorf("decoding records: unknown version %d", doc.Version)
 	}
-	if len(doc.Attempts) > MaxAttempts {
-		// Records of the attempts beyond the bound are dropped, as
-		// referring to no attempt.
-		doc.Attempts = doc.Attempts[:MaxAttempts]
-	}
-	d.attempts = doc.Attempts
+	// Records of the attempts past the bound are dropped and counted
+	// (DropTooMany); doc keeps them all, so that the compact format's
+	// records of those attempts are counted too.
+	d.total = len(doc.Attempts)
+	d.attempts = doc.Attempts[:min(len(doc.Attempts), opts.MaxAttempts)]
 	// Attempts are parsed when a kept record first refers to them.
-	d.parsed = make([]*Record, len(doc.Attempts))
-	d.refused = make([]DropReason, len(doc.Attempts))
+	d.parsed = make([]*Record, len(d.attempts))
+	d.refused = make([]DropReason, len(d.attempts))
 	return d, &doc, nil
 }
 
 // decoder checks and keeps the records of one value, one by one.
 type decoder struct {
-	opts     DecodeOptions
+	opts DecodeOptions
+	// attempts are those within the bound, of total in the value.
 	attempts []rawAttempt
+	total    int
 	parsed   []*Record
 	refused  []DropReason
 	kept     int
@@ -220,8 +236,11 @@ func (d *decoder) add(key string, attempt int, at time.Time, timeErr error, gene
 	case !uidShaped(key):
 		d.out.drop(DropBadUID, 1)
 		return
-	case attempt < 0 || attempt >= len(d.attempts):
+	case attempt < 0 || attempt >= d.total:
 		d.out.drop(DropBadAttempt, 1)
+		return
+	case attempt >= len(d.attempts):
+		d.out.drop(DropTooMany, 1)
 		return
 	case timeErr != nil:
 		d.out.drop(DropBadTime, 1)
@@ -275,6 +294,30 @@ func parseAttempt(a rawAttempt) (*Record, DropReason) {
 	}
 	msg := strings.ToValidUTF8(truncate(a.Message, maxMessageBytes), "?")
 	return &Record{Kind: a.Kind, Attempted: attempted, Message: msg}, ""
+}
+
+// encodable tells whether parseAttempt would accept what r attempted: the
+// encoders leave out (and hold in memory only) a record the decoder would
+// drop, rather than write it to be dropped at the next load.
+func encodable(r *Record) bool {
+	if !knownKind(r.Kind) || len(r.Attempted) == 0 || len(r.Attempted) > MaxContainers {
+		return false
+	}
+	values := 0
+	for _, req := range r.Attempted {
+		for _, list := range []corev1.ResourceList{req.Requests, req.Limits} {
+			if len(list) > 2 {
+				return false
+			}
+			for name, q := range list {
+				if name != corev1.ResourceCPU && name != corev1.ResourceMemory || quantity.Check(q.String()) != nil {
+					return false
+				}
+				values++
+			}
+		}
+	}
+	return values > 0
 }
 
 // parseQuantity parses a quantity that quantity.Check has passed. A
@@ -334,7 +377,8 @@ func knownKind(k Kind) bool {
 // UUIDs, 36 characters of hexadecimal digits and hyphens. Shorter keys of
 // letters, digits and hyphens are accepted too (test clusters and fakes name
 // their objects' UIDs so); anything else is not a UID. Whether the UID is
-// one of the VPA's live pods or Jobs is VPAStoreConfig.Owns' question.
+// one of the live pods or Jobs of the VPA's namespace is VPAStoreConfig.Live's
+// question, and whether it is the VPA's is Store.GetFor's.
 func uidShaped(s string) bool {
 	if len(s) == 0 || len(s) > MaxUIDLength {
 		return false

@@ -120,7 +120,7 @@ func TestDecodeAnnotationBounds(t *testing.T) {
 			DecodeOptions{MaxBytes: 1 << 20})
 		require.NoError(t, err)
 		assert.Contains(t, d.Records, types.UID("first"))
-		assert.Equal(t, map[DropReason]int{DropBadAttempt: 1}, d.Dropped)
+		assert.Equal(t, map[DropReason]int{DropTooMany: 1}, d.Dropped, "counted as past the bound")
 	})
 	t.Run("records beyond the bound are dropped", func(t *testing.T) {
 		pods := make([]string, MaxEntries+10)

@@ -15,34 +15,46 @@ import (
 
 // durable is what the stores that keep records beyond the process share:
 // the records in memory, where decisions read them; a queue of the VPAs
-// whose records changed, written one at a time by Run with backoff (500 ms
-// to 5 min) while the records stay in memory; and the state of Load.
+// whose records changed (by Owner.id: a VPA's UID), written one at a time
+// by Run with backoff (500 ms to 5 min) while the records stay in memory;
+// and the state of Load.
 type durable struct {
 	mem   *InMemoryStore
 	queue workqueue.TypedRateLimitingInterface[string]
 	// name is the store in logs and in the store label of the metrics.
-	name string
+	name    string
+	metrics *Metrics
 	// write brings what is kept of one VPA's records up to date.
-	write func(ctx context.Context, key string) error
+	write func(ctx context.Context, id string) error
 
 	mu sync.Mutex
-	// owners holds the UID of each VPA records were put for: writes carry it,
-	// so that a record never lands on a new VPA of the same name.
-	owners map[string]types.UID
+	// owners holds, by id, each VPA records were put for or loaded from:
+	// writes name it, so that a record never lands on a new VPA of the same
+	// name.
+	owners map[string]Owner
+	// failing holds, by id, the error of the last write of a VPA's records
+	// when it failed (WriteError).
+	failing map[string]error
+	// leftOut holds, by id, how many of a VPA's records the last value
+	// written left out, to stay within its bounds.
+	leftOut map[string]int
 	// loadErr is what Loaded returns.
 	loadErr error
 }
 
-func newDurable(name string, write func(ctx context.Context, key string) error) durable {
+func newDurable(name string, metrics *Metrics, write func(ctx context.Context, id string) error) durable {
 	return durable{
-		mem:   NewInMemoryStore(),
-		name:  name,
-		write: write,
+		mem:     NewInMemoryStore(),
+		name:    name,
+		metrics: metrics,
+		write:   write,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-records:" + name},
 		),
-		owners:  map[string]types.UID{},
+		owners:  map[string]Owner{},
+		failing: map[string]error{},
+		leftOut: map[string]int{},
 		loadErr: ErrNotLoaded,
 	}
 }
@@ -57,18 +69,28 @@ func (s *durable) Get(uid types.UID) (*Record, bool) { return s.mem.Get(uid) }
 // Len implements Store.
 func (s *durable) Len() int { return s.mem.Len() }
 
+// GetFor implements Store: a record forgotten because it is held for
+// another VPA is counted (DropNotOwned) and that VPA's records written
+// again without it.
+func (s *durable) GetFor(owner Owner, uid types.UID) (*Record, bool) {
+	r, ok, forgotten := s.mem.getFor(owner, uid)
+	if forgotten != nil {
+		s.metrics.recordsDropped(s.name, DropNotOwned, 1)
+		s.queue.Add(forgotten.id())
+	}
+	return r, ok
+}
+
 // Put implements Store.
 func (s *durable) Put(owner Owner, uid types.UID, r *Record) {
-	key := owner.Key()
+	id := owner.id()
 	s.mu.Lock()
-	if owner.UID != "" {
-		s.owners[key] = owner.UID
-	}
+	s.owners[id] = owner
 	s.mu.Unlock()
-	previous, had := s.mem.put(key, uid, r)
-	s.queue.Add(key)
-	if had && previous != key {
-		s.queue.Add(previous)
+	previous, had := s.mem.put(owner, uid, r)
+	s.queue.Add(id)
+	if had && previous.id() != id {
+		s.queue.Add(previous.id())
 	}
 }
 
@@ -76,7 +98,7 @@ func (s *durable) Put(owner Owner, uid types.UID, r *Record) {
 func (s *durable) Delete(uid types.UID) bool {
 	owner, ok := s.mem.delete(uid)
 	if ok {
-		s.queue.Add(owner)
+		s.queue.Add(owner.id())
 	}
 	return ok
 }
@@ -84,8 +106,8 @@ func (s *durable) Delete(uid types.UID) bool {
 // Retain implements Store.
 func (s *durable) Retain(live func(types.UID) bool) []types.UID {
 	forgotten, owners := s.mem.retain(live)
-	for _, key := range owners {
-		s.queue.Add(key)
+	for _, id := range owners {
+		s.queue.Add(id)
 	}
 	return forgotten
 }
@@ -134,24 +156,81 @@ func (s *durable) Run(ctx context.Context) {
 }
 
 func (s *durable) processNext(ctx context.Context) bool {
-	key, shutdown := s.queue.Get()
+	id, shutdown := s.queue.Get()
 	if shutdown {
 		return false
 	}
-	defer s.queue.Done(key)
-	err := s.write(ctx, key)
+	defer s.queue.Done(id)
+	err := s.write(ctx, id)
+	s.settle(id, err)
 	if err == nil {
-		s.queue.Forget(key)
+		s.queue.Forget(id)
 		return true
 	}
 	logger := klog.FromContext(ctx)
+	vpa := s.vpaOf(id)
 	if ctx.Err() != nil {
-		logger.Error(err, "Records not written before shutdown; the next leader retries the attempt once", "vpa", key, "store", s.name)
+		logger.Error(err, "Records not written before shutdown; the next leader retries the attempt once", "vpa", vpa, "store", s.name)
 		return true
 	}
-	logger.Error(err, "Writing records failed; kept in memory, retrying", "vpa", key, "store", s.name, "retries", s.queue.NumRequeues(key))
-	s.queue.AddRateLimited(key)
+	logger.Error(err, "Writing records failed; kept in memory, retrying", "vpa", vpa, "store", s.name, "retries", s.queue.NumRequeues(id))
+	s.queue.AddRateLimited(id)
 	return true
+}
+
+// settle notes the outcome of a write of the VPA of id (WriteError) and
+// sets the gauge of the records held in memory only.
+func (s *durable) settle(id string, err error) {
+	s.mu.Lock()
+	if err != nil {
+		s.failing[id] = err
+	} else {
+		delete(s.failing, id)
+	}
+	failing := make([]string, 0, len(s.failing))
+	for id := range s.failing {
+		failing = append(failing, id)
+	}
+	leftOut := 0
+	for _, n := range s.leftOut {
+		leftOut += n
+	}
+	s.mu.Unlock()
+	records := 0
+	for _, id := range failing {
+		records += s.mem.count(id)
+	}
+	s.metrics.setNotDurable(s.name, records, leftOut)
+}
+
+// setLeftOut notes how many of the records of the VPA of id the value
+// written leaves out.
+func (s *durable) setLeftOut(id string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n > 0 {
+		s.leftOut[id] = n
+	} else {
+		delete(s.leftOut, id)
+	}
+}
+
+// WriteError implements Store.
+func (s *durable) WriteError(owner Owner) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failing[owner.id()]
+}
+
+// vpaOf names the VPA of an id in logs: namespace/name (UID).
+func (s *durable) vpaOf(id string) string {
+	s.mu.Lock()
+	o, ok := s.owners[id]
+	s.mu.Unlock()
+	if !ok {
+		return id
+	}
+	return o.Key() + " (" + string(o.UID) + ")"
 }
 
 // loading gathers the records a Load reads, value by value.
@@ -159,28 +238,29 @@ type loading struct {
 	metrics *Metrics
 	store   string
 	loaded  map[types.UID]entry
-	owners  map[string]types.UID
-	// rewrite holds the VPAs whose records are to be written again: some
-	// were dropped, or a pod's record is also held under another VPA.
+	owners  map[string]Owner
+	// rewrite holds the VPAs (by id) whose records are to be written
+	// again: some were dropped, or a pod's record is also held under
+	// another VPA.
 	rewrite map[string]bool
 	dropped int
 }
 
 func newLoading(metrics *Metrics, store string) *loading {
-	return &loading{metrics: metrics, store: store, loaded: map[types.UID]entry{}, owners: map[string]types.UID{}, rewrite: map[string]bool{}}
+	return &loading{metrics: metrics, store: store, loaded: map[types.UID]entry{}, owners: map[string]Owner{}, rewrite: map[string]bool{}}
 }
 
 // add holds what was decoded of one value of owner's, read from source.
 func (l *loading) add(ctx context.Context, owner Owner, source string, d Decoded) {
-	key := owner.Key()
-	l.owners[key] = owner.UID
+	id := owner.id()
+	l.owners[id] = owner
 	if n := d.DroppedTotal(); n > 0 {
 		l.dropped += n
-		l.rewrite[key] = true
+		l.rewrite[id] = true
 		for reason, c := range d.Dropped {
 			l.metrics.recordsDropped(l.store, reason, c)
 		}
-		klog.FromContext(ctx).Info("Dropped records", "vpa", key, "store", l.store, "source", source,
+		klog.FromContext(ctx).Info("Dropped records", "vpa", owner.Key(), "vpaUID", owner.UID, "store", l.store, "source", source,
 			"dropped", d.Dropped, "kept", len(d.Records))
 	}
 	for uid, r := range d.Records {
@@ -188,12 +268,12 @@ func (l *loading) add(ctx context.Context, owner Owner, source string, d Decoded
 		// other VPA's records are written again without it.
 		if prev, ok := l.loaded[uid]; ok {
 			if !r.RecordedAt.After(prev.rec.RecordedAt) {
-				l.rewrite[key] = true
+				l.rewrite[id] = true
 				continue
 			}
-			l.rewrite[prev.owner] = true
+			l.rewrite[prev.owner.id()] = true
 		}
-		l.loaded[uid] = entry{owner: key, rec: r}
+		l.loaded[uid] = entry{owner: owner, rec: r}
 	}
 }
 
@@ -219,11 +299,11 @@ func listVPAs(ctx context.Context, client vpaclient.VerticalPodAutoscalersGetter
 }
 
 // decodeOptions bound the decoding of one of owner's values and keep the
-// records of the UIDs it owns.
-func decodeOptions(owner Owner, now time.Time, owns func(Owner, types.UID) bool, maxBytes int) DecodeOptions {
+// records of the UIDs that live says may be its.
+func decodeOptions(owner Owner, now time.Time, live func(Owner, types.UID) bool, maxBytes int) DecodeOptions {
 	opts := DecodeOptions{MaxBytes: maxBytes, Now: now}
-	if owns != nil {
-		opts.Keep = func(uid types.UID) bool { return owns(owner, uid) }
+	if live != nil {
+		opts.Keep = func(uid types.UID) bool { return live(owner, uid) }
 	}
 	return opts
 }

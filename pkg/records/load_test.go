@@ -174,10 +174,11 @@ func TestTwoStoresShareAVPAThroughTheirOwnAnnotations(t *testing.T) {
 	assert.NotEmpty(t, get().Annotations[AnnotationKey])
 }
 
-// owns is a fake VPAStoreConfig.Owns: UIDs by VPA key.
-func owns(byVPA map[string][]types.UID) func(Owner, types.UID) bool {
+// liveIn is a fake VPAStoreConfig.Live: the UIDs of the live pods and Jobs
+// by namespace.
+func liveIn(byNamespace map[string][]types.UID) func(Owner, types.UID) bool {
 	return func(o Owner, uid types.UID) bool {
-		for _, u := range byVPA[o.Key()] {
+		for _, u := range byNamespace[o.Namespace] {
 			if u == uid {
 				return true
 			}
@@ -209,7 +210,7 @@ func TestVPAStoreLoadKeepsOnlyRecordsOfTheVPAsOwnPods(t *testing.T) {
 	}{
 		{"hostile record on another tenant's VPA", []*vpatypes.VerticalPodAutoscaler{annotatedIn("tenant-a", "evil", hostile)}, false,
 			map[DropReason]int{DropFuture: 1}},
-		{"well-formed record on a VPA that does not own the pod", []*vpatypes.VerticalPodAutoscaler{forged}, false,
+		{"well-formed record on a VPA of another namespace", []*vpatypes.VerticalPodAutoscaler{forged}, false,
 			map[DropReason]int{DropNotOwned: 1}},
 		{"the record on the pod's own VPA is kept, the forged one dropped", []*vpatypes.VerticalPodAutoscaler{own, forged.DeepCopy()}, true,
 			map[DropReason]int{DropNotOwned: 1}},
@@ -220,7 +221,7 @@ func TestVPAStoreLoadKeepsOnlyRecordsOfTheVPAsOwnPods(t *testing.T) {
 			registry := prometheus.NewRegistry()
 			m, err := NewMetrics(registry)
 			require.NoError(t, err)
-			s, _ := f.start(VPAStoreConfig{Owns: owns(map[string][]types.UID{"default/web": {victim}}), Metrics: m, Now: func() time.Time { return t0 }})
+			s, _ := f.start(VPAStoreConfig{Live: liveIn(map[string][]types.UID{"default": {victim}}), Metrics: m, Now: func() time.Time { return t0 }})
 			r, held := s.Get(victim)
 			require.Equal(t, tc.wantHeld, held)
 			if held {

@@ -166,12 +166,31 @@ type Owner struct {
 // Key is "namespace/name".
 func (o Owner) Key() string { return o.Namespace + "/" + o.Name }
 
-// Store holds records by pod UID. Implementations are safe for concurrent
-// use. InMemoryStore keeps them in memory only; VPAStore also writes them onto
-// the VPAs, so that they survive a restart and a change of leader.
+// id identifies the VPA records are held for: its UID, or the key of an
+// Owner that has none (fakes). A new VPA of the same name is another VPA:
+// it never sees the records of the one before.
+func (o Owner) id() string {
+	if o.UID != "" {
+		return string(o.UID)
+	}
+	return o.Key()
+}
+
+// Store holds records by pod UID, each for the VPA it was recorded under.
+// Implementations are safe for concurrent use. InMemoryStore keeps them in
+// memory only; ConfigMapStore and VPAStore also write them, so that they
+// survive a restart and a change of leader.
 type Store interface {
-	// Get returns the record of a pod, if any.
+	// Get returns the record of a pod, if any, whatever VPA it is held
+	// for: for reports and tests. Decisions use GetFor.
 	Get(uid types.UID) (*Record, bool)
+	// GetFor returns the record of a pod held for owner, the VPA the pod
+	// belongs to now. A record held for another VPA is not believed: that
+	// VPA does not own the pod (a record read from a value someone else
+	// may have written, or a pod that moved), so the record is forgotten
+	// and not returned. This is how a loaded record's owner is checked, at
+	// the pod's first sync, with the VPA the sync resolves anyway.
+	GetFor(owner Owner, uid types.UID) (*Record, bool)
 	// Put stores or replaces the record of a pod whose VPA is owner.
 	Put(owner Owner, uid types.UID, r *Record)
 	// Delete forgets a pod's record; it reports whether there was one.
@@ -179,9 +198,14 @@ type Store interface {
 	// Retain forgets every record whose pod is not live and returns the UIDs
 	// it forgot.
 	Retain(live func(types.UID) bool) []types.UID
-	// ForgetOwner forgets the records of the pods of a VPA that is gone and
+	// ForgetOwner forgets the records held for a VPA that is gone and
 	// returns how many it forgot.
 	ForgetOwner(owner Owner) int
+	// WriteError is nil while the records held for owner are kept durably
+	// (or there are none, or the store keeps nothing durably); otherwise
+	// the error of the last write of them, which is being retried: until
+	// one succeeds they are held in memory only.
+	WriteError(owner Owner) error
 	// Len is the number of records held.
 	Len() int
 	// Load reads the records kept durably, replacing what is held. It is
@@ -197,7 +221,7 @@ type Store interface {
 }
 
 type entry struct {
-	owner string
+	owner Owner
 	rec   *Record
 }
 
@@ -205,13 +229,47 @@ type entry struct {
 type InMemoryStore struct {
 	mu      sync.RWMutex
 	records map[types.UID]entry
+	// counts holds the number of records held for each VPA, by Owner.id.
+	counts map[string]int
 }
 
 var _ Store = (*InMemoryStore)(nil)
 
 // NewInMemoryStore returns an empty in-memory store.
 func NewInMemoryStore() *InMemoryStore {
-	return &InMemoryStore{records: map[types.UID]entry{}}
+	return &InMemoryStore{records: map[types.UID]entry{}, counts: map[string]int{}}
+}
+
+// set holds e for uid and keeps counts; s.mu is held.
+func (s *InMemoryStore) set(uid types.UID, e entry) {
+	if old, ok := s.records[uid]; ok {
+		s.uncount(old.owner.id())
+	}
+	s.records[uid] = e
+	s.counts[e.owner.id()]++
+}
+
+// remove forgets the record of uid and keeps counts; s.mu is held.
+func (s *InMemoryStore) remove(uid types.UID) (entry, bool) {
+	e, ok := s.records[uid]
+	if ok {
+		delete(s.records, uid)
+		s.uncount(e.owner.id())
+	}
+	return e, ok
+}
+
+func (s *InMemoryStore) uncount(id string) {
+	if s.counts[id]--; s.counts[id] <= 0 {
+		delete(s.counts, id)
+	}
+}
+
+// count is the number of records held for the VPA of that id.
+func (s *InMemoryStore) count(id string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.counts[id]
 }
 
 // Get implements Store.
@@ -222,18 +280,49 @@ func (s *InMemoryStore) Get(uid types.UID) (*Record, bool) {
 	return e.rec, ok
 }
 
-// Put implements Store.
-func (s *InMemoryStore) Put(owner Owner, uid types.UID, r *Record) {
-	s.put(owner.Key(), uid, r)
+// GetFor implements Store.
+func (s *InMemoryStore) GetFor(owner Owner, uid types.UID) (*Record, bool) {
+	r, ok, _ := s.getFor(owner, uid)
+	return r, ok
 }
 
-// put stores a record and returns the owner key the pod's previous record
-// had, if any.
-func (s *InMemoryStore) put(owner string, uid types.UID, r *Record) (previous string, had bool) {
+// getFor also returns the VPA a record it forgot was held for.
+func (s *InMemoryStore) getFor(owner Owner, uid types.UID) (*Record, bool, *Owner) {
+	s.mu.RLock()
+	e, ok := s.records[uid]
+	s.mu.RUnlock()
+	switch {
+	case !ok:
+		return nil, false, nil
+	case e.owner.id() == owner.id():
+		return e.rec, true, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Forgotten only if it is still the record looked at: one put
+	// meanwhile (for owner, by a worker) stays.
+	if now, ok := s.records[uid]; !ok || now.rec != e.rec {
+		if ok && now.owner.id() == owner.id() {
+			return now.rec, true, nil
+		}
+		return nil, false, nil
+	}
+	s.remove(uid)
+	return nil, false, &e.owner
+}
+
+// Put implements Store.
+func (s *InMemoryStore) Put(owner Owner, uid types.UID, r *Record) {
+	s.put(owner, uid, r)
+}
+
+// put stores a record and returns the owner the pod's previous record had,
+// if any.
+func (s *InMemoryStore) put(owner Owner, uid types.UID, r *Record) (previous Owner, had bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, had := s.records[uid]
-	s.records[uid] = entry{owner: owner, rec: r}
+	s.set(uid, entry{owner: owner, rec: r})
 	return old.owner, had
 }
 
@@ -243,11 +332,10 @@ func (s *InMemoryStore) Delete(uid types.UID) bool {
 	return ok
 }
 
-func (s *InMemoryStore) delete(uid types.UID) (owner string, ok bool) {
+func (s *InMemoryStore) delete(uid types.UID) (owner Owner, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.records[uid]
-	delete(s.records, uid)
+	e, ok := s.remove(uid)
 	return e.owner, ok
 }
 
@@ -257,7 +345,7 @@ func (s *InMemoryStore) Retain(live func(types.UID) bool) []types.UID {
 	return forgotten
 }
 
-// retain also returns the owner keys of the forgotten records.
+// retain also returns the ids of the owners of the forgotten records.
 func (s *InMemoryStore) retain(live func(types.UID) bool) ([]types.UID, []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -265,45 +353,66 @@ func (s *InMemoryStore) retain(live func(types.UID) bool) ([]types.UID, []string
 	owners := map[string]bool{}
 	for uid, e := range s.records {
 		if !live(uid) {
-			delete(s.records, uid)
+			s.remove(uid)
 			forgotten = append(forgotten, uid)
-			owners[e.owner] = true
+			owners[e.owner.id()] = true
 		}
 	}
 	sort.Slice(forgotten, func(i, j int) bool { return forgotten[i] < forgotten[j] })
-	keys := make([]string, 0, len(owners))
-	for k := range owners {
-		keys = append(keys, k)
+	ids := make([]string, 0, len(owners))
+	for id := range owners {
+		ids = append(ids, id)
 	}
-	sort.Strings(keys)
-	return forgotten, keys
+	sort.Strings(ids)
+	return forgotten, ids
 }
 
 // ForgetOwner implements Store.
 func (s *InMemoryStore) ForgetOwner(owner Owner) int {
+	return s.forget(owner.id())
+}
+
+// forget forgets the records held for the VPA of that id.
+func (s *InMemoryStore) forget(id string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for uid, e := range s.records {
-		if e.owner == owner.Key() {
-			delete(s.records, uid)
+		if e.owner.id() == id {
+			s.remove(uid)
 			n++
 		}
 	}
 	return n
 }
 
-// byOwner returns the records of the pods of one VPA.
-func (s *InMemoryStore) byOwner(owner string) map[types.UID]*Record {
+// byOwner returns the records held for the VPA of that id.
+func (s *InMemoryStore) byOwner(id string) map[types.UID]*Record {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := map[types.UID]*Record{}
 	for uid, e := range s.records {
-		if e.owner == owner {
+		if e.owner.id() == id {
 			out[uid] = e.rec
 		}
 	}
 	return out
+}
+
+// adopt holds, for owner, the records of UIDs not held that were made after
+// after, and returns how many.
+func (s *InMemoryStore) adopt(owner Owner, records map[types.UID]*Record, after time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for uid, r := range records {
+		if _, held := s.records[uid]; held || !r.RecordedAt.After(after) {
+			continue
+		}
+		s.set(uid, entry{owner: owner, rec: r})
+		n++
+	}
+	return n
 }
 
 // replace swaps in a whole new set of records.
@@ -311,6 +420,10 @@ func (s *InMemoryStore) replace(records map[types.UID]entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.records = records
+	s.counts = map[string]int{}
+	for _, e := range records {
+		s.counts[e.owner.id()]++
+	}
 }
 
 // Len implements Store.
@@ -319,6 +432,9 @@ func (s *InMemoryStore) Len() int {
 	defer s.mu.RUnlock()
 	return len(s.records)
 }
+
+// WriteError implements Store: a InMemoryStore writes nothing.
+func (s *InMemoryStore) WriteError(Owner) error { return nil }
 
 // Load implements Store: a InMemoryStore keeps nothing durably.
 func (s *InMemoryStore) Load(context.Context) error { return nil }

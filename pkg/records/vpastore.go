@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	vpaclient "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/typed/autoscaling.k8s.io/v1"
@@ -42,8 +41,8 @@ type VPAStore struct {
 	cfg    VPAStoreConfig
 	key    string
 
-	// written (guarded by mu) holds the value this store last wrote to each VPA, or read
-	// from it by Load. It is what the VPA carries even while the cache
+	// written (guarded by mu) holds, by Owner.id, the value this store last
+	// wrote to each VPA, or read from it by Load. It is what the VPA carries even while the cache
 	// still shows an older value: a record put and deleted before the
 	// cache saw it written must still be removed from the annotation, and
 	// so must a record a new leader loaded and deleted before its cache
@@ -62,14 +61,16 @@ type VPAStoreConfig struct {
 	MaxBytes int
 	// AnnotationKey is the annotation written; empty means AnnotationKey.
 	AnnotationKey string
-	// Owns tells whether uid is a live pod or Job whose VPA is owner (same
-	// namespace, name and UID). Load keeps a record only when it does, so
-	// that a VPA cannot hold records for another VPA's pods (another
-	// tenant's). It is called after the caches have synced, before any
-	// worker starts, from one goroutine, once per record read; it must not
-	// call the API server. Nil keeps every well-formed record (tests, dry
-	// run).
-	Owns func(owner Owner, uid types.UID) bool
+	// Live tells whether uid is a live pod or Job of owner's namespace.
+	// Load keeps a record only when it is, so that a VPA cannot hold
+	// records for pods that are gone or for another tenant's. It is called
+	// after the caches have synced, before any worker starts, from one
+	// goroutine, once per record read: it must be an index lookup, never a
+	// read of the API server nor an owner walk. Whether the pod's VPA is
+	// owner is told at the pod's first sync (Store.GetFor), with the VPA
+	// the sync resolves anyway. Nil keeps every well-formed record (tests,
+	// dry run).
+	Live func(owner Owner, uid types.UID) bool
 	// Metrics counts dropped records and failed writes; nil counts nothing.
 	Metrics *Metrics
 	// LoadTimeout bounds Load; 0 means DefaultLoadTimeout.
@@ -103,7 +104,7 @@ func NewVPAStore(client vpaclient.VerticalPodAutoscalersGetter, lister vpalister
 		key:     cfg.AnnotationKey,
 		written: map[string]string{},
 	}
-	s.durable = newDurable(cfg.AnnotationKey, s.write)
+	s.durable = newDurable(cfg.AnnotationKey, cfg.Metrics, s.write)
 	return s
 }
 
@@ -111,8 +112,10 @@ func NewVPAStore(client vpaclient.VerticalPodAutoscalersGetter, lister vpalister
 // nothing is written.
 func (s *VPAStore) ForgetOwner(owner Owner) int {
 	s.mu.Lock()
-	delete(s.owners, owner.Key())
-	delete(s.written, owner.Key())
+	delete(s.owners, owner.id())
+	delete(s.written, owner.id())
+	delete(s.failing, owner.id())
+	delete(s.leftOut, owner.id())
 	s.mu.Unlock()
 	return s.mem.ForgetOwner(owner)
 }
@@ -122,8 +125,9 @@ func (s *VPAStore) ForgetOwner(owner Owner) int {
 // last writes) and holds the records of every annotation. The annotations
 // are untrusted input (anyone who may edit a VPA may edit them):
 // DecodeAnnotation bounds the work each costs and drops malformed records,
-// and a record is only kept when cfg.Owns says its UID is a live pod or Job
-// of the VPA carrying it. An annotation that cannot be read, or of which
+// a record is only kept when cfg.Live says its UID is a live pod or Job of
+// the VPA's namespace, and it is only believed for a pod whose VPA is the
+// one carrying it (GetFor). An annotation that cannot be read, or of which
 // records were dropped, is rewritten with the records kept.
 //
 // Load lists in pages and gives up after cfg.LoadTimeout: a slow API server
@@ -143,11 +147,11 @@ func (s *VPAStore) load(ctx context.Context, now time.Time) error {
 		// What the VPA carries, as of this consistent read: a write
 		// compares with it, not with a cache that may lag.
 		value, ok := annotations[s.key]
-		written[owner.Key()] = value
+		written[owner.id()] = value
 		if !ok {
 			return
 		}
-		d, _ := DecodeAnnotation(value, decodeOptions(owner, now, s.cfg.Owns, s.cfg.MaxBytes))
+		d, _ := DecodeAnnotation(value, decodeOptions(owner, now, s.cfg.Live, s.cfg.MaxBytes))
 		l.add(ctx, owner, "annotation "+s.key, d)
 	})
 	if err != nil {
@@ -170,21 +174,22 @@ func (s *VPAStore) load(ctx context.Context, now time.Time) error {
 const loadPageSize = 100
 
 // write brings the annotation of one VPA up to date with the records held.
-func (s *VPAStore) write(ctx context.Context, key string) error {
+func (s *VPAStore) write(ctx context.Context, id string) error {
 	logger := klog.FromContext(ctx)
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return nil
-	}
-	records := s.mem.byOwner(key)
+	records := s.mem.byOwner(id)
 	value, left, err := EncodeAnnotation(records, s.cfg.MaxBytes)
 	if err != nil {
 		return err
 	}
+	s.setLeftOut(id, len(left))
 	s.mu.Lock()
-	uid := s.owners[key]
-	last, wrote := s.written[key]
+	owner, known := s.owners[id]
+	last, wrote := s.written[id]
 	s.mu.Unlock()
+	if !known {
+		return nil // forgotten: the VPA and its annotation are gone
+	}
+	namespace, name, uid, key := owner.Namespace, owner.Name, owner.UID, owner.Key()
 
 	vpa, err := s.lister.VerticalPodAutoscalers(namespace).Get(name)
 	switch {
@@ -219,7 +224,7 @@ func (s *VPAStore) write(ctx context.Context, key string) error {
 	switch {
 	case err == nil:
 		s.mu.Lock()
-		s.written[key] = value
+		s.written[id] = value
 		s.mu.Unlock()
 		logger.V(4).Info("Wrote records", "vpa", key, "annotation", s.key, "records", len(records)-len(left), "bytes", len(value))
 		if len(left) > 0 {
@@ -231,7 +236,7 @@ func (s *VPAStore) write(ctx context.Context, key string) error {
 		// Gone, or replaced by a new VPA of the same name (the UID in the
 		// patch no longer matches): the records have nowhere to go.
 		s.mu.Lock()
-		delete(s.written, key)
+		delete(s.written, id)
 		s.mu.Unlock()
 		logger.V(2).Info("VPA gone; its records are held in memory only", "vpa", key, "annotation", s.key, "err", err)
 		return nil

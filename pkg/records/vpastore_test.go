@@ -362,7 +362,7 @@ func checkConcurrentWorkers(t *testing.T, s *durable, written func(vpa string) m
 	}
 	wg.Wait()
 	for _, n := range names {
-		want := s.mem.byOwner(Owner{Namespace: "default", Name: n}.Key())
+		want := s.mem.byOwner(Owner{Namespace: "default", Name: n, UID: types.UID("uid-" + n)}.id())
 		require.Eventually(t, func() bool {
 			got := written(n)
 			if len(got) != len(want) {

@@ -378,12 +378,20 @@ func (c *Controller) conditionSummary(vpa *vpatypes.VerticalPodAutoscaler) (cond
 		return condition.Summary{}, false
 	}
 	key := vpaKey(vpa)
+	notDurable := ""
+	for _, s := range []records.Store{c.store, c.memStore} {
+		if err := s.WriteError(ownerOf(vpa)); err != nil {
+			notDurable = err.Error()
+			break
+		}
+	}
 	return condition.Summary{
-		Pods:    c.tracker.Of(key),
-		Jobs:    c.jobTracker.Of(key),
-		Paused:  c.pausedWhy(vpa),
-		GateOff: !c.gate.Enabled(features.InPlace),
-		DryRun:  c.cfg.DryRun,
+		Pods:       c.tracker.Of(key),
+		Jobs:       c.jobTracker.Of(key),
+		Paused:     c.pausedWhy(vpa),
+		GateOff:    !c.gate.Enabled(features.InPlace),
+		DryRun:     c.cfg.DryRun,
+		NotDurable: notDurable,
 	}, true
 }
 

@@ -216,13 +216,13 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	case o.store != nil:
 		f.store = o.store
 	case o.durable:
-		f.store = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaLister, records.VPAStoreConfig{Now: f.clock.Now, Owns: f.ownsRecord})
+		f.store = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaLister, records.VPAStoreConfig{Now: f.clock.Now, Live: f.recordLive})
 	default:
 		f.store = records.NewInMemoryStore()
 	}
 	f.memStore = records.NewInMemoryStore()
 	if o.durable {
-		f.memStore = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaLister, records.VPAStoreConfig{AnnotationKey: records.MemoryAnnotationKey, Now: f.clock.Now, Owns: f.ownsRecord})
+		f.memStore = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaLister, records.VPAStoreConfig{AnnotationKey: records.MemoryAnnotationKey, Now: f.clock.Now, Live: f.recordLive})
 	}
 	if o.serverMinor == 0 {
 		o.serverMinor = 37
@@ -308,10 +308,10 @@ func (f *fixture) run() (stop func()) {
 	return stop
 }
 
-// ownsRecord is the durable stores' ownership check: the controller's, as
-// the binary wires it.
-func (f *fixture) ownsRecord(owner records.Owner, uid types.UID) bool {
-	return f.ctrl.OwnsRecord(f.ctx, owner, uid)
+// recordLive is the durable stores' check at Load: the controller's, as
+// cmd/updater wires it.
+func (f *fixture) recordLive(owner records.Owner, uid types.UID) bool {
+	return f.ctrl.RecordLive(owner, uid)
 }
 
 // queued drains the pod queue and returns the keys it held, sorted.

@@ -15,10 +15,11 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
 )
 
-// A record is believed only for the VPA's own pods and Jobs: a VPA in
-// another namespace, another VPA of the namespace, or a VPA of the same
-// name but another UID cannot hold one for them.
-func TestOwnsRecord(t *testing.T) {
+// Load keeps a record of a pod or Job in the caches, in the namespace of
+// the VPA holding it, and nothing else: no owner is walked. Whether the
+// VPA is the pod's is told at the pod's first sync (GetFor; see
+// TestAnotherVPAOfTheNamespaceHoldsNoPodBack).
+func TestRecordLive(t *testing.T) {
 	other := testvpa.New("db").Target("apps/v1", "Deployment", "db").InPlace().Recommend("c", "1", "1Gi").Obj()
 	tenant := testpod.New("q").Namespace("tenant-a").Container("c", "100m", "100Mi").Running().Obj()
 	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj(), tenant},
@@ -32,17 +33,16 @@ func TestOwnsRecord(t *testing.T) {
 		want  bool
 	}{
 		{"the VPA's own pod", records.Owner{Namespace: "default", Name: "web", UID: web.UID}, "uid-p", true},
-		{"another VPA of the namespace", records.Owner{Namespace: "default", Name: "db", UID: other.UID}, "uid-p", false},
-		{"a VPA of the same name, another UID", records.Owner{Namespace: "default", Name: "web", UID: "uid-older"}, "uid-p", false},
+		{"another VPA of the namespace: told at the pod's sync", records.Owner{Namespace: "default", Name: "db", UID: other.UID}, "uid-p", true},
 		{"a VPA of another namespace", records.Owner{Namespace: "tenant-a", Name: "web", UID: web.UID}, "uid-p", false},
-		{"a pod no VPA controls", records.Owner{Namespace: "tenant-a", Name: "web"}, "uid-q", false},
+		{"a pod of the namespace", records.Owner{Namespace: "tenant-a", Name: "web"}, "uid-q", true},
 		{"the VPA's own Job", records.Owner{Namespace: "default", Name: "train", UID: train.UID}, "uid-train", true},
-		{"another VPA's Job", records.Owner{Namespace: "default", Name: "web", UID: web.UID}, "uid-train", false},
+		{"a Job of another namespace", records.Owner{Namespace: "tenant-a", Name: "train"}, "uid-train", false},
 		{"a UID no pod or Job has", records.Owner{Namespace: "default", Name: "web", UID: web.UID}, "uid-gone", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, f.ctrl.OwnsRecord(f.ctx, tt.owner, types.UID(tt.uid)))
+			assert.Equal(t, tt.want, f.ctrl.RecordLive(tt.owner, types.UID(tt.uid)))
 		})
 	}
 }

@@ -97,8 +97,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			return nil
 		}
 	}
-	record, _ := c.store.Get(pod.UID)
-	memRecord, _ := c.memStore.Get(pod.UID)
+	// Only the records held for this VPA: one held for another is not
+	// believed, and forgotten (records.Store.GetFor).
+	record, _ := c.store.GetFor(ownerOf(vpa), pod.UID)
+	memRecord, _ := c.memStore.GetFor(ownerOf(vpa), pod.UID)
 	in := resize.Input{
 		Pod:               pod,
 		Desired:           desired,
@@ -195,8 +197,8 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		c.reportMemoryRecord(ctx, pod, vpa, d)
 	}
 	if d.Action != resize.ActionPatch {
-		record, _ := c.store.Get(pod.UID)
-		memRecord, _ := c.memStore.Get(pod.UID)
+		record, _ := c.store.GetFor(owner, pod.UID)
+		memRecord, _ := c.memStore.GetFor(owner, pod.UID)
 		st := stateOf(d, record, memRecord, rs)
 		return &st, nil
 	}

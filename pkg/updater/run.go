@@ -188,7 +188,11 @@ func (c *Controller) CleanupRecords() []types.UID {
 	if err != nil {
 		return nil
 	}
-	live := sets.New[types.UID](c.jobTemplates.Live()...)
+	jobs, err := c.jobTemplates.Live()
+	if err != nil {
+		return nil // no answer: nothing is forgotten
+	}
+	live := sets.New[types.UID](jobs...)
 	for _, p := range pods {
 		live.Insert(p.UID)
 	}

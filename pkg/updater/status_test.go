@@ -14,11 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clienttesting "k8s.io/client-go/testing"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpautil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
@@ -308,4 +310,32 @@ func TestFirstConditionWaitsForTheFirstPass(t *testing.T) {
 	writes := f.statusWrites()
 	require.Len(t, writes, 1, "one condition write: %v", writes)
 	assert.Equal(t, "6 pods: 6 resized or resizing.", f.condition("web").Message)
+}
+
+// failingWrites is a store whose writes of one VPA's records keep failing.
+type failingWrites struct {
+	*records.InMemoryStore
+	vpa types.UID
+}
+
+func (s failingWrites) WriteError(owner records.Owner) error {
+	if owner.UID == s.vpa {
+		return errors.New(`writing the records of VPA default/web into ConfigMap vpa-inplace-system/vpa-inplace-records-infeasible-uid-web: configmaps is forbidden`)
+	}
+	return nil
+}
+
+// Issue #32, item 5: while a VPA's records cannot be written, its condition
+// says that they are not durable and what a restart would repeat.
+func TestConditionSaysWhenRecordsAreNotDurable(t *testing.T) {
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("8", "100Mi")},
+		fixtureOpts{store: failingWrites{InMemoryStore: records.NewInMemoryStore(), vpa: "uid-web"}})
+	f.failResize(nodeCapacityErr())
+	require.NoError(t, f.sync("p"))
+	require.NoError(t, f.syncStatus("web"))
+	c := f.condition("web")
+	require.NotNil(t, c)
+	assert.Equal(t, condition.ReasonInfeasible, c.Reason)
+	assert.Contains(t, c.Message, "Records not durable: writing the records of VPA default/web")
+	assert.Contains(t, c.Message, "they are held in memory only, and after a restart or a change of leader the resizes they hold back are tried once more")
 }

@@ -4,6 +4,7 @@ package app
 import (
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -41,6 +42,21 @@ type Options struct {
 	LeaderElection            componentbaseconfig.LeaderElectionConfiguration
 }
 
+// FallbackRecordsNamespace is the default of --records-namespace when the
+// updater does not know its own namespace (run outside a pod).
+const FallbackRecordsNamespace = "vpa-inplace-system"
+
+// DefaultRecordsNamespace is the default of --records-namespace: the
+// updater's own namespace, from the POD_NAMESPACE environment variable
+// (lookup) that the Deployment sets through the downward API, or
+// FallbackRecordsNamespace when it is unset.
+func DefaultRecordsNamespace(lookup func(string) (string, bool)) string {
+	if ns, ok := lookup("POD_NAMESPACE"); ok && ns != "" {
+		return ns
+	}
+	return FallbackRecordsNamespace
+}
+
 // NewOptions returns the defaults.
 func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 	return &Options{
@@ -54,7 +70,7 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		Address:                   ":8943",
 		DeferredWarningAfter:      10 * time.Minute,
 		ConfigMap:                 "vpa-inplace-system/vpa-inplace-updater-config",
-		RecordsNamespace:          "vpa-inplace-system",
+		RecordsNamespace:          DefaultRecordsNamespace(os.LookupEnv),
 		FeatureGate:               gate,
 		MemoryLimitDecreaseMargin: 0.2,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
@@ -104,7 +120,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ConfigMap, "config-map", o.ConfigMap,
 		`Namespace/name of the ConfigMap whose key paused: "true" pauses every resize cluster-wide, without a redeploy. Empty: no cluster-wide switch.`)
 	fs.StringVar(&o.RecordsNamespace, "records-namespace", o.RecordsNamespace,
-		"Namespace of the ConfigMaps holding the records of resizes that cannot succeed (one ConfigMap per VPA and kind of record), so that a restart or a new leader does not send them again. The updater's own namespace: tenants must not be able to write there.")
+		"Namespace of the ConfigMaps holding the records of resizes that cannot succeed (one ConfigMap per VPA and kind of record), so that a restart or a new leader does not send them again. Default: the updater's own namespace, from the POD_NAMESPACE environment variable (the Deployment sets it from the downward API), or "+FallbackRecordsNamespace+" when it is unset (run outside the cluster with --kubeconfig). It must exist and the updater must be allowed to create ConfigMaps there, or the updater does not start. Tenants must not be able to write there.")
 	fs.Float64Var(&o.MemoryLimitDecreaseMargin, "memory-limit-decrease-margin", o.MemoryLimitDecreaseMargin,
 		"A container's memory limit is lowered in place only to a value above its memory in use times (1 + this margin), with the usage read from the metrics API (metrics.k8s.io) when it is served; otherwise the limit is kept and the rest of the resize is applied. 0.2 means 20%. Without the metrics API, the kubelet's own check (1.34+) decides, and its refusal is recorded and not tried again.")
 	o.FeatureGate.AddFlag(fs)

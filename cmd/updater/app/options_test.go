@@ -133,3 +133,19 @@ func TestEffectiveWorkers(t *testing.T) {
 		})
 	}
 }
+
+// The records live in the updater's own namespace, as the downward API
+// tells it (issue #32, item 5: POD_NAMESPACE was set and never read, and a
+// chart installed elsewhere wrote into a namespace that did not exist).
+func TestRecordsNamespaceDefaultsToThePodsNamespace(t *testing.T) {
+	env := func(vars map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	}
+	assert.Equal(t, "autoscaling", DefaultRecordsNamespace(env(map[string]string{"POD_NAMESPACE": "autoscaling"})))
+	assert.Equal(t, FallbackRecordsNamespace, DefaultRecordsNamespace(env(nil)), "outside a pod")
+	assert.Equal(t, FallbackRecordsNamespace, DefaultRecordsNamespace(env(map[string]string{"POD_NAMESPACE": ""})))
+
+	t.Setenv("POD_NAMESPACE", "autoscaling")
+	assert.Equal(t, "autoscaling", parse(t).RecordsNamespace)
+	assert.Equal(t, "elsewhere", parse(t, "--records-namespace=elsewhere").RecordsNamespace, "the flag wins")
+}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
@@ -84,6 +85,15 @@ func Run(ctx context.Context, o *Options) error {
 	logger.Info("Starting vpa-inplace updater", "inPlaceGate", o.FeatureGate.Enabled("InPlace"), "serverMinor", minor,
 		"dryRun", o.DryRun, "killSwitch", o.ConfigMap, "gcPercent", gcPercent, "gcPercentFromEnv", gcFromEnv)
 
+	// A records namespace that is missing or not writable is a startup
+	// error: every resize sent would have its failure recorded nowhere, and
+	// be sent again after a restart. A dry run records nothing.
+	if !o.DryRun {
+		if err := checkRecordsNamespace(ctx, kube.CoreV1(), o.RecordsNamespace); err != nil {
+			return err
+		}
+	}
+
 	namespace := metav1.NamespaceAll
 	if o.VPAObjectNamespace != "" {
 		namespace = o.VPAObjectNamespace
@@ -131,10 +141,12 @@ func Run(ctx context.Context, o *Options) error {
 	// nor a new leader tries them again; records a previous version left on
 	// the VPAs' annotations are moved there. A dry run writes nothing.
 	var store, memStore records.Store = records.NewInMemoryStore(), records.NewInMemoryStore()
-	// A record is kept only for its VPA's own pods and Jobs. Load runs after
-	// the controller's caches have synced.
+	// Load keeps a record only for a live pod or Job of its VPA's namespace
+	// (index lookups, no owner walk); whether the pod's VPA is the record's
+	// is told at the pod's first sync. Load runs after the controller's
+	// caches have synced.
 	var ctrl *updater.Controller
-	owns := func(owner records.Owner, uid types.UID) bool { return ctrl.OwnsRecord(ctx, owner, uid) }
+	live := func(owner records.Owner, uid types.UID) bool { return ctrl.RecordLive(owner, uid) }
 	if !o.DryRun {
 		recordsMetrics, err := records.NewMetrics(registry)
 		if err != nil {
@@ -144,7 +156,7 @@ func Run(ctx context.Context, o *Options) error {
 			return records.NewConfigMapStore(kube.CoreV1(), vpaClient.AutoscalingV1(), vpaInformer.Lister(), records.ConfigMapStoreConfig{
 				Namespace: o.RecordsNamespace, Store: name, AnnotationKey: annotation,
 				VPANamespace: namespace, IgnoredNamespaces: o.IgnoredVPANamespaces,
-				Metrics: recordsMetrics, Now: time.Now, Owns: owns,
+				Metrics: recordsMetrics, Now: time.Now, Live: live,
 			})
 		}
 		if store, err = newStore(records.StoreInfeasible, records.AnnotationKey); err != nil {
@@ -273,6 +285,23 @@ func Run(ctx context.Context, o *Options) error {
 		return ctrl.Run(ctx)
 	}
 	return runAsLeader(ctx, kube, o.LeaderElection, leader, ctrl.Run)
+}
+
+// checkRecordsNamespace refuses a records namespace that is missing or not
+// writable (records.ErrNotWritable). An API server that gives no verdict
+// yet is left to the first Load, which checks again before anything is
+// decided.
+func checkRecordsNamespace(ctx context.Context, configMaps corev1client.ConfigMapsGetter, namespace string) error {
+	err := records.CheckWritable(ctx, configMaps, namespace, records.StoreInfeasible)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, records.ErrNotWritable):
+		return fmt.Errorf("--records-namespace %s: %w", namespace, err)
+	default:
+		klog.FromContext(ctx).Error(err, "Cannot check the records namespace yet; the first load of the records checks it again", "recordsNamespace", namespace)
+		return nil
+	}
 }
 
 // newRecorder returns the event recorder of the binary (pkg/eventsink),

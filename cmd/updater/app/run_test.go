@@ -2,19 +2,24 @@ package app
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
 )
@@ -82,4 +87,40 @@ func TestKillSwitchWatchesOneConfigMapInItsNamespace(t *testing.T) {
 		k.start(ctx)
 		k.shutdown()
 	})
+}
+
+// Issue #32, item 5: a records namespace that is missing or not writable
+// stops the updater at start, saying what to do; an API server that does
+// not answer yet does not (the first Load checks again).
+func TestStartRefusesARecordsNamespaceItCannotWrite(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"missing", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "vpa-inplace-system"),
+			`--records-namespace vpa-inplace-system: records namespace missing or not writable: namespace "vpa-inplace-system" does not exist; create it, or set --records-namespace`},
+		{"not writable", apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no RBAC policy matched")),
+			`ConfigMaps cannot be created in namespace "vpa-inplace-system"`},
+		{"no verdict yet", apierrors.NewServiceUnavailable("apiserver starting"), ""},
+		{"writable", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := kubefake.NewClientset()
+			var dryRun []string
+			kube.PrependReactor("create", "configmaps", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				dryRun = a.(clienttesting.CreateActionImpl).CreateOptions.DryRun
+				return true, nil, tc.err
+			})
+			err := checkRecordsNamespace(ctx, kube.CoreV1(), "vpa-inplace-system")
+			assert.Equal(t, []string{metav1.DryRunAll}, dryRun, "nothing is created")
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorIs(t, err, records.ErrNotWritable)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
 }

@@ -78,7 +78,14 @@ type Summary struct {
 	Paused  string
 	GateOff bool
 	DryRun  bool
+	// NotDurable says why the records of the VPA's pods cannot be written
+	// (records.Store.WriteError), "" while they are.
+	NotDurable string
 }
+
+// maxNotDurable bounds what the error of a records write adds to the
+// message.
+const maxNotDurable = 300
 
 // Blocked builds the InPlaceResizeBlocked condition (without its
 // transition time) from the states of a VPA's pods. The message names
@@ -167,6 +174,11 @@ func Blocked(s Summary) vpatypes.VerticalPodAutoscalerCondition {
 		}
 	}
 	msg := counts(s.Pods, byState) + jobCounts(s.Jobs, jobsByState) + waitingFor(byState[state.PodWaiting])
+	if s.NotDurable != "" {
+		// It blocks nothing now; it says what a restart would repeat.
+		msg += " Records not durable: " + Truncate(s.NotDurable, maxNotDurable) +
+			"; they are held in memory only, and after a restart or a change of leader the resizes they hold back are tried once more."
+	}
 	if len(details) > 0 {
 		msg += " " + strings.Join(details, " ")
 	}

@@ -287,7 +287,7 @@ func (c *Controller) Sync(ctx context.Context, key string) error {
 		c.reportJob(job, vpa, state.Job{State: state.JobError, Message: "cannot compute what the template should get: " + err.Error()})
 		return fmt.Errorf("computing recommendation: %w", err)
 	}
-	record, _ := c.deps.Store.Get(job.UID)
+	record, _ := c.deps.Store.GetFor(ownerOf(vpa), job.UID)
 	d := Decide(Input{
 		Job:         job,
 		Desired:     desired,
@@ -328,7 +328,7 @@ func (c *Controller) Act(ctx context.Context, job *batchv1.Job, vpa *vpatypes.Ve
 		return &state.Job{State: state.JobWaiting, Message: d.Message}, nil
 	}
 	if d.Action != resize.ActionPatch {
-		if record, ok := c.deps.Store.Get(job.UID); ok {
+		if record, ok := c.deps.Store.GetFor(ownerOf(vpa), job.UID); ok {
 			return rejectedStatus(record), nil
 		}
 		return &state.Job{State: state.JobWaiting, Message: d.Message}, nil
@@ -420,18 +420,19 @@ func (c *Controller) untrackJob(uid types.UID) {
 }
 
 // Live returns the UIDs of the Jobs in the cache (for the cleanup of
-// records).
-func (c *Controller) Live() []types.UID {
+// records). An error is no answer: it is returned, not an empty list that
+// would forget every Job's record.
+func (c *Controller) Live() ([]types.UID, error) {
 	if c.deps.Jobs == nil {
-		return nil
+		return nil, nil
 	}
 	jobs, err := c.deps.Jobs.List(labels.Everything())
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("listing Jobs from cache: %w", err)
 	}
 	out := make([]types.UID, 0, len(jobs))
 	for _, j := range jobs {
 		out = append(out, j.UID)
 	}
-	return out
+	return out, nil
 }
