@@ -21,7 +21,8 @@ go build -o "${work}/" ./cmd/updater ./cmd/admission-controller
 helps=()
 for bin in updater admission-controller; do
   # --help prints the usage and exits 0; the text goes to stderr.
-  "${work}/${bin}" --help >"${work}/${bin}.help" 2>&1
+  # POD_NAMESPACE is unset: it changes the updater's --records-namespace default.
+  env -u POD_NAMESPACE "${work}/${bin}" --help >"${work}/${bin}.help" 2>&1
   helps+=("${bin}=${work}/${bin}.help")
 done
 if ! python3 hack/docs/flags.py "${mode[@]}" docs/flags.md "${helps[@]}" >"${work}/diff"; then
