@@ -450,3 +450,45 @@ func IsDisruptive(pod *corev1.Pod, target resources.Resources) bool {
 	}
 	return false
 }
+
+// PendingRestart reports whether the pod's spec holds a resize the kubelet
+// has not applied yet and that will restart a container: a resize is
+// pending or under way (anything but none and Infeasible) and a resource
+// whose resizePolicy is RestartContainer differs between the spec and what
+// the container runs with (its status; a container that reports nothing
+// differs).
+func PendingRestart(pod *corev1.Pod) bool {
+	switch ReadStatus(pod).State {
+	case StateNone, StateInfeasible:
+		return false
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		var running corev1.ResourceRequirements
+		for j := range pod.Status.ContainerStatuses {
+			if s := &pod.Status.ContainerStatuses[j]; s.Name == c.Name && s.Resources != nil {
+				running = *s.Resources
+			}
+		}
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if policyFor(c, name) != corev1.RestartContainer {
+				continue
+			}
+			if !sameRunning(name, c.Resources.Requests, running.Requests) || !sameRunning(name, c.Resources.Limits, running.Limits) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sameRunning compares a spec value with the one a container runs with,
+// allowing for the kubelet's rounding of cpu.
+func sameRunning(name corev1.ResourceName, spec, running corev1.ResourceList) bool {
+	want, hasWant := spec[name]
+	got, hasGot := running[name]
+	if hasWant != hasGot {
+		return false
+	}
+	return !hasWant || closeEnough(name, want, got)
+}

@@ -88,6 +88,11 @@ type Config struct {
 	// resize must stay Ready before the next pod of its workload may go,
 	// when the workload sets no minReadySeconds; 0 means 30s.
 	RestartMinReady time.Duration
+	// RestartReservationTimeout is --restart-reservation-timeout: how long a
+	// resize that restarts containers keeps its place while its pod stays
+	// Ready and the kubelet has not applied it (Deferred, failing); 0 means
+	// 10m.
+	RestartReservationTimeout time.Duration
 	// ReversalHold is --resize-reversal-hold: how long after a resize a
 	// change that only undoes it is held while the pod's requests stay
 	// inside the recommended range; 0 holds nothing.
@@ -233,6 +238,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	if cfg.RestartMinReady <= 0 {
 		cfg.RestartMinReady = restartMinReadyDefault
 	}
+	if cfg.RestartReservationTimeout <= 0 {
+		cfg.RestartReservationTimeout = restartReservationTimeoutDefault
+	}
 	deps.MinReady.Default = cfg.RestartMinReady
 	if deps.MemoryRecords == nil {
 		deps.MemoryRecords = records.NewInMemoryStore()
@@ -256,7 +264,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		now:       deps.Clock.Now,
 		metrics:   deps.Metrics,
 		ignored:   sets.New(cfg.IgnoredNamespaces...),
-		budget:    disruption.New(cfg.EvictionTolerance, deps.Clock),
+		budget:    disruption.New(disruption.Config{Tolerance: cfg.EvictionTolerance, Timeout: cfg.RestartReservationTimeout}, deps.Clock),
 		minReady:  deps.MinReady,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
@@ -400,5 +408,6 @@ func (c *Controller) gaugeSnapshot() report.GaugeSnapshot {
 	paused, _ := c.clusterPaused()
 	metricsAPI := c.usage != nil && c.usage.Available()
 	return report.GaugeSnapshot{Records: c.store.Len(), MemoryRecords: c.memStore.Len(), Pending: pending, Oldest: oldest,
-		Paused: paused, DryRun: c.cfg.DryRun, MetricsAPI: metricsAPI, Jobs: jobs, Boosted: pending[state.PodBoosted]}
+		Paused: paused, DryRun: c.cfg.DryRun, MetricsAPI: metricsAPI, Jobs: jobs, Boosted: pending[state.PodBoosted],
+		RestartReservations: c.budget.Counts()}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/boost"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
 )
 
 // Event handlers. They only look at the objects they are given and queue
@@ -136,7 +137,9 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	if key, ok := c.tracker.Deleted(pod.UID, c.now()); ok {
 		c.enqueueCondition(key)
 	}
-	c.budget.Forget(pod.UID)
+	if c.budget.Forget(pod.UID) {
+		c.restartEnded(pod, disruption.EndGone)
+	}
 	c.enqueueWaitingOnNode(pod.Spec.NodeName)
 }
 

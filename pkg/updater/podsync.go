@@ -47,6 +47,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", klog.KObj(pod))
 	ctx = klog.NewContext(ctx, logger)
+	// First, whatever its VPA: a restart found under way at start may be
+	// any pod's, and its place ends only when it is observed.
+	c.observeRestart(ctx, pod)
 
 	vpa, err := c.resolver.VPAForPod(ctx, pod)
 	if err != nil {
@@ -81,8 +84,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.metrics.StaleCacheRead()
 		logger.V(2).Info("Cache has not seen the resize sent; deciding on the pod read from the API server", "cachedVersion", pod.ResourceVersion, "resourceVersion", live.ResourceVersion)
 		pod = live
+		c.observeRestart(ctx, pod)
 	}
-	c.observeRestart(ctx, pod)
 
 	status := resize.ReadStatus(pod)
 	desired, err := c.calc.ForPod(pod, vpa)
@@ -188,6 +191,8 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		d.NewRecord.RecordedAt = c.now()
 		c.store.Put(owner, pod.UID, d.NewRecord)
 		c.reportRecord(ctx, pod, vpa, d.NewRecord)
+		// The resize the pod holds cannot be applied: nothing restarts.
+		c.releaseRestart(pod, disruption.EndRecorded)
 	}
 	if d.NewMemoryRecord != nil {
 		d.NewMemoryRecord.RecordedAt = c.now()
@@ -202,6 +207,8 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 	}
 
 	if reason, why := c.withheld(vpa); reason != "" {
+		// Paused since sync looked: nothing is sent.
+		c.releaseRestart(pod, disruption.EndWithheld)
 		c.metrics.WithheldResize(reason)
 		logger.V(2).Info("Resize not sent", "target", d.Target.String(), "why", why)
 		return &state.Pod{State: state.PodWithheld, Values: d.Target.String(), Message: why}, nil
@@ -210,9 +217,19 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 	patched, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
 	outcome := resize.ClassifyPatchError(err)
 	c.metrics.Patched(outcome)
-	if outcome != resize.OutcomeAccepted && d.Disruptive {
+	switch {
+	case !d.Disruptive:
+	case outcome == resize.OutcomeAccepted:
+		c.budget.Sent(pod.UID)
+	case resize.MayHaveApplied(err):
+		// The answer was lost, not the patch: the pod may restart. The
+		// place is kept until the pod shows what happened, or a patch
+		// sent again is answered.
+		c.budget.Unconfirmed(pod.UID)
+		logger.Info("Answer to a restarting resize lost; its place is kept until the pod shows whether it was applied", "err", err)
+	default:
 		// Nothing restarts: the reservation goes back.
-		c.budget.Release(pod.UID)
+		c.releaseRestart(pod, disruption.EndRefused)
 	}
 	switch outcome {
 	case resize.OutcomeAccepted:

@@ -180,6 +180,8 @@ func Run(ctx context.Context, o *Options) error {
 		DeferredWarningAfter: o.DeferredWarningAfter,
 		ConfigMap:            killSwitch.name,
 		MemoryLimitMargin:    o.MemoryLimitDecreaseMargin,
+		// Places of restarting resizes the kubelet has not applied.
+		RestartReservationTimeout: o.RestartReservationTimeout,
 	}, updater.Deps{
 		Client:     kube,
 		VPAClient:  vpaClient,
