@@ -17,6 +17,7 @@ package resize
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -491,4 +492,28 @@ func sameRunning(name corev1.ResourceName, spec, running corev1.ResourceList) bo
 		return false
 	}
 	return !hasWant || closeEnough(name, want, got)
+}
+
+// SpecOf renders the cpu and memory requests and limits of the pod's
+// containers, init containers included: a resize changes it, and a cached
+// pod that still renders as it did when a resize was decided does not show
+// that resize yet.
+func SpecOf(pod *corev1.Pod) string {
+	var b strings.Builder
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			c := &list[i]
+			b.WriteString(c.Name)
+			for _, l := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+				for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+					b.WriteByte(' ')
+					if q, ok := l[name]; ok {
+						b.WriteString(q.String())
+					}
+				}
+			}
+			b.WriteByte(';')
+		}
+	}
+	return b.String()
 }

@@ -49,6 +49,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/noderoom"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
@@ -144,6 +145,10 @@ type Deps struct {
 	// Nodes watches Nodes, for the resizes sent only when they fit
 	// (ResizeWhenAnnotation); nil: every resize is sent.
 	Nodes coreinformers.NodeInformer
+	// NodePods watches every pod bound to a node, of every namespace, for
+	// those resizes: what they read of a pod (cachetrim.NodeView) is
+	// enough. nil: Pods, which must then see every namespace.
+	NodePods coreinformers.PodInformer
 	// PDBs watches PodDisruptionBudgets, consulted before a resize that
 	// restarts containers; nil: only the eviction tolerance applies.
 	PDBs policyinformers.PodDisruptionBudgetInformer
@@ -173,6 +178,8 @@ type Controller struct {
 	configMaps corelisters.ConfigMapLister
 	pdbs       policylisters.PodDisruptionBudgetLister
 	nodes      corelisters.NodeLister
+	// nodePodIdx indexes by node the pods bound to nodes (Deps.NodePods).
+	nodePodIdx cache.Indexer
 	jobs       batchlisters.JobLister
 	jobIdx     cache.Indexer
 	synced     []cache.InformerSynced
@@ -190,6 +197,9 @@ type Controller struct {
 	// budget paces resizes that restart containers (restart.go).
 	budget   *disruption.Budget
 	minReady disruption.MinReady
+	// room holds the node room of resizes sent and not yet in the cache
+	// (capacity.go); nil without a node cache.
+	room *noderoom.Ledger
 	// queue holds pod keys; vpaQueue VPA keys whose pods and Jobs are to be
 	// queued (and killSwitchKey); statusQueue VPA keys whose condition may
 	// need writing; jobQueue Job keys.
@@ -355,6 +365,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		}); err != nil {
 			return nil, fmt.Errorf("adding Node handler: %w", err)
 		}
+		if err := c.watchNodePods(logger, deps); err != nil {
+			return nil, err
+		}
 	}
 	if deps.PDBs != nil {
 		c.pdbs = deps.PDBs.Lister()
@@ -409,5 +422,5 @@ func (c *Controller) gaugeSnapshot() report.GaugeSnapshot {
 	metricsAPI := c.usage != nil && c.usage.Available()
 	return report.GaugeSnapshot{Records: c.store.Len(), MemoryRecords: c.memStore.Len(), Pending: pending, Oldest: oldest,
 		Paused: paused, DryRun: c.cfg.DryRun, MetricsAPI: metricsAPI, Jobs: jobs, Boosted: pending[state.PodBoosted],
-		RestartReservations: c.budget.Counts()}
+		RestartReservations: c.budget.Counts(), NodeRoomHolds: c.roomHolds()}
 }

@@ -132,16 +132,16 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	d := resize.Decide(in)
 	var waiting *disruption.Verdict
 	// A resize that is withheld (paused, dry run) is neither checked
-	// against its node nor given a place in the budget.
+	// against its node nor given a place in the budget. Each check and its
+	// reservation are one step, taken before the resize is sent; what one
+	// reserved goes back when the other refuses.
 	if reason, _ := c.withheld(vpa); d.Action == resize.ActionPatch && reason == "" {
-		if fitsNodeOnly(vpa, pod) {
-			if fits, why := c.fitsNode(pod, d.Target); !fits {
-				d = resize.WaitForNode(d, why)
-			}
+		if fits, why := c.reserveRoom(vpa, pod, d.Target); !fits {
+			d = resize.WaitForNode(d, why)
 		}
 		if d.Action == resize.ActionPatch && d.Disruptive {
-			// Check and reservation in one step, before the resize is sent.
 			if v := c.reserveRestart(pod); !v.Allowed {
+				c.releaseRoom(pod)
 				in.DisruptionAllowed, in.DisruptionRefused = false, v.Blocker+": "+v.Message
 				d, waiting = resize.Decide(in), &v
 			}
@@ -208,6 +208,7 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 
 	if reason, why := c.withheld(vpa); reason != "" {
 		// Paused since sync looked: nothing is sent.
+		c.releaseRoom(pod)
 		c.releaseRestart(pod, disruption.EndWithheld)
 		c.metrics.WithheldResize(reason)
 		logger.V(2).Info("Resize not sent", "target", d.Target.String(), "why", why)
@@ -218,18 +219,24 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 	outcome := resize.ClassifyPatchError(err)
 	c.metrics.Patched(outcome)
 	switch {
-	case !d.Disruptive:
 	case outcome == resize.OutcomeAccepted:
-		c.budget.Sent(pod.UID)
+		if d.Disruptive {
+			c.budget.Sent(pod.UID)
+		}
 	case resize.MayHaveApplied(err):
-		// The answer was lost, not the patch: the pod may restart. The
-		// place is kept until the pod shows what happened, or a patch
-		// sent again is answered.
-		c.budget.Unconfirmed(pod.UID)
-		logger.Info("Answer to a restarting resize lost; its place is kept until the pod shows whether it was applied", "err", err)
+		// The answer was lost, not the patch: the pod may restart, and take
+		// its new room. The place and the room are kept until the pod shows
+		// what happened, or a patch sent again is answered.
+		if d.Disruptive {
+			c.budget.Unconfirmed(pod.UID)
+		}
+		logger.Info("Answer to a resize lost; what it reserved is kept until the pod shows whether it was applied", "disruptive", d.Disruptive, "err", err)
 	default:
-		// Nothing restarts: the reservation goes back.
-		c.releaseRestart(pod, disruption.EndRefused)
+		// Nothing was applied: what it reserved goes back.
+		c.releaseRoom(pod)
+		if d.Disruptive {
+			c.releaseRestart(pod, disruption.EndRefused)
+		}
 	}
 	switch outcome {
 	case resize.OutcomeAccepted:

@@ -204,6 +204,9 @@ func (c *Controller) CleanupRecords() []types.UID {
 	for range c.budget.Retain(live.Has) {
 		c.metrics.RestartReservationEnded(string(disruption.EndGone))
 	}
+	if c.room != nil {
+		c.room.Retain(live.Has)
+	}
 	c.memStore.Retain(live.Has)
 	return c.store.Retain(live.Has)
 }

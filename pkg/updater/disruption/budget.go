@@ -217,7 +217,7 @@ func (b *Budget) newReservation(req Request, versions map[types.UID]string) *res
 
 // sentFrom makes r the reservation of a resize decided on pod now.
 func (r *reservation) sentFrom(pod *corev1.Pod, now time.Time) {
-	r.generation, r.spec, r.shown, r.adopted = pod.Generation, specOf(pod), false, false
+	r.generation, r.spec, r.shown, r.adopted = pod.Generation, resize.SpecOf(pod), false, false
 	r.taken, r.readySince, r.state = now, time.Time{}, ""
 }
 
@@ -416,7 +416,7 @@ func (b *Budget) Observe(pod *corev1.Pod) Observation {
 	now := b.clock.Now()
 	r.labels = labels.Set(pod.Labels)
 	r.ready = podReady(pod)
-	if !r.shown && (pod.Generation > r.generation || specOf(pod) != r.spec) {
+	if !r.shown && (pod.Generation > r.generation || resize.SpecOf(pod) != r.spec) {
 		r.shown, r.unconfirmed = true, false
 	}
 	if r.shown {
@@ -508,28 +508,6 @@ func (b *Budget) Counts() map[string]int {
 		}
 	}
 	return out
-}
-
-// specOf renders the cpu and memory requests and limits of the pod's
-// containers (init containers included): a resize changes it.
-func specOf(pod *corev1.Pod) string {
-	var b strings.Builder
-	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range list {
-			c := &list[i]
-			b.WriteString(c.Name)
-			for _, l := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
-				for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-					b.WriteByte(' ')
-					if q, ok := l[name]; ok {
-						b.WriteString(q.String())
-					}
-				}
-			}
-			b.WriteByte(';')
-		}
-	}
-	return b.String()
 }
 
 // readySince is when the pod's Ready condition last turned True, or now when

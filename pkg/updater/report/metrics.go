@@ -50,6 +50,7 @@ const (
 	// held by resizes that restart containers (pkg/updater/disruption).
 	MetricRestartReservations      = "vpa_inplace_updater_restart_reservations"
 	MetricRestartReservationsEnded = "vpa_inplace_updater_restart_reservations_ended_total"
+	MetricNodeRoomHolds            = "vpa_inplace_updater_node_room_holds"
 )
 
 // failureKubeletInfeasible is the failure reason of a resize the API server
@@ -104,6 +105,9 @@ type GaugeSnapshot struct {
 	// RestartReservations counts the places held by resizes that restart
 	// containers, by state (disruption.HeldStates).
 	RestartReservations map[string]int
+	// NodeRoomHolds counts the resizes sent whose room on their node is held
+	// until the pod cache shows them.
+	NodeRoomHolds int
 }
 
 // NewMetrics creates the metrics and registers them on reg. The gauges read
@@ -349,6 +353,7 @@ type gaugeCollector struct {
 	jobs          *prometheus.Desc
 	boosted       *prometheus.Desc
 	restarts      *prometheus.Desc
+	roomHolds     *prometheus.Desc
 }
 
 func newGaugeCollector() *gaugeCollector {
@@ -375,6 +380,8 @@ func newGaugeCollector() *gaugeCollector {
 		restarts: prometheus.NewDesc(MetricRestartReservations,
 			"Places under --eviction-tolerance and PodDisruptionBudgets held by resizes that restart containers, by state: Unconfirmed (the answer to the patch was lost; held until the pod shows it), Restarting, Pending (the pod is Ready and the kubelet has not applied the resize: Deferred or failing; held for --restart-reservation-timeout at most), Back (Ready for less than minReady).",
 			[]string{"state"}, nil),
+		roomHolds: prometheus.NewDesc(MetricNodeRoomHolds,
+			"Resizes sent to pods bound to a node whose room on the node is held until the pod cache shows them, so that the resizes sent only when they fit (resize-when: fits-node) count them.", nil, nil),
 		boosted: prometheus.NewDesc(MetricStartupBoosts,
 			"Pods of InPlace VPAs running with a CPU startup boost (vpaCpuStartupBoost annotations) that has not ended yet.", nil, nil),
 	}
@@ -382,7 +389,7 @@ func newGaugeCollector() *gaugeCollector {
 
 // Describe implements prometheus.Collector.
 func (g *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{g.records, g.memoryRecords, g.pending, g.oldest, g.paused, g.dryRun, g.metricsAPI, g.jobs, g.boosted, g.restarts} {
+	for _, d := range []*prometheus.Desc{g.records, g.memoryRecords, g.pending, g.oldest, g.paused, g.dryRun, g.metricsAPI, g.jobs, g.boosted, g.restarts, g.roomHolds} {
 		ch <- d
 	}
 }
@@ -409,6 +416,7 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, state := range disruption.HeldStates {
 		ch <- prometheus.MustNewConstMetric(g.restarts, prometheus.GaugeValue, float64(s.RestartReservations[state]), state)
 	}
+	ch <- prometheus.MustNewConstMetric(g.roomHolds, prometheus.GaugeValue, float64(s.NodeRoomHolds))
 }
 
 func boolFloat(b bool) float64 {
