@@ -96,7 +96,7 @@ func (c *Controller) reserveRoom(vpa *vpatypes.VerticalPodAutoscaler, pod *corev
 // releaseRoom gives back the room a pod's resize held: nothing was
 // applied. The pods waiting for room on its node are looked at again.
 func (c *Controller) releaseRoom(pod *corev1.Pod) {
-	if c.room != nil && c.room.Release(pod.UID) {
+	if c.room != nil && c.room.Release(pod) {
 		c.enqueueWaitingOnNode(pod.Spec.NodeName)
 	}
 }

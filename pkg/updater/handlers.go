@@ -140,7 +140,7 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 		c.restartEnded(pod, disruption.EndGone)
 	}
 	if c.room != nil {
-		c.room.Release(pod.UID)
+		c.room.Release(pod)
 	}
 	c.enqueueWaitingOnNode(pod.Spec.NodeName)
 }

@@ -83,7 +83,7 @@ func TestReserve(t *testing.T) {
 	require.True(t, ok, "2 cpus free; kafka-0 grows by 1")
 	ok, why := l.Reserve(b, to("1500m"), node("2500m"))
 	assert.False(t, ok, "kafka-0's resize, not in the cache yet, holds its room")
-	assert.Equal(t, "node node-1 has 1 cpu free of 2500m allocatable; the pod would request 1500m (counting resizes sent to other pods of the node and not seen yet)", why)
+	assert.Equal(t, "node node-1 has 1 cpu free of 2500m allocatable; the pod would request 1500m; counted: resizes sent to other pods of the node and not seen yet", why)
 	assert.Equal(t, 1, l.Len(), "a resize that does not fit holds nothing")
 
 	// The cache shows kafka-0's resize: its own requests count it, the
@@ -97,7 +97,7 @@ func TestReserve(t *testing.T) {
 		l := New(clk, newCache(a, b).onNode)
 		ok, _ := l.Reserve(a, to("1500m"), node("2500m"))
 		require.True(t, ok)
-		assert.True(t, l.Release(a.UID))
+		assert.True(t, l.Release(a))
 		ok, _ = l.Reserve(b, to("1500m"), node("2500m"))
 		assert.True(t, ok)
 	})
@@ -172,4 +172,30 @@ func TestConcurrentReservationsNeverOverfillANode(t *testing.T) {
 	close(start)
 	wg.Wait()
 	assert.Equal(t, int32(2), granted.Load(), "brokers allowed to grow")
+}
+
+// BenchmarkReserve is one checked reservation on a full node (110 pods, the
+// kubelet's default maximum, 10 of them with a hold): the time the ledger's
+// lock is held for one fits-node resize.
+func BenchmarkReserve(b *testing.B) {
+	var pods []*corev1.Pod
+	for i := range 110 {
+		pods = append(pods, broker(fmt.Sprintf("pod-%d", i), "10m"))
+	}
+	c := newCache(pods...)
+	l := New(clocktesting.NewFakeClock(t0), c.onNode)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Status: corev1.NodeStatus{Allocatable: testpod.List("64", "256Gi")}}
+	for _, p := range pods[:10] {
+		if ok, why := l.Reserve(p, to("20m"), n); !ok {
+			b.Fatal(why)
+		}
+	}
+	p := pods[len(pods)-1]
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if ok, why := l.Reserve(p, to("20m"), n); !ok {
+			b.Fatal(why)
+		}
+	}
 }
