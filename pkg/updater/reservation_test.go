@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clienttesting "k8s.io/client-go/testing"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -272,6 +273,26 @@ func TestNewLeaderCountsRestartsUnderWay(t *testing.T) {
 		f.clock.Step(wait)
 		require.Eventually(t, func() bool { return contains(f.resizedPods(), "p1") }, waitFor, every, "p1 goes once p0 has been Ready for minReady")
 	})
+}
+
+// A restart found under way on a pod of no InPlace VPA counts too (against
+// the PodDisruptionBudgets matching it), and ends as any other: sync
+// observes a place before it resolves the pod's VPA.
+func TestAdoptedRestartOfAPodOfNoVPAEnds(t *testing.T) {
+	db := testpod.New("db-0").Labels(map[string]string{"app": "db"}).Container("c", "100m", "100Mi").
+		ResizePolicy("c", corev1.ResourceMemory, corev1.RestartContainer).OwnedBy("apps/v1", "StatefulSet", "db").Running().Obj()
+	db.Status.ContainerStatuses[0].RestartCount = 1
+	db.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(t0.Add(-3 * time.Second))
+	db.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(-3 * time.Second))
+	f := newFixture(t, []*corev1.Pod{db}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "200Mi")}, fixtureOpts{})
+	f.run()
+	require.Eventually(t, func() bool {
+		_, ok := f.podQueue.of("default/db-0")
+		return ok
+	}, waitFor, every, "db-0 is looked at again when its minReady is up")
+	assert.Equal(t, []types.UID{"uid-db-0"}, f.ctrl.budget.Reserved())
+	f.clock.Step(restartMinReadyDefault)
+	require.Eventually(t, func() bool { return len(f.ctrl.budget.Reserved()) == 0 }, waitFor, every)
 }
 
 // waitState waits until the pod's tracked state is s.

@@ -113,6 +113,9 @@ func (c *Controller) observeRestart(ctx context.Context, pod *corev1.Pod) {
 // cache (disruption.RestartUnderWay): sent by an earlier leader, or before
 // the updater restarted, and not over yet. Run calls it once the caches
 // have synced, before any resize is sent: the budget lives in memory only.
+// Every pod is queued by its first add event, and sync observes a pod's
+// place before it resolves its VPA: a place adopted for a pod of no InPlace
+// VPA ends as any other.
 func (c *Controller) adoptRestarts(ctx context.Context) {
 	pods, err := c.pods.List(labels.Everything())
 	if err != nil {
@@ -124,12 +127,12 @@ func (c *Controller) adoptRestarts(ctx context.Context) {
 		if c.ignored.Has(pod.Namespace) {
 			continue
 		}
-		req, refused := c.restartRequest(pod)
-		if refused != nil {
+		since, ok := disruption.RestartUnderWay(pod, c.minReady.For(pod), now)
+		if !ok {
 			continue
 		}
-		since, ok := disruption.RestartUnderWay(pod, req.MinReady, now)
-		if !ok {
+		req, refused := c.restartRequest(pod)
+		if refused != nil {
 			continue
 		}
 		c.budget.Adopt(req, since)
