@@ -5,7 +5,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -175,40 +178,8 @@ func assertSamePods(t *testing.T, ns, app string, before []corev1.Pod) {
 func TestRestartingResizesWaitForStatefulSetMinReadySeconds(t *testing.T) {
 	const minReady = 15 * time.Second
 	ns := newNamespace(t, nil)
-	w := restartingWorkload("broker")
-	w.replicas = 2
-	d := w.deployment(ns)
-	d.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": env("E2E_NODE", "hollow-1")}
-	_, err := kube.AppsV1().StatefulSets(ns).Create(ctxFor(t), &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "broker"},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: d.Spec.Replicas, Selector: d.Spec.Selector, Template: d.Spec.Template,
-			PodManagementPolicy: appsv1.ParallelPodManagement, MinReadySeconds: int32(minReady / time.Second),
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	var pods []corev1.Pod
-	waitFor(t, eventually, "2 running brokers", func(ctx context.Context) (bool, error) {
-		pods = podsOf(t, ns, "broker")
-		if len(pods) != 2 {
-			return false, nil
-		}
-		for _, p := range pods {
-			if !ready(&p) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	mode := vpatypes.UpdateModeInPlace
-	_, err = vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Create(ctxFor(t), &vpatypes.VerticalPodAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Name: "broker"},
-		Spec: vpatypes.VerticalPodAutoscalerSpec{
-			TargetRef:    &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "broker"},
-			UpdatePolicy: &vpatypes.PodUpdatePolicy{UpdateMode: &mode},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	pods := brokerStatefulSet(t, ns, minReady)
+	newStatefulSetVPA(t, ns)
 	recommend(t, ns, "broker", "100m", "200Mi")
 
 	windows := watchRestarts(t, ns, "broker", pods, minReady, 3*time.Minute)
@@ -254,4 +225,135 @@ func TestRestartingResizesOfCustomControllerPods(t *testing.T) {
 			assertSamePods(t, ns, "kafka", pods)
 		})
 	}
+}
+
+// A restarting resize the kubelet marks Infeasible restarts nothing: its
+// place goes back at once, and the next pod of the workload is sent its
+// resize (which the kubelet refuses too). Held, the place would keep the
+// rest of the workload waiting for as long as the pod lives. On v1.37 a
+// Guaranteed pod under the static CPU manager has its CPU resize refused;
+// on v1.35-kubelet the kubelet refuses a resize beyond the node's capacity.
+func TestInfeasibleRestartingResizeGivesItsPlaceBack(t *testing.T) {
+	ns := newNamespace(t, nil)
+	policy := restartingWorkload("db").policy
+	w := workload{name: "db", replicas: 2, node: env("E2E_STATIC_NODE", "hollow-static"), tolerate: true,
+		requests: rl("1", "100Mi"), limits: rl("1", "100Mi"), policy: policy}
+	cpu := "2"
+	if profile == profileV135Kubelet {
+		w = workload{name: "db", replicas: 2, requests: rl("100m", "100Mi"), policy: policy}
+		cpu = "8"
+	}
+	pods := deploy(t, ns, w)
+	before := snap(pods)
+	newVPA(t, ns, "db", vpatypes.UpdateModeInPlace, nil)
+
+	// Memory restarts the container: one pod of two at a time.
+	recommend(t, ns, "db", cpu, "200Mi")
+	start := time.Now()
+	for _, p := range pods {
+		waitFor(t, eventually, "the kubelet marking "+p.Name+"'s resize Infeasible", func(context.Context) (bool, error) {
+			return strings.Contains(resizeConditions(getPod(t, ns, p.Name)), "Infeasible"), nil
+		})
+	}
+	t.Logf("both pods sent their resize and refused within %s", time.Since(start).Round(10*time.Millisecond))
+	for _, p := range pods {
+		assert.Equal(t, p.Generation+1, getPod(t, ns, p.Name).Generation, "one patch to %s", p.Name)
+	}
+	requireNotDisrupted(t, ns, "db", before)
+}
+
+// A new leader counts the restart the one before it sent and that is not
+// over: the second broker waits until the first has been Ready for the
+// StatefulSet's minReadySeconds, across the change of leader.
+func TestNewLeaderCountsTheRestartUnderWay(t *testing.T) {
+	restartA, pidA := os.Getenv("E2E_UPDATER_RESTART"), os.Getenv("E2E_UPDATER_PIDFILE")
+	restartB, pidB := os.Getenv("E2E_STANDBY_RESTART"), os.Getenv("E2E_STANDBY_PIDFILE")
+	if restartA == "" || pidA == "" || restartB == "" || pidB == "" {
+		t.Skip("E2E_UPDATER_RESTART, E2E_UPDATER_PIDFILE, E2E_STANDBY_RESTART and E2E_STANDBY_PIDFILE are needed")
+	}
+	const minReady = 45 * time.Second
+	waitLeader(t, identityA)
+	ns := newNamespace(t, nil)
+	pods := brokerStatefulSet(t, ns, minReady)
+	run(t, restartB)
+	t.Cleanup(func() { restoreLeader(t, restartA, pidB) })
+	newStatefulSetVPA(t, ns)
+	recommend(t, ns, "broker", "100m", "200Mi")
+
+	var first string
+	var firstSent time.Time
+	waitFor(t, eventually, "one broker sent its restarting resize", func(context.Context) (bool, error) {
+		for _, p := range pods {
+			if getPod(t, ns, p.Name).Generation > p.Generation {
+				first, firstSent = p.Name, time.Now()
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	kill(t, pidA, syscall.SIGKILL)
+	waitLeader(t, identityB)
+	t.Logf("%s sent its resize; leader changed %s later", first, time.Since(firstSent).Round(10*time.Millisecond))
+
+	var second string
+	waitFor(t, 3*time.Minute, "the other broker sent its resize", func(context.Context) (bool, error) {
+		for _, p := range pods {
+			if p.Name != first && getPod(t, ns, p.Name).Generation > p.Generation {
+				second = p.Name
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	gap := time.Since(firstSent)
+	t.Logf("%s sent its resize %s after %s", second, gap.Round(10*time.Millisecond), first)
+	assert.GreaterOrEqual(t, gap, minReady-5*time.Second,
+		"the new leader waited for %s to be back for minReadySeconds (%s) before restarting %s", first, minReady, second)
+	assertSamePods(t, ns, "broker", pods)
+}
+
+// brokerStatefulSet runs StatefulSet "broker": 2 pods whose memory
+// resizePolicy is RestartContainer, with spec.minReadySeconds minReady.
+func brokerStatefulSet(t *testing.T, ns string, minReady time.Duration) []corev1.Pod {
+	t.Helper()
+	w := restartingWorkload("broker")
+	w.replicas = 2
+	d := w.deployment(ns)
+	d.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": env("E2E_NODE", "hollow-1")}
+	_, err := kube.AppsV1().StatefulSets(ns).Create(ctxFor(t), &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "broker"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: d.Spec.Replicas, Selector: d.Spec.Selector, Template: d.Spec.Template,
+			PodManagementPolicy: appsv1.ParallelPodManagement, MinReadySeconds: int32(minReady / time.Second),
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var pods []corev1.Pod
+	waitFor(t, eventually, "2 running brokers", func(ctx context.Context) (bool, error) {
+		pods = podsOf(t, ns, "broker")
+		if len(pods) != 2 {
+			return false, nil
+		}
+		for _, p := range pods {
+			if !ready(&p) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return pods
+}
+
+// newStatefulSetVPA creates the InPlace VPA "broker" on StatefulSet broker.
+func newStatefulSetVPA(t *testing.T, ns string) {
+	t.Helper()
+	mode := vpatypes.UpdateModeInPlace
+	_, err := vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Create(ctxFor(t), &vpatypes.VerticalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "broker"},
+		Spec: vpatypes.VerticalPodAutoscalerSpec{
+			TargetRef:    &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "broker"},
+			UpdatePolicy: &vpatypes.PodUpdatePolicy{UpdateMode: &mode},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 }

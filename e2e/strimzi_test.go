@@ -317,8 +317,9 @@ func recommendKafka(t *testing.T, ns, cpu, mem string) {
 }
 
 // fillLeaving runs fill's pod on node with what leaves only free CPU there,
-// once no pod of an earlier test is still terminating on the node. It
-// returns the filler's name.
+// once no pod of an earlier test is still terminating on the node, nor in a
+// namespace being deleted (its pods would free room later). It returns the
+// filler's name.
 func fillLeaving(t *testing.T, ns, node, free string) string {
 	t.Helper()
 	var requested resource.Quantity
@@ -328,8 +329,13 @@ func fillLeaving(t *testing.T, ns, node, free string) string {
 			return false, nil
 		}
 		requested = resource.Quantity{}
+		terminating := map[string]bool{}
 		for _, p := range list.Items {
-			if p.DeletionTimestamp != nil {
+			if _, ok := terminating[p.Namespace]; !ok {
+				n, err := kube.CoreV1().Namespaces().Get(ctx, p.Namespace, metav1.GetOptions{})
+				terminating[p.Namespace] = err != nil || n.DeletionTimestamp != nil
+			}
+			if p.DeletionTimestamp != nil || terminating[p.Namespace] {
 				return false, nil
 			}
 			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {

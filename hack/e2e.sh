@@ -8,7 +8,9 @@
 # also when a test fails. The suite's admission controllers serve files
 # (certificates.mode secret); TestSelfManagedCertificates starts one more, in
 # --cert-mode=self-managed, from the binary and kubeconfig named by
-# E2E_ADMISSION_BINARY and E2E_ADMISSION_KUBECONFIG.
+# E2E_ADMISSION_BINARY and E2E_ADMISSION_KUBECONFIG;
+# TestFitsNodeServingOneNamespaceCountsTheOthers one more updater, serving
+# E2E_SCOPED_NAMESPACE only, from E2E_UPDATER_BINARY.
 #
 # Env: E2E_PROFILES (default "v1.37 v1.35-kubelet"), E2E_RUN (go test -run
 # pattern), E2E_KEEP=1 keeps the last cluster running for inspection,
@@ -23,6 +25,9 @@ root=$(pwd)
 profiles=${E2E_PROFILES:-"v1.37 v1.35-kubelet"}
 # The namespace of the steady-usage scenario (e2e/recommender_test.go).
 steady_namespace=e2e-steady
+# The namespace an updater with --vpa-object-namespace serves, started by
+# its test (e2e/capacity_test.go); the suite's updater ignores it.
+scoped_namespace=e2e-scoped
 # The suite's cluster lives apart from the one `make cluster-up` starts.
 export CLUSTER_DIR=${E2E_CLUSTER_DIR:-${root}/_output/e2e/cluster}
 # The cluster runs metrics-server and the upstream recommender. The recommender
@@ -102,7 +107,7 @@ if [[ -f \${pidfile} ]]; then
 fi
 cd ${root}
 POD_NAME=updater-${replica} nohup _output/bin/updater --kubeconfig="${out}/updater.kubeconfig" --feature-gates=InPlace=true,CPUStartupBoost=true \\
-  --ignored-vpa-object-namespaces=${steady_namespace} --updater-interval=5s --deferred-warning-after=5s --restart-min-ready=10s --address="127.0.0.1:${port}" \\
+  --ignored-vpa-object-namespaces=${steady_namespace},${scoped_namespace} --updater-interval=5s --deferred-warning-after=5s --restart-min-ready=10s --address="127.0.0.1:${port}" \\
   --leader-elect-lease-duration=6s --leader-elect-renew-deadline=4s --leader-elect-retry-period=1s \\
   -v=2 >>"${logs}/updater-${replica}.log" 2>&1 &
 echo \$! >"\${pidfile}"
@@ -180,6 +185,7 @@ run_profile() {
     E2E_STANDBY_METRICS="http://127.0.0.1:${standby_metrics}/metrics" E2E_DEFERRED_WARNING_AFTER=5s \
     E2E_RECOMMENDER_NAME="${CLUSTER_RECOMMENDER_NAME}" E2E_RECOMMENDER_INTERVAL="${CLUSTER_RECOMMENDER_INTERVAL}" \
     E2E_ADMISSION_BINARY="${root}/_output/bin/admission-controller" E2E_ADMISSION_KUBECONFIG="${out}/admission-controller.kubeconfig" \
+    E2E_UPDATER_BINARY="${root}/_output/bin/updater" E2E_SCOPED_NAMESPACE="${scoped_namespace}" \
     E2E_LOG_DIR="${logs}" E2E_STEADY_NAMESPACE="${steady_namespace}" E2E_STEADY_DURATION="${E2E_STEADY_DURATION-10m}" \
     go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "${E2E_RUN}"} ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
     rc=1

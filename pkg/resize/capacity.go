@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
@@ -21,20 +22,34 @@ const ReasonWaitingForNodeCapacity Reason = "WaitingForNodeCapacity"
 // kubelet counts them: init containers, sidecars, overhead and pod-level
 // resources included, each at the larger of its spec and what the kubelet
 // allocated (a resize of theirs under way holds the larger); pods that have
-// terminated hold nothing, terminating ones still do. others may include pod
-// itself (it is skipped). The answer says, when it does not fit, what is
-// short.
-func FitsNode(node *corev1.Node, others []*corev1.Pod, pod *corev1.Pod, target resources.Resources) (bool, string) {
+// terminated hold nothing, terminating ones still do. held are the requests
+// of resizes sent to pods of the node that others may not show yet, by pod
+// UID (ResizedRequests): such a pod counts at the larger of both, and one
+// others lacks at what it holds. others and held may include pod itself
+// (it is skipped). The answer says, when it does not fit, what is short.
+func FitsNode(node *corev1.Node, others []*corev1.Pod, held map[types.UID]corev1.ResourceList, pod *corev1.Pod, target resources.Resources) (bool, string) {
 	used := corev1.ResourceList{}
+	seen := make(map[types.UID]bool, len(others))
 	for _, p := range others {
-		if p.UID == pod.UID || p.Spec.NodeName != node.Name ||
-			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.UID == pod.UID || p.Spec.NodeName != node.Name {
 			continue
 		}
-		addTo(used, resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true}))
+		seen[p.UID] = true
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		requests := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true})
+		if h, ok := held[p.UID]; ok {
+			requests = Larger(requests, h)
+		}
+		addTo(used, requests)
 	}
-	resized := withRequests(pod, target)
-	need := resourcehelper.PodRequests(resized, resourcehelper.PodResourcesOptions{})
+	for uid, h := range held {
+		if uid != pod.UID && !seen[uid] {
+			addTo(used, h)
+		}
+	}
+	need := ResizedRequests(pod, target)
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		alloc, ok := node.Status.Allocatable[name]
 		if !ok {
@@ -52,6 +67,26 @@ func FitsNode(node *corev1.Node, others []*corev1.Pod, pod *corev1.Pod, target r
 		}
 	}
 	return true, ""
+}
+
+// ResizedRequests is what pod requests of its node once resized to target:
+// its spec with target's requests, counted as FitsNode counts pods.
+func ResizedRequests(pod *corev1.Pod, target resources.Resources) corev1.ResourceList {
+	return resourcehelper.PodRequests(withRequests(pod, target), resourcehelper.PodResourcesOptions{})
+}
+
+// Larger returns, for each resource of a or b, the larger quantity.
+func Larger(a, b corev1.ResourceList) corev1.ResourceList {
+	out := make(corev1.ResourceList, len(a)+len(b))
+	for name, q := range a {
+		out[name] = q
+	}
+	for name, q := range b {
+		if v, ok := out[name]; !ok || q.Cmp(v) > 0 {
+			out[name] = q
+		}
+	}
+	return out
 }
 
 // withRequests returns a copy of pod whose containers request what target

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
@@ -27,6 +28,7 @@ func TestFitsNode(t *testing.T) {
 		name   string
 		node   *corev1.Node
 		others []*corev1.Pod
+		held   map[types.UID]corev1.ResourceList
 		target resources.Resources
 		fits   bool
 		why    string
@@ -88,10 +90,25 @@ func TestFitsNode(t *testing.T) {
 		}()}, target: want("2", "1Gi"), fits: true},
 		{name: "the pod's own current allocation is not counted twice", node: node("2", "8Gi"), others: []*corev1.Pod{broker}, target: want("2", "1Gi"), fits: true},
 		{name: "an empty node", node: node("4", "8Gi"), others: nil, target: want("2", "1Gi"), fits: true},
+		{name: "a resize sent to another pod and not yet seen counts",
+			node: node("4", "8Gi"), others: []*corev1.Pod{other("a", "1", "1Gi").Running().Obj()},
+			held: map[types.UID]corev1.ResourceList{"uid-a": testpod.List("3", "1Gi")}, target: want("2", "1Gi"), why: "node node-1 has 1 cpu free"},
+		{name: "a resize sent and seen is not counted twice",
+			node: node("4", "8Gi"), others: []*corev1.Pod{other("a", "2", "1Gi").Running().Obj()},
+			held: map[types.UID]corev1.ResourceList{"uid-a": testpod.List("2", "1Gi")}, target: want("2", "1Gi"), fits: true},
+		{name: "a shrink sent counts at what the pod holds now",
+			node: node("4", "8Gi"), others: []*corev1.Pod{other("a", "2", "1Gi").Running().Obj()},
+			held: map[types.UID]corev1.ResourceList{"uid-a": testpod.List("500m", "1Gi")}, target: want("2", "1Gi"), fits: true},
+		{name: "a held pod the cache does not have counts at what it holds",
+			node: node("4", "8Gi"), held: map[types.UID]corev1.ResourceList{"uid-gone": testpod.List("3", "1Gi")}, target: want("2", "1Gi"),
+			why: "node node-1 has 1 cpu free"},
+		{name: "the pod's own hold is not counted",
+			node: node("2", "8Gi"), others: []*corev1.Pod{broker}, held: map[types.UID]corev1.ResourceList{"uid-kafka-0": testpod.List("2", "1Gi")},
+			target: want("2", "1Gi"), fits: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fits, why := FitsNode(tt.node, tt.others, broker, tt.target)
+			fits, why := FitsNode(tt.node, tt.others, tt.held, broker, tt.target)
 			assert.Equal(t, tt.fits, fits, why)
 			if !tt.fits {
 				assert.Contains(t, why, tt.why)
@@ -102,7 +119,7 @@ func TestFitsNode(t *testing.T) {
 	t.Run("the pod's own overhead counts", func(t *testing.T) {
 		p := broker.DeepCopy()
 		p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}
-		fits, why := FitsNode(node("2", "8Gi"), nil, p, want("2", "1Gi"))
+		fits, why := FitsNode(node("2", "8Gi"), nil, nil, p, want("2", "1Gi"))
 		assert.False(t, fits)
 		assert.Contains(t, why, "the pod would request 2500m")
 	})

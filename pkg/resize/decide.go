@@ -17,6 +17,7 @@ package resize
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -449,4 +450,70 @@ func IsDisruptive(pod *corev1.Pod, target resources.Resources) bool {
 		}
 	}
 	return false
+}
+
+// PendingRestart reports whether the pod's spec holds a resize the kubelet
+// has not applied yet and that will restart a container: a resize is
+// pending or under way (anything but none and Infeasible) and a resource
+// whose resizePolicy is RestartContainer differs between the spec and what
+// the container runs with (its status; a container that reports nothing
+// differs).
+func PendingRestart(pod *corev1.Pod) bool {
+	switch ReadStatus(pod).State {
+	case StateNone, StateInfeasible:
+		return false
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		var running corev1.ResourceRequirements
+		for j := range pod.Status.ContainerStatuses {
+			if s := &pod.Status.ContainerStatuses[j]; s.Name == c.Name && s.Resources != nil {
+				running = *s.Resources
+			}
+		}
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if policyFor(c, name) != corev1.RestartContainer {
+				continue
+			}
+			if !sameRunning(name, c.Resources.Requests, running.Requests) || !sameRunning(name, c.Resources.Limits, running.Limits) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sameRunning compares a spec value with the one a container runs with,
+// allowing for the kubelet's rounding of cpu.
+func sameRunning(name corev1.ResourceName, spec, running corev1.ResourceList) bool {
+	want, hasWant := spec[name]
+	got, hasGot := running[name]
+	if hasWant != hasGot {
+		return false
+	}
+	return !hasWant || closeEnough(name, want, got)
+}
+
+// SpecOf renders the cpu and memory requests and limits of the pod's
+// containers, init containers included: a resize changes it, and a cached
+// pod that still renders as it did when a resize was decided does not show
+// that resize yet.
+func SpecOf(pod *corev1.Pod) string {
+	var b strings.Builder
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			c := &list[i]
+			b.WriteString(c.Name)
+			for _, l := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+				for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+					b.WriteByte(' ')
+					if q, ok := l[name]; ok {
+						b.WriteString(q.String())
+					}
+				}
+			}
+			b.WriteByte(';')
+		}
+	}
+	return b.String()
 }

@@ -2,7 +2,10 @@ package resize
 
 import (
 	"errors"
+	"net"
+	"net/http"
 	"strings"
+	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,6 +71,26 @@ func ClassifyPatchError(err error) Outcome {
 	default:
 		return OutcomeTransient
 	}
+}
+
+// MayHaveApplied tells whether a failed patch may have been applied all the
+// same: no answer came (a timeout, a reset connection, a cancelled request)
+// or the API server answered with a server error (5xx: a timeout, an
+// internal error after the request was sent). An answer of 4xx, and a
+// connection that could not be made (nothing was sent), mean it was not.
+func MayHaveApplied(err error) bool {
+	if err == nil {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Code >= http.StatusInternalServerError || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	return !errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // ClassifyJobPatchError tells what the error of a patch of a suspended Job's

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	neturl "net/url"
+	"os"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,6 +63,40 @@ func TestClassifyPatchError(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, ClassifyPatchError(tc.err))
+		})
+	}
+}
+
+// A patch whose answer was lost, or answered with a server error, may have
+// been applied: the places it holds are kept until the pod shows it.
+func TestMayHaveApplied(t *testing.T) {
+	pods := schema.GroupResource{Resource: "pods"}
+	url := "https://127.0.0.1:6443/api/v1/namespaces/default/pods/p/resize"
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"client timeout", &neturl.Error{Op: "Patch", URL: url, Err: context.DeadlineExceeded}, true},
+		{"connection reset", &neturl.Error{Op: "Patch", URL: url, Err: &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}, true},
+		{"unexpected EOF", &neturl.Error{Op: "Patch", URL: url, Err: io.ErrUnexpectedEOF}, true},
+		{"cancelled", fmt.Errorf("patch: %w", context.Canceled), true},
+		{"504 server timeout", apierrors.NewTimeoutError("timeout", 1), true},
+		{"500 server timeout", apierrors.NewServerTimeout(pods, "patch", 1), true},
+		{"500", apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true},
+		{"503", apierrors.NewServiceUnavailable("unavailable"), true},
+		{"connection refused", &neturl.Error{Op: "Patch", URL: url, Err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}, false},
+		{"no route (dial)", &neturl.Error{Op: "Patch", URL: url, Err: &net.OpError{Op: "dial", Err: errors.New("no route to host")}}, false},
+		{"429", apierrors.NewTooManyRequests("slow down", 1), false},
+		{"409", apierrors.NewConflict(pods, "p", errors.New("changed")), false},
+		{"404", apierrors.NewNotFound(pods, "p"), false},
+		{"403 NodeCapacity", NodeCapacityError("p"), false},
+		{"422", apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", nil), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, MayHaveApplied(tc.err))
 		})
 	}
 }

@@ -1,17 +1,19 @@
 package updater
 
 import (
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/noderoom"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
@@ -20,10 +22,13 @@ import (
 // harmless: Strimzi's reconcilers restart a Kafka pod whose resize shows
 // PodResizePending Deferred or Infeasible, whoever made it. For such pods the
 // updater checks the node before the patch (its allocatable less what the
-// other pods bound to it hold, pkg/resize.FitsNode) and sends nothing that
-// does not fit: the pod waits, reported as WaitingForNodeCapacity, and is
-// looked at again when a pod on its node goes or shrinks, or the node's
-// allocatable changes.
+// other pods bound to it hold, of every namespace, and what the resizes it
+// sent and the cache does not show yet take: pkg/resize.FitsNode,
+// pkg/updater/noderoom) and sends nothing that does not fit: the pod waits,
+// reported as WaitingForNodeCapacity, and is looked at again when a pod on
+// its node goes or shrinks, a resize's room is given back, or the node's
+// allocatable changes. Check and hold are one step: workers deciding on two
+// pods of one node at once cannot both take the last room.
 
 // ResizeWhenAnnotation on a VPA chooses when its pods' resizes are sent:
 // ResizeWhenFitsNode or ResizeWhenAlways. Without it: fits-node for pods
@@ -68,28 +73,95 @@ func fitsNodeOnly(vpa *vpatypes.VerticalPodAutoscaler, pod *corev1.Pod) bool {
 	return err == nil && (schema.GroupKind{Group: gv.Group, Kind: ref.Kind}) == strimziPodSets
 }
 
-// fitsNode tells whether pod, resized to target, fits its node now, and
-// when not, why. Without a node cache (or before the pod is bound, or with
-// its node gone from the cache) it fits: the kubelet has the last word.
-func (c *Controller) fitsNode(pod *corev1.Pod, target resources.Resources) (bool, string) {
-	if c.nodes == nil || pod.Spec.NodeName == "" {
+// reserveRoom holds the room pod, resized to target, takes of its node
+// (noderoom), in one step with the check when its VPA sends only what fits:
+// a resize that does not fit is refused, with what is short. Every resize
+// sent to a bound pod holds its room, checked or not, so that the fits-node
+// pods of its node count it before the cache shows it. Without a node cache
+// (or before the pod is bound, or with its node gone from the cache) a
+// resize fits: the kubelet has the last word.
+func (c *Controller) reserveRoom(vpa *vpatypes.VerticalPodAutoscaler, pod *corev1.Pod, target resources.Resources) (bool, string) {
+	if c.room == nil || pod.Spec.NodeName == "" {
 		return true, ""
 	}
-	node, err := c.nodes.Get(pod.Spec.NodeName)
-	if err != nil {
-		return true, ""
-	}
-	objs, err := c.podIdx.ByIndex(nodeIndex, pod.Spec.NodeName)
-	if err != nil {
-		return true, ""
-	}
-	others := make([]*corev1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok {
-			others = append(others, p)
+	var node *corev1.Node
+	if fitsNodeOnly(vpa, pod) {
+		if n, err := c.nodes.Get(pod.Spec.NodeName); err == nil {
+			node = n
 		}
 	}
-	return resize.FitsNode(node, others, pod, target)
+	return c.room.Reserve(pod, target, node)
+}
+
+// releaseRoom gives back the room a pod's resize held: nothing was
+// applied. The pods waiting for room on its node are looked at again.
+func (c *Controller) releaseRoom(pod *corev1.Pod) {
+	if c.room != nil && c.room.Release(pod) {
+		c.enqueueWaitingOnNode(pod.Spec.NodeName)
+	}
+}
+
+// roomHolds counts the holds of node room, for the gauge.
+func (c *Controller) roomHolds() int {
+	if c.room == nil {
+		return 0
+	}
+	return c.room.Len()
+}
+
+// podsOnNode returns the cached pods bound to node (noderoom.Pods).
+func (c *Controller) podsOnNode(node string) []*corev1.Pod {
+	objs, err := c.nodePodIdx.ByIndex(nodeIndex, node)
+	if err != nil {
+		return nil
+	}
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// watchNodePods sets up what fits-node reads of the pods bound to nodes:
+// deps.NodePods, cluster-wide, or the pods' own cache when it is the same
+// (an updater serving every namespace).
+func (c *Controller) watchNodePods(logger klog.Logger, deps Deps) error {
+	nodePods := deps.NodePods
+	if nodePods == nil || nodePods.Informer().GetIndexer() == deps.Pods.Informer().GetIndexer() {
+		c.nodePodIdx = deps.Pods.Informer().GetIndexer()
+		c.room = noderoom.New(deps.Clock, c.podsOnNode)
+		return nil
+	}
+	informer := nodePods.Informer()
+	if err := informer.AddIndexers(cache.Indexers{nodeIndex: indexByNode}); err != nil {
+		return fmt.Errorf("adding the node index of the pods bound to nodes: %w", err)
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, obj any) {
+			old, okOld := oldObj.(*corev1.Pod)
+			pod, ok := obj.(*corev1.Pod)
+			if okOld && ok && freesRoom(old, pod) {
+				c.enqueueWaitingOnNode(pod.Spec.NodeName)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				c.enqueueWaitingOnNode(pod.Spec.NodeName)
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("adding the handler of the pods bound to nodes: %w", err)
+	}
+	logger.V(2).Info("Pods bound to nodes are watched cluster-wide, for the resizes sent only when they fit")
+	c.nodePodIdx = informer.GetIndexer()
+	c.synced = append(c.synced, informer.HasSynced)
+	c.room = noderoom.New(deps.Clock, c.podsOnNode)
+	return nil
 }
 
 // enqueueWaitingOnNode queues the pods whose resize waits for room on node.

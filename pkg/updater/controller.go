@@ -49,6 +49,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/noderoom"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
@@ -88,6 +89,11 @@ type Config struct {
 	// resize must stay Ready before the next pod of its workload may go,
 	// when the workload sets no minReadySeconds; 0 means 30s.
 	RestartMinReady time.Duration
+	// RestartReservationTimeout is --restart-reservation-timeout: how long a
+	// resize that restarts containers keeps its place while its pod stays
+	// Ready and the kubelet has not applied it (Deferred, failing); 0 means
+	// 10m.
+	RestartReservationTimeout time.Duration
 	// ReversalHold is --resize-reversal-hold: how long after a resize a
 	// change that only undoes it is held while the pod's requests stay
 	// inside the recommended range; 0 holds nothing.
@@ -139,6 +145,10 @@ type Deps struct {
 	// Nodes watches Nodes, for the resizes sent only when they fit
 	// (ResizeWhenAnnotation); nil: every resize is sent.
 	Nodes coreinformers.NodeInformer
+	// NodePods watches every pod bound to a node, of every namespace, for
+	// those resizes: what they read of a pod (cachetrim.NodeView) is
+	// enough. nil: Pods, which must then see every namespace.
+	NodePods coreinformers.PodInformer
 	// PDBs watches PodDisruptionBudgets, consulted before a resize that
 	// restarts containers; nil: only the eviction tolerance applies.
 	PDBs policyinformers.PodDisruptionBudgetInformer
@@ -168,6 +178,8 @@ type Controller struct {
 	configMaps corelisters.ConfigMapLister
 	pdbs       policylisters.PodDisruptionBudgetLister
 	nodes      corelisters.NodeLister
+	// nodePodIdx indexes by node the pods bound to nodes (Deps.NodePods).
+	nodePodIdx cache.Indexer
 	jobs       batchlisters.JobLister
 	jobIdx     cache.Indexer
 	synced     []cache.InformerSynced
@@ -185,6 +197,9 @@ type Controller struct {
 	// budget paces resizes that restart containers (restart.go).
 	budget   *disruption.Budget
 	minReady disruption.MinReady
+	// room holds the node room of resizes sent and not yet in the cache
+	// (capacity.go); nil without a node cache.
+	room *noderoom.Ledger
 	// queue holds pod keys; vpaQueue VPA keys whose pods and Jobs are to be
 	// queued (and killSwitchKey); statusQueue VPA keys whose condition may
 	// need writing; jobQueue Job keys.
@@ -233,6 +248,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	if cfg.RestartMinReady <= 0 {
 		cfg.RestartMinReady = restartMinReadyDefault
 	}
+	if cfg.RestartReservationTimeout <= 0 {
+		cfg.RestartReservationTimeout = restartReservationTimeoutDefault
+	}
 	deps.MinReady.Default = cfg.RestartMinReady
 	if deps.MemoryRecords == nil {
 		deps.MemoryRecords = records.NewInMemoryStore()
@@ -256,7 +274,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		now:       deps.Clock.Now,
 		metrics:   deps.Metrics,
 		ignored:   sets.New(cfg.IgnoredNamespaces...),
-		budget:    disruption.New(cfg.EvictionTolerance, deps.Clock),
+		budget:    disruption.New(disruption.Config{Tolerance: cfg.EvictionTolerance, Timeout: cfg.RestartReservationTimeout}, deps.Clock),
 		minReady:  deps.MinReady,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
@@ -347,6 +365,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		}); err != nil {
 			return nil, fmt.Errorf("adding Node handler: %w", err)
 		}
+		if err := c.watchNodePods(logger, deps); err != nil {
+			return nil, err
+		}
 	}
 	if deps.PDBs != nil {
 		c.pdbs = deps.PDBs.Lister()
@@ -408,5 +429,6 @@ func (c *Controller) gaugeSnapshot() report.GaugeSnapshot {
 	paused, _ := c.clusterPaused()
 	metricsAPI := c.usage != nil && c.usage.Available()
 	return report.GaugeSnapshot{Records: c.store.Len(), MemoryRecords: c.memStore.Len(), Pending: pending, Oldest: oldest,
-		Paused: paused, DryRun: c.cfg.DryRun, MetricsAPI: metricsAPI, Jobs: jobs, Boosted: pending[state.PodBoosted]}
+		Paused: paused, DryRun: c.cfg.DryRun, MetricsAPI: metricsAPI, Jobs: jobs, Boosted: pending[state.PodBoosted],
+		RestartReservations: c.budget.Counts(), NodeRoomHolds: c.roomHolds()}
 }

@@ -138,6 +138,9 @@ type fixtureOpts struct {
 	recordsNotLoaded bool
 	// boost turns the CPUStartupBoost gate on.
 	boost bool
+	// podNamespace caches the pods of that namespace only, as
+	// --vpa-object-namespace does.
+	podNamespace string
 }
 
 // gatedResolver holds every VPAForPod until release is closed, and closes
@@ -195,7 +198,16 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	systemFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(systemNamespace))
 	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(vpaClient, 0, vpainformers.WithTransform(cachetrim.Transform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
-	podInformer := kubeFactory.Core().V1().Pods()
+	// With podNamespace, pods are cached as --vpa-object-namespace caches
+	// them: that namespace's only.
+	// and fits-node reads a cluster-wide view of the pods bound to nodes,
+	// trimmed as the binary trims it.
+	podFactory, nodePodFactory := kubeFactory, kubeFactory
+	if o.podNamespace != "" {
+		podFactory = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(o.podNamespace), informers.WithTransform(cachetrim.Transform))
+		nodePodFactory = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(cachetrim.NodeView))
+	}
+	podInformer := podFactory.Core().V1().Pods()
 
 	gate := features.NewFeatureGate()
 	if !o.gateOff {
@@ -271,6 +283,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	}
 	if o.nodes != nil {
 		deps.Nodes = kubeFactory.Core().V1().Nodes()
+		deps.NodePods = nodePodFactory.Core().V1().Pods()
 	}
 	if o.watchConfigMap {
 		deps.ConfigMaps = systemFactory.Core().V1().ConfigMaps()
@@ -284,11 +297,19 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	ctrl.statusQueue = f.statusQueue
 	f.ctrl = ctrl
 	ctrl.recordsLoaded.Store(!o.recordsNotLoaded)
-	kubeFactory.Start(ctx.Done())
-	systemFactory.Start(ctx.Done())
+	factories := []informers.SharedInformerFactory{kubeFactory, podFactory, nodePodFactory, systemFactory}
+	for _, factory := range factories {
+		factory.Start(ctx.Done())
+	}
 	vpaFactory.Start(ctx.Done())
 	require.True(t, cache.WaitForCacheSync(ctx.Done(), ctrl.synced...))
-	t.Cleanup(func() { cancel(); kubeFactory.Shutdown(); systemFactory.Shutdown(); vpaFactory.Shutdown() })
+	t.Cleanup(func() {
+		cancel()
+		for _, factory := range factories {
+			factory.Shutdown()
+		}
+		vpaFactory.Shutdown()
+	})
 	return f
 }
 

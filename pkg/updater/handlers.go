@@ -16,6 +16,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/boost"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
 )
 
 // Event handlers. They only look at the objects they are given and queue
@@ -55,17 +56,16 @@ func indexByCustomOwner(obj any) ([]string, error) {
 // onPod queues a pod when something the decision depends on changed.
 func (c *Controller) onPod(logger klog.Logger, oldObj, obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || c.ignored.Has(pod.Namespace) {
+	if !ok {
 		return
 	}
-	if oldObj != nil {
-		old, ok := oldObj.(*corev1.Pod)
-		if ok && freesRoom(old, pod) {
-			c.enqueueWaitingOnNode(pod.Spec.NodeName)
-		}
-		if ok && !relevantPodChange(old, pod) {
-			return
-		}
+	old, isUpdate := oldObj.(*corev1.Pod)
+	if isUpdate && freesRoom(old, pod) {
+		// Whatever its namespace: its node's room is every pod's.
+		c.enqueueWaitingOnNode(pod.Spec.NodeName)
+	}
+	if c.ignored.Has(pod.Namespace) || (isUpdate && !relevantPodChange(old, pod)) {
+		return
 	}
 	key, err := cache.MetaNamespaceKeyFunc(pod)
 	if err != nil {
@@ -136,7 +136,12 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	if key, ok := c.tracker.Deleted(pod.UID, c.now()); ok {
 		c.enqueueCondition(key)
 	}
-	c.budget.Forget(pod.UID)
+	if c.budget.Forget(pod.UID) {
+		c.restartEnded(pod, disruption.EndGone)
+	}
+	if c.room != nil {
+		c.room.Release(pod)
+	}
 	c.enqueueWaitingOnNode(pod.Spec.NodeName)
 }
 

@@ -47,6 +47,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", klog.KObj(pod))
 	ctx = klog.NewContext(ctx, logger)
+	// First, whatever its VPA: a restart found under way at start may be
+	// any pod's, and its place ends only when it is observed.
+	c.observeRestart(ctx, pod)
 
 	vpa, err := c.resolver.VPAForPod(ctx, pod)
 	if err != nil {
@@ -81,8 +84,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.metrics.StaleCacheRead()
 		logger.V(2).Info("Cache has not seen the resize sent; deciding on the pod read from the API server", "cachedVersion", pod.ResourceVersion, "resourceVersion", live.ResourceVersion)
 		pod = live
+		c.observeRestart(ctx, pod)
 	}
-	c.observeRestart(ctx, pod)
 
 	status := resize.ReadStatus(pod)
 	desired, err := c.calc.ForPod(pod, vpa)
@@ -131,16 +134,16 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	d := resize.Decide(in)
 	var waiting *disruption.Verdict
 	// A resize that is withheld (paused, dry run) is neither checked
-	// against its node nor given a place in the budget.
+	// against its node nor given a place in the budget. Each check and its
+	// reservation are one step, taken before the resize is sent; what one
+	// reserved goes back when the other refuses.
 	if reason, _ := c.withheld(vpa); d.Action == resize.ActionPatch && reason == "" {
-		if fitsNodeOnly(vpa, pod) {
-			if fits, why := c.fitsNode(pod, d.Target); !fits {
-				d = resize.WaitForNode(d, why)
-			}
+		if fits, why := c.reserveRoom(vpa, pod, d.Target); !fits {
+			d = resize.WaitForNode(d, why)
 		}
 		if d.Action == resize.ActionPatch && d.Disruptive {
-			// Check and reservation in one step, before the resize is sent.
 			if v := c.reserveRestart(pod); !v.Allowed {
+				c.releaseRoom(pod)
 				in.DisruptionAllowed, in.DisruptionRefused = false, v.Blocker+": "+v.Message
 				d, waiting = resize.Decide(in), &v
 			}
@@ -190,6 +193,8 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		d.NewRecord.RecordedAt = c.now()
 		c.store.Put(owner, pod.UID, d.NewRecord)
 		c.reportRecord(ctx, pod, vpa, d.NewRecord)
+		// The resize the pod holds cannot be applied: nothing restarts.
+		c.releaseRestart(pod, disruption.EndRecorded)
 	}
 	if d.NewMemoryRecord != nil {
 		d.NewMemoryRecord.RecordedAt = c.now()
@@ -204,6 +209,9 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 	}
 
 	if reason, why := c.withheld(vpa); reason != "" {
+		// Paused since sync looked: nothing is sent.
+		c.releaseRoom(pod)
+		c.releaseRestart(pod, disruption.EndWithheld)
 		c.metrics.WithheldResize(reason)
 		logger.V(2).Info("Resize not sent", "target", d.Target.String(), "why", why)
 		return &state.Pod{State: state.PodWithheld, Values: d.Target.String(), Message: why}, nil
@@ -212,9 +220,25 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 	patched, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
 	outcome := resize.ClassifyPatchError(err)
 	c.metrics.Patched(outcome)
-	if outcome != resize.OutcomeAccepted && d.Disruptive {
-		// Nothing restarts: the reservation goes back.
-		c.budget.Release(pod.UID)
+	switch {
+	case outcome == resize.OutcomeAccepted:
+		if d.Disruptive {
+			c.budget.Sent(pod.UID)
+		}
+	case resize.MayHaveApplied(err):
+		// The answer was lost, not the patch: the pod may restart, and take
+		// its new room. The place and the room are kept until the pod shows
+		// what happened, or a patch sent again is answered.
+		if d.Disruptive {
+			c.budget.Unconfirmed(pod.UID)
+		}
+		logger.Info("Answer to a resize lost; what it reserved is kept until the pod shows whether it was applied", "disruptive", d.Disruptive, "err", err)
+	default:
+		// Nothing was applied: what it reserved goes back.
+		c.releaseRoom(pod)
+		if d.Disruptive {
+			c.releaseRestart(pod, disruption.EndRefused)
+		}
 	}
 	switch outcome {
 	case resize.OutcomeAccepted:

@@ -20,22 +20,27 @@ import (
 // Resizes that restart containers (resizePolicy RestartContainer on a
 // changed resource) are voluntary disruptions: pkg/updater/disruption holds
 // the rule. Here the controller feeds it: it reserves a pod just before its
-// resize is sent, gives the reservation back when the resize is refused or
-// fails, and shows it every update of a reserved pod, so that the
-// reservation ends when the pod is back. When one ends, the other pods of
-// the workload are looked at again at once (one may be waiting), and so are
-// the waiting pods of a namespace when one of its PodDisruptionBudgets
-// changes.
+// resize is sent; gives the reservation back when the resize is refused,
+// fails before it could be applied, or is recorded as impossible; keeps it
+// when the answer was lost (the patch may have been applied); and shows it
+// every update of a reserved pod, so that the reservation ends when the pod
+// is back, when the kubelet marks the resize Infeasible, or when it has not
+// been applied for --restart-reservation-timeout. When one ends, the pods
+// that may wait for it are looked at again at once: the other pods of the
+// workload, and those of the namespace waiting for a PodDisruptionBudget;
+// the waiting pods of a namespace are also looked at again when one of its
+// PodDisruptionBudgets changes. Before its first resize, a new leader
+// reserves the restarts it finds under way (adoptRestarts).
 
-// reserveRestart asks the budget whether pod may be restarted now and, if
-// so, reserves it.
-func (c *Controller) reserveRestart(pod *corev1.Pod) disruption.Verdict {
+// restartRequest is what a restarting resize of pod is checked against;
+// a verdict instead when the caches cannot be read.
+func (c *Controller) restartRequest(pod *corev1.Pod) (disruption.Request, *disruption.Verdict) {
 	req := disruption.Request{Pod: pod, MinReady: c.minReady.For(pod)}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		req.Workload = string(ref.UID)
 		objs, err := c.podIdx.ByIndex(ownerIndex, string(ref.UID))
 		if err != nil {
-			return disruption.Verdict{Blocker: "the eviction tolerance", Message: "the pods of the workload cannot be listed: " + err.Error()}
+			return req, &disruption.Verdict{Blocker: "the eviction tolerance", Message: "the pods of the workload cannot be listed: " + err.Error()}
 		}
 		req.Siblings = make([]*corev1.Pod, 0, len(objs))
 		for _, o := range objs {
@@ -47,24 +52,95 @@ func (c *Controller) reserveRestart(pod *corev1.Pod) disruption.Verdict {
 	if c.pdbs != nil {
 		pdbs, err := c.pdbs.PodDisruptionBudgets(pod.Namespace).List(labels.Everything())
 		if err != nil {
-			return disruption.Verdict{Blocker: "PodDisruptionBudgets", Message: "the PodDisruptionBudgets cannot be listed: " + err.Error()}
+			return req, &disruption.Verdict{Blocker: "PodDisruptionBudgets", Message: "the PodDisruptionBudgets cannot be listed: " + err.Error()}
 		}
 		req.PDBs = pdbs
+	}
+	return req, nil
+}
+
+// reserveRestart asks the budget whether pod may be restarted now and, if
+// so, reserves it.
+func (c *Controller) reserveRestart(pod *corev1.Pod) disruption.Verdict {
+	req, refused := c.restartRequest(pod)
+	if refused != nil {
+		return *refused
 	}
 	return c.budget.Reserve(req)
 }
 
+// releaseRestart gives pod's reservation back: nothing restarts.
+func (c *Controller) releaseRestart(pod *corev1.Pod, why disruption.EndReason) {
+	if c.budget.Release(pod.UID, why) {
+		c.restartEnded(pod, why)
+	}
+}
+
+// restartEnded counts a reservation that ended and queues the pods that
+// may wait for it.
+func (c *Controller) restartEnded(pod *corev1.Pod, why disruption.EndReason) {
+	c.metrics.RestartReservationEnded(string(why))
+	c.enqueueSiblings(pod)
+	c.enqueueWaitingForPDB(pod.Namespace)
+}
+
 // observeRestart shows a pod to the budget. When its reservation ends, the
-// other pods of its workload are queued; while it must stay Ready a while
-// longer, the pod is queued again when that time is up.
+// pods that may wait for it are queued; while it is held, the pod is queued
+// again when its minReady is up or its reservation expires.
 func (c *Controller) observeRestart(ctx context.Context, pod *corev1.Pod) {
-	ended, after := c.budget.Observe(pod)
-	switch {
-	case ended:
-		klog.FromContext(ctx).V(2).Info("Restarted pod is back; the next pod of its workload may go")
-		c.enqueueSiblings(pod)
-	case after > 0:
-		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, after)
+	o := c.budget.Observe(pod)
+	logger := klog.FromContext(ctx)
+	switch o.Ended {
+	case "":
+		if o.After > 0 {
+			c.queue.AddAfter(pod.Namespace+"/"+pod.Name, o.After)
+		}
+		return
+	case disruption.EndBack:
+		logger.V(2).Info("Restarted pod is back; the next pod of its workload may go")
+	case disruption.EndInfeasible:
+		logger.V(2).Info("Restarting resize marked Infeasible by the kubelet: nothing restarts; its place is given back")
+	case disruption.EndExpired:
+		logger.Info("Restarting resize still not applied; its place is given back", "timeout", c.cfg.RestartReservationTimeout, "state", o.Message)
+		c.recorder.Eventf(pod, corev1.EventTypeWarning, report.EventRestartReservationExpired,
+			"The resize restarts containers and is still not applied after %s (%s); its place under the eviction tolerance and PodDisruptionBudgets is given back, so that the other pods of the workload may be resized. If the kubelet applies it later, the pod restarts outside that budget.",
+			c.cfg.RestartReservationTimeout, o.Message)
+	}
+	c.restartEnded(pod, o.Ended)
+}
+
+// adoptRestarts reserves the restarts by resizes found under way in the
+// cache (disruption.RestartUnderWay): sent by an earlier leader, or before
+// the updater restarted, and not over yet. Run calls it once the caches
+// have synced, before any resize is sent: the budget lives in memory only.
+// Every pod is queued by its first add event, and sync observes a pod's
+// place before it resolves its VPA: a place adopted for a pod of no InPlace
+// VPA ends as any other.
+func (c *Controller) adoptRestarts(ctx context.Context) {
+	pods, err := c.pods.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	now := c.now()
+	adopted := 0
+	for _, pod := range pods {
+		if c.ignored.Has(pod.Namespace) {
+			continue
+		}
+		since, ok := disruption.RestartUnderWay(pod, c.minReady.For(pod), now)
+		if !ok {
+			continue
+		}
+		req, refused := c.restartRequest(pod)
+		if refused != nil {
+			continue
+		}
+		c.budget.Adopt(req, since)
+		adopted++
+		klog.FromContext(ctx).V(2).Info("Restart under way counted against its budget", "pod", klog.KObj(pod), "since", since)
+	}
+	if adopted > 0 {
+		klog.FromContext(ctx).Info("Restarts by resizes found under way; counted before any resize is sent", "pods", adopted)
 	}
 }
 
@@ -82,6 +158,16 @@ func (c *Controller) enqueueSiblings(pod *corev1.Pod) {
 		if p, ok := o.(*corev1.Pod); ok && p.UID != pod.UID {
 			c.enqueuePod(p.Namespace + "/" + p.Name)
 		}
+	}
+}
+
+// enqueueWaitingForPDB queues the pods of namespace waiting for a
+// PodDisruptionBudget.
+func (c *Controller) enqueueWaitingForPDB(namespace string) {
+	for _, key := range waiting(c.tracker, func(s state.Pod) bool {
+		return s.State == state.PodWaiting && strings.HasPrefix(s.Values, "PodDisruptionBudget ") && strings.HasPrefix(s.VPA, namespace+"/")
+	}) {
+		c.enqueuePod(key)
 	}
 }
 
@@ -128,3 +214,7 @@ func waiting(t *state.Tracker[state.PodState], match func(state.Pod) bool) []str
 
 // restartMinReadyDefault is --restart-min-ready's default.
 const restartMinReadyDefault = 30 * time.Second
+
+// restartReservationTimeoutDefault is --restart-reservation-timeout's
+// default.
+const restartReservationTimeoutDefault = 10 * time.Minute

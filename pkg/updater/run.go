@@ -23,6 +23,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 )
 
@@ -55,6 +56,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
+	// Nor before the restarts under way are counted: the budget lives in
+	// memory, and the restarts an earlier leader sent are not over.
+	c.adoptRestarts(ctx)
 	c.recordsLoaded.Store(true)
 	logger.Info("Caches synced and records loaded; starting workers", "workers", c.cfg.Workers,
 		"resyncInterval", c.cfg.ResyncInterval, "dryRun", c.cfg.DryRun)
@@ -201,7 +205,12 @@ func (c *Controller) CleanupRecords() []types.UID {
 	for _, key := range append(c.tracker.Retain(live.Has, c.now()), c.jobTracker.Retain(live.Has, c.now())...) {
 		c.enqueueCondition(key)
 	}
-	c.budget.Retain(live.Has)
+	for range c.budget.Retain(live.Has) {
+		c.metrics.RestartReservationEnded(string(disruption.EndGone))
+	}
+	if c.room != nil {
+		c.room.Retain(live.Has)
+	}
 	c.memStore.Retain(live.Has)
 	return c.store.Retain(live.Has)
 }

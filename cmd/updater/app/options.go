@@ -38,6 +38,9 @@ type Options struct {
 	// MemoryLimitDecreaseMargin: a memory limit is lowered only above the
 	// memory in use x (1 + margin), when the metrics API tells the usage.
 	MemoryLimitDecreaseMargin float64
+	// RestartReservationTimeout bounds how long a restarting resize the
+	// kubelet has not applied keeps its place in the disruption budget.
+	RestartReservationTimeout time.Duration
 	FeatureGate               featuregate.MutableFeatureGate
 	LeaderElection            componentbaseconfig.LeaderElectionConfiguration
 }
@@ -66,6 +69,7 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		PodUpdateThreshold:        0.1,
 		EvictionTolerance:         0.5,
 		RestartMinReady:           30 * time.Second,
+		RestartReservationTimeout: 10 * time.Minute,
 		ReversalHold:              15 * time.Minute,
 		Address:                   ":8943",
 		DeferredWarningAfter:      10 * time.Minute,
@@ -101,6 +105,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Fraction of a workload's pods whose containers may be restarted at once by resizes (containers whose resizePolicy is RestartContainer for a changed resource). At least one pod at a time. Resizes that restart nothing are not limited.")
 	fs.DurationVar(&o.RestartMinReady, "restart-min-ready", o.RestartMinReady,
 		"How long a pod whose containers a resize restarted must stay Ready before the next pod of its workload may be restarted, when the workload sets no spec.minReadySeconds (custom resources never do). Until then it counts against --eviction-tolerance and its PodDisruptionBudgets.")
+	fs.DurationVar(&o.RestartReservationTimeout, "restart-reservation-timeout", o.RestartReservationTimeout,
+		"How long a resize that restarts containers keeps its place under --eviction-tolerance and PodDisruptionBudgets while its pod stays Ready and the kubelet has not applied it (Deferred, failing on the node): then the place is given back, with a warning event, and the other pods of the workload may be resized. A pod that is not Ready keeps its place until it is back; a resize the kubelet marks Infeasible, or the API server refuses, gives it back at once.")
 	fs.DurationVar(&o.ReversalHold, "resize-reversal-hold", o.ReversalHold,
 		"How long after a pod's resize a change that would only move its requests back the way that resize came is held, while every request stays inside the recommended range: a recommendation flapping between two values resizes the pod once, not at every flap. A request outside the recommended range is never held. 0 holds nothing.")
 	fs.StringVar(&o.VPAObjectNamespace, "vpa-object-namespace", o.VPAObjectNamespace,
@@ -150,6 +156,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.RestartMinReady <= 0 {
 		errs = append(errs, fmt.Errorf("--restart-min-ready must be positive, got %s", o.RestartMinReady))
+	}
+	if o.RestartReservationTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--restart-reservation-timeout must be positive, got %s", o.RestartReservationTimeout))
 	}
 	if errs1123 := validation.IsDNS1123Label(o.RecordsNamespace); len(errs1123) > 0 {
 		errs = append(errs, fmt.Errorf("--records-namespace %q is no namespace name: %s", o.RecordsNamespace, strings.Join(errs1123, "; ")))

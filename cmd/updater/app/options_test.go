@@ -94,6 +94,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"--vpa-object-namespace=a", "--ignored-vpa-object-namespaces=b"}, "cannot be used together"},
 		{[]string{"--workers=-1"}, "--workers"},
 		{[]string{"--deferred-warning-after=-1s"}, "--deferred-warning-after"},
+		{[]string{"--restart-reservation-timeout=0"}, "--restart-reservation-timeout"},
 		{[]string{"--config-map=no-namespace"}, "--config-map must be namespace/name"},
 		{[]string{"--config-map=/name"}, "--config-map must be namespace/name"},
 		{[]string{"--config-map=a/b/c"}, "--config-map must be namespace/name"},

@@ -109,6 +109,13 @@ func Run(ctx context.Context, o *Options) error {
 				fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
 			).String()
 		}))
+	// Resizes sent only when they fit their node (resize-when: fits-node)
+	// count every pod bound to it, whatever its namespace (a DaemonSet's,
+	// kube-system's). Serving one namespace, the pods cached above are that
+	// namespace's only: a second, cluster-wide view holds what the check
+	// reads of the others (cachetrim.NodeView). It needs list and watch on
+	// pods cluster-wide, which the shipped ClusterRole grants.
+	nodePods, nodePodFactory := newNodePods(kube, namespace, podFactory)
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
 		informers.WithNamespace(namespace), informers.WithTransform(cachetrim.Transform))
 	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(vpaClient, 0,
@@ -192,6 +199,8 @@ func Run(ctx context.Context, o *Options) error {
 		DeferredWarningAfter: o.DeferredWarningAfter,
 		ConfigMap:            killSwitch.name,
 		MemoryLimitMargin:    o.MemoryLimitDecreaseMargin,
+		// Places of restarting resizes the kubelet has not applied.
+		RestartReservationTimeout: o.RestartReservationTimeout,
 	}, updater.Deps{
 		Client:     kube,
 		VPAClient:  vpaClient,
@@ -201,6 +210,7 @@ func Run(ctx context.Context, o *Options) error {
 		Jobs:       factory.Batch().V1().Jobs(),
 		PDBs:       factory.Policy().V1().PodDisruptionBudgets(),
 		Nodes:      factory.Core().V1().Nodes(),
+		NodePods:   nodePods,
 		MinReady: disruption.MinReady{
 			ReplicaSets:  factory.Apps().V1().ReplicaSets().Lister(),
 			StatefulSets: factory.Apps().V1().StatefulSets().Lister(),
@@ -220,12 +230,14 @@ func Run(ctx context.Context, o *Options) error {
 	}
 
 	podFactory.Start(ctx.Done())
+	nodePodFactory.Start(ctx.Done())
 	factory.Start(ctx.Done())
 	vpaFactory.Start(ctx.Done())
 	killSwitch.start(ctx)
 	defer func() {
 		cancel()
 		podFactory.Shutdown()
+		nodePodFactory.Shutdown()
 		factory.Shutdown()
 		vpaFactory.Shutdown()
 		killSwitch.shutdown()
@@ -302,6 +314,26 @@ func checkRecordsNamespace(ctx context.Context, configMaps corev1client.ConfigMa
 		klog.FromContext(ctx).Error(err, "Cannot check the records namespace yet; the first load of the records checks it again", "recordsNamespace", namespace)
 		return nil
 	}
+}
+
+// newNodePods returns the pods bound to nodes that fits-node reads, and the
+// factory to start: the pods' own informer when the updater serves every
+// namespace, otherwise a cluster-wide view of the bound pods that have not
+// terminated, trimmed to what the check reads (cachetrim.NodeView).
+func newNodePods(kube kubernetes.Interface, namespace string, podFactory informers.SharedInformerFactory) (coreinformers.PodInformer, informers.SharedInformerFactory) {
+	if namespace == metav1.NamespaceAll {
+		return podFactory.Core().V1().Pods(), podFactory
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithTransform(cachetrim.NodeView),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.FieldSelector = fields.AndSelectors(
+				fields.OneTermNotEqualSelector("spec.nodeName", ""),
+				fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+				fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
+			).String()
+		}))
+	return factory.Core().V1().Pods(), factory
 }
 
 // newRecorder returns the event recorder of the binary (pkg/eventsink),

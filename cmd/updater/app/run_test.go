@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -123,4 +124,43 @@ func TestStartRefusesARecordsNamespaceItCannotWrite(t *testing.T) {
 			assert.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// Serving one namespace, the updater still sees every pod bound to a node,
+// for fits-node: listed cluster-wide, bound and not terminated only,
+// trimmed. Serving every namespace, the pods' own cache is that view.
+func TestNodePodsSeeEveryNamespace(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	kube := kubefake.NewClientset(
+		testpod.New("kafka-0").Namespace("kafka").Container("c", "1", "1Gi").Running().Obj(),
+		testpod.New("agent").Namespace("kube-system").Container("c", "2", "1Gi").Running().Obj(),
+	)
+	pods := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace("kafka"))
+	nodePods, factory := newNodePods(kube, "kafka", pods)
+	informer := nodePods.Informer()
+	factory.Start(ctx.Done())
+	defer func() { cancel(); factory.Shutdown() }()
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), informer.HasSynced))
+	var names []string
+	for _, o := range informer.GetStore().List() {
+		p := o.(*corev1.Pod)
+		names = append(names, p.Namespace+"/"+p.Name)
+		assert.Nil(t, p.Labels, "trimmed to what fits-node reads")
+	}
+	assert.ElementsMatch(t, []string{"kafka/kafka-0", "kube-system/agent"}, names)
+	for _, a := range kube.Actions() {
+		if l, ok := a.(clienttesting.ListActionImpl); ok && a.GetResource().Resource == "pods" {
+			assert.Empty(t, l.GetNamespace(), "cluster-wide")
+			assert.Equal(t, "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed", l.GetListOptions().FieldSelector)
+		}
+	}
+
+	t.Run("serving every namespace, the pods' own cache", func(t *testing.T) {
+		pods := informers.NewSharedInformerFactory(kube, 0)
+		nodePods, factory := newNodePods(kube, metav1.NamespaceAll, pods)
+		assert.Same(t, pods, factory)
+		assert.True(t, nodePods.Informer().GetIndexer() == pods.Core().V1().Pods().Informer().GetIndexer())
+	})
 }

@@ -12,16 +12,24 @@
 //
 // Check and reservation are one step (Reserve, under one lock), taken before
 // the resize is sent: workers deciding on pods of one workload at the same
-// time cannot all pass the check. A reservation is given back when the patch
-// is refused or fails (Release), or held until the pod is really back
-// (Observe): the resize completed, every container Ready, and the pod Ready
-// for the workload's minReadySeconds.
+// time cannot all pass the check. A reservation ends when nothing will
+// restart: the patch is refused, a record says the resize cannot be made, or
+// the kubelet marks it Infeasible (Release, Observe). It is held while a
+// restart may still come: through a patch whose answer was lost (it may have
+// been applied: Unconfirmed) until the pod shows what happened, and until
+// the pod is really back (Observe): the resize shown on the pod and
+// completed, every container Ready, and the pod Ready for the workload's
+// minReadySeconds. A pod that stays Ready without the resize applied
+// (Deferred by the kubelet, failing on the node) holds its place for
+// Config.Timeout at most. Restarts found under way at start, sent before
+// this process led, are reserved too (Adopt, RestartUnderWay).
 package disruption
 
 import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,8 +69,65 @@ type Verdict struct {
 	Message string
 }
 
+// Config holds the budget's settings.
+type Config struct {
+	// Tolerance is the eviction tolerance: the fraction of a workload's
+	// pods that may be down at once.
+	Tolerance float64
+	// Timeout bounds how long a reservation is held while its pod stays
+	// Ready and the kubelet has not applied the resize (Deferred, failing
+	// on the node, not taken up, or not shown by the cache); 0: no bound.
+	Timeout time.Duration
+}
+
+// EndReason says why a reservation ended.
+type EndReason string
+
+const (
+	// EndBack: the pod restarted and has been Ready for its minReady.
+	EndBack EndReason = "Back"
+	// EndInfeasible: the kubelet marked the resize Infeasible: it will not
+	// apply it, so nothing restarts.
+	EndInfeasible EndReason = "Infeasible"
+	// EndExpired: the resize was still not applied after Config.Timeout
+	// while the pod stayed Ready.
+	EndExpired EndReason = "Expired"
+	// EndRefused: the API server refused the patch, or it failed before it
+	// could be applied.
+	EndRefused EndReason = "Refused"
+	// EndRecorded: a record says the resize cannot be applied.
+	EndRecorded EndReason = "Recorded"
+	// EndWithheld: the resize was not sent after all (paused meanwhile).
+	EndWithheld EndReason = "Withheld"
+	// EndGone: the pod is gone.
+	EndGone EndReason = "Gone"
+)
+
+// EndReasons lists every EndReason, in the order metrics list them.
+var EndReasons = []EndReason{EndBack, EndInfeasible, EndExpired, EndRefused, EndRecorded, EndWithheld, EndGone}
+
+// The states of a held reservation, as Counts reports them.
+const (
+	// HeldUnconfirmed: the answer to the resize was lost (a timeout, a reset
+	// connection, a 5xx): it may have been applied, and the pod does not
+	// show yet whether it was.
+	HeldUnconfirmed = "Unconfirmed"
+	// HeldRestarting: the resize was sent (or found under way at start) and
+	// the pod is not back yet: not Ready, or its resize not seen completed.
+	HeldRestarting = "Restarting"
+	// HeldPending: the pod is Ready and the kubelet has not applied the
+	// resize (Deferred, failing, not taken up): bounded by Config.Timeout.
+	HeldPending = "Pending"
+	// HeldBack: the pod is back, and Ready for less than its minReady.
+	HeldBack = "Back"
+)
+
+// HeldStates lists the states Counts reports.
+var HeldStates = []string{HeldUnconfirmed, HeldRestarting, HeldPending, HeldBack}
+
 // reservation is a restarting resize of ours that has not come back yet.
 type reservation struct {
+	name     string
 	workload string
 	ns       string
 	labels   labels.Set
@@ -71,65 +136,116 @@ type reservation struct {
 	// status cannot have counted this disruption.
 	pdbVersions map[types.UID]string
 	minReady    time.Duration
-	// taken is when the reservation was taken.
+	// generation and spec are the pod's metadata.generation and resources
+	// when the resize was decided: a pod past that generation, or with
+	// other resources, shows the resize (shown).
+	generation int64
+	spec       string
+	shown      bool
+	// unconfirmed: the answer to the patch was lost; it may have been
+	// applied. Cleared once the pod shows it, or a patch is accepted.
+	unconfirmed bool
+	// adopted: found under way at start, not sent by this process.
+	adopted bool
+	// taken is when the reservation was taken (for an adopted one, when its
+	// restart is counted from).
 	taken time.Time
 	// ready is whether the pod was Ready when last observed; readySince
 	// when it became Ready again after its restart (zero: not yet back).
 	ready      bool
 	readySince time.Time
+	// state is the pod's resize state when last observed.
+	state resize.State
 }
 
-// Budget holds the reservations. Safe for concurrent use.
+// Budget holds the reservations. Safe for concurrent use: every method is
+// one atomic step.
 type Budget struct {
-	tolerance float64
-	clock     clock.PassiveClock
+	cfg   Config
+	clock clock.PassiveClock
 
 	mu       sync.Mutex
 	reserved map[types.UID]*reservation
 }
 
-// New returns a Budget for the eviction tolerance (a fraction of a
-// workload's pods).
-func New(tolerance float64, clk clock.PassiveClock) *Budget {
-	return &Budget{tolerance: tolerance, clock: clk, reserved: map[types.UID]*reservation{}}
+// New returns a Budget.
+func New(cfg Config, clk clock.PassiveClock) *Budget {
+	return &Budget{cfg: cfg, clock: clk, reserved: map[types.UID]*reservation{}}
 }
 
 // Reserve checks whether the pod may have its containers restarted now and,
 // if so, reserves it: in the same step, so that concurrent callers never
-// exceed a budget. A pod that already holds a reservation keeps it.
+// exceed a budget. A pod that already holds a reservation keeps it, now for
+// the resize decided on this version of the pod.
 func (b *Budget) Reserve(req Request) Verdict {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := b.clock.Now()
 	uid := req.Pod.UID
-	if _, ok := b.reserved[uid]; ok {
+	if r, ok := b.reserved[uid]; ok {
+		r.sentFrom(req.Pod, now)
 		return Verdict{Allowed: true}
 	}
 	if req.Workload != "" {
-		if ok, down, allowed := b.toleranceAllows(req); !ok {
+		if ok, down, allowed, holders := b.toleranceAllows(req, now); !ok {
 			return Verdict{Blocker: "the eviction tolerance",
-				Message: fmt.Sprintf("%d of %d pods of the workload are restarting or not Ready, and the eviction tolerance allows %d at once", down, countLive(req.Siblings), allowed)}
+				Message: fmt.Sprintf("%d of %d pods of the workload are restarting or not Ready, and the eviction tolerance allows %d at once%s",
+					down, countLive(req.Siblings), allowed, holders)}
 		}
 	}
 	versions := map[types.UID]string{}
 	for _, pdb := range matching(req.PDBs, req.Pod) {
-		if ok, left := b.pdbAllows(pdb, uid); !ok {
+		if ok, left, holders := b.pdbAllows(pdb, uid, now); !ok {
 			return Verdict{Blocker: "PodDisruptionBudget " + pdb.Name,
-				Message: fmt.Sprintf("PodDisruptionBudget %s allows %d more disruptions (%d by its status, less %d restarts of ours it has not counted yet)",
-					pdb.Name, max(left, 0), pdb.Status.DisruptionsAllowed, pdb.Status.DisruptionsAllowed-left)}
+				Message: fmt.Sprintf("PodDisruptionBudget %s allows %d more disruptions (%d by its status, less %d restarts of ours it has not counted yet)%s",
+					pdb.Name, max(left, 0), pdb.Status.DisruptionsAllowed, pdb.Status.DisruptionsAllowed-left, holders)}
 		}
 		versions[pdb.UID] = pdb.ResourceVersion
 	}
-	b.reserved[uid] = &reservation{
-		workload: req.Workload, ns: req.Pod.Namespace, labels: labels.Set(req.Pod.Labels),
-		pdbVersions: versions, minReady: req.MinReady, ready: podReady(req.Pod), taken: b.clock.Now(),
-	}
+	r := b.newReservation(req, versions)
+	r.sentFrom(req.Pod, now)
+	b.reserved[uid] = r
 	return Verdict{Allowed: true}
 }
 
+func (b *Budget) newReservation(req Request, versions map[types.UID]string) *reservation {
+	return &reservation{
+		name: req.Pod.Name, workload: req.Workload, ns: req.Pod.Namespace, labels: labels.Set(req.Pod.Labels),
+		pdbVersions: versions, minReady: req.MinReady, ready: podReady(req.Pod),
+	}
+}
+
+// sentFrom makes r the reservation of a resize decided on pod now.
+func (r *reservation) sentFrom(pod *corev1.Pod, now time.Time) {
+	r.generation, r.spec, r.shown, r.adopted = pod.Generation, resize.SpecOf(pod), false, false
+	r.taken, r.readySince, r.state = now, time.Time{}, ""
+}
+
+// Adopt reserves, without any check, a restart found under way that this
+// process did not send: one an earlier leader sent, or one that was under
+// way when the updater restarted (RestartUnderWay). Its restart is counted
+// from since. A pod already holding a reservation keeps it.
+func (b *Budget) Adopt(req Request, since time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.reserved[req.Pod.UID]; ok {
+		return
+	}
+	versions := map[types.UID]string{}
+	for _, pdb := range matching(req.PDBs, req.Pod) {
+		versions[pdb.UID] = pdb.ResourceVersion
+	}
+	r := b.newReservation(req, versions)
+	r.adopted, r.shown, r.taken = true, true, since
+	b.reserved[req.Pod.UID] = r
+}
+
 // toleranceAllows counts the pods of the workload that are down (not
-// Ready, or reserved) besides the one asking. Callers hold b.mu.
-func (b *Budget) toleranceAllows(req Request) (ok bool, down, allowed int) {
+// Ready, or reserved) besides the one asking, and describes the
+// reservations among them. Callers hold b.mu.
+func (b *Budget) toleranceAllows(req Request, now time.Time) (ok bool, down, allowed int, holders string) {
 	total := 0
+	var held []*reservation
 	for _, p := range req.Siblings {
 		if terminal(p) {
 			continue
@@ -138,12 +254,16 @@ func (b *Budget) toleranceAllows(req Request) (ok bool, down, allowed int) {
 		if p.UID == req.Pod.UID {
 			continue
 		}
-		if _, held := b.reserved[p.UID]; held || !podReady(p) {
+		r, isHeld := b.reserved[p.UID]
+		if isHeld {
+			held = append(held, r)
+		}
+		if isHeld || !podReady(p) {
 			down++
 		}
 	}
-	allowed = max(int(math.Floor(b.tolerance*float64(total))), 1)
-	return down < allowed, down, allowed
+	allowed = max(int(math.Floor(b.cfg.Tolerance*float64(total))), 1)
+	return down < allowed, down, allowed, b.describe(held, now)
 }
 
 // pdbAllows tells whether pdb allows one more disruption once the
@@ -151,12 +271,13 @@ func (b *Budget) toleranceAllows(req Request) (ok bool, down, allowed int) {
 // it then allows. A reservation is not counted by the PDB while its pod is
 // still Ready (the disruption controller sees it healthy) or while the PDB
 // has not been written since the reservation was taken. Callers hold b.mu.
-func (b *Budget) pdbAllows(pdb *policyv1.PodDisruptionBudget, self types.UID) (bool, int32) {
+func (b *Budget) pdbAllows(pdb *policyv1.PodDisruptionBudget, self types.UID, now time.Time) (bool, int32, string) {
 	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 	if err != nil {
-		return false, 0
+		return false, 0, ""
 	}
 	var uncounted int32
+	var held []*reservation
 	for uid, r := range b.reserved {
 		if uid == self || r.ns != pdb.Namespace || !sel.Matches(r.labels) {
 			continue
@@ -164,18 +285,100 @@ func (b *Budget) pdbAllows(pdb *policyv1.PodDisruptionBudget, self types.UID) (b
 		version, seen := r.pdbVersions[pdb.UID]
 		if r.ready || !seen || version == pdb.ResourceVersion {
 			uncounted++
+			held = append(held, r)
 		}
 	}
 	left := pdb.Status.DisruptionsAllowed - uncounted
-	return left > 0, left
+	return left > 0, left, b.describe(held, now)
 }
 
-// Release gives a reservation back: the resize was refused or failed, so
-// nothing restarts.
-func (b *Budget) Release(uid types.UID) {
+// maxDescribed bounds the reservations a verdict's message names.
+const maxDescribed = 3
+
+// describe names the reservations holding places, for a verdict's message:
+// " (kafka-0: resize Deferred by the kubelet, its place held until ... at
+// the latest)". Callers hold b.mu.
+func (b *Budget) describe(held []*reservation, now time.Time) string {
+	if len(held) == 0 {
+		return ""
+	}
+	sort.Slice(held, func(i, j int) bool { return held[i].name < held[j].name })
+	parts := make([]string, 0, maxDescribed+1)
+	for i, r := range held {
+		if i == maxDescribed {
+			parts = append(parts, fmt.Sprintf("and %d more", len(held)-maxDescribed))
+			break
+		}
+		parts = append(parts, b.describeOne(r, now))
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+func (b *Budget) describeOne(r *reservation, now time.Time) string {
+	switch {
+	case !r.ready:
+		return r.name + ": restarting, not Ready"
+	case !r.readySince.IsZero():
+		return fmt.Sprintf("%s: back, counted until %s", r.name, stamp(r.readySince.Add(r.minReady)))
+	case b.cfg.Timeout > 0:
+		return fmt.Sprintf("%s: %s, its place held until %s at the latest", r.name, r.what(), stamp(r.taken.Add(b.cfg.Timeout)))
+	}
+	return r.name + ": " + r.what()
+}
+
+// what says where a held pod's resize stands, as last observed.
+func (r *reservation) what() string {
+	switch {
+	case r.unconfirmed:
+		return "the answer to its resize was lost, and the pod does not show yet whether it was applied"
+	case !r.shown:
+		return "resize sent, not seen on the pod yet"
+	}
+	switch r.state {
+	case resize.StateDeferred:
+		return "resize Deferred by the kubelet"
+	case resize.StateError, resize.StateMemoryLimitRefused:
+		return "resize failing on the node"
+	case resize.StateInProgress:
+		return "resize in progress"
+	case resize.StateUnknown:
+		return "resize not taken up by the kubelet yet"
+	case "":
+		return "resize sent"
+	}
+	return "restarting"
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// Sent notes that the pod's patch was accepted.
+func (b *Budget) Sent(uid types.UID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if r, ok := b.reserved[uid]; ok {
+		r.unconfirmed = false
+	}
+}
+
+// Unconfirmed notes that the answer to the pod's patch was lost: it may have
+// been applied. The reservation is kept until the pod shows what happened,
+// a later patch of it is answered, or Config.Timeout passes.
+func (b *Budget) Unconfirmed(uid types.UID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r, ok := b.reserved[uid]; ok {
+		r.unconfirmed = true
+	}
+}
+
+// Release gives a reservation back, for reason: nothing restarts. It
+// reports whether the pod held one.
+func (b *Budget) Release(uid types.UID, _ EndReason) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.reserved[uid]
 	delete(b.reserved, uid)
+	return ok
 }
 
 // Held reports whether the pod holds a reservation.
@@ -186,25 +389,58 @@ func (b *Budget) Held(uid types.UID) bool {
 	return ok
 }
 
-// Observe looks at a pod holding a reservation and ends the reservation once
-// the pod is back: resize completed, every container Ready, and Ready for
-// the reservation's minReady. It returns whether the reservation ended, and
-// while held and the pod is Ready, how long until it may end (0 otherwise):
-// the caller looks at the pod again then.
-func (b *Budget) Observe(pod *corev1.Pod) (ended bool, after time.Duration) {
+// Observation is what Observe tells of a reservation.
+type Observation struct {
+	// Ended is why the reservation ended; "" while it is held (or the pod
+	// holds none).
+	Ended EndReason
+	// After, while held, is when to look at the pod again: its minReady is
+	// up, or its reservation expires. 0: at its next update.
+	After time.Duration
+	// Message says, for EndExpired, where the resize stood.
+	Message string
+}
+
+// Observe looks at a pod holding a reservation and ends the reservation
+// once the pod is back: the resize shown on the pod and completed, the pod
+// Ready, and Ready for the reservation's minReady. It also ends it when
+// nothing will restart (the kubelet marked the resize Infeasible), and when
+// the pod has stayed Ready without the resize applied for Config.Timeout.
+func (b *Budget) Observe(pod *corev1.Pod) Observation {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r, ok := b.reserved[pod.UID]
 	if !ok {
-		return false, 0
+		return Observation{}
 	}
 	now := b.clock.Now()
 	r.labels = labels.Set(pod.Labels)
-	back := podReady(pod) && resize.ReadStatus(pod).State == resize.StateNone && pod.Status.ObservedGeneration >= pod.Generation
 	r.ready = podReady(pod)
+	if !r.shown && (pod.Generation > r.generation || resize.SpecOf(pod) != r.spec) {
+		r.shown, r.unconfirmed = true, false
+	}
+	if r.shown {
+		r.state = resize.ReadStatus(pod).State
+		if r.state == resize.StateInfeasible {
+			delete(b.reserved, pod.UID)
+			return Observation{Ended: EndInfeasible}
+		}
+	}
+	// The resize status tells completion: on a kubelet that reports
+	// observedGeneration, only once it has caught up (ReadStatus).
+	back := r.shown && r.ready && r.state == resize.StateNone
 	if !back {
 		r.readySince = time.Time{}
-		return false, 0
+		if !r.ready || b.cfg.Timeout <= 0 {
+			// Down: counted as such until it is back, however long.
+			return Observation{}
+		}
+		deadline := r.taken.Add(b.cfg.Timeout)
+		if wait := deadline.Sub(now); wait > 0 {
+			return Observation{After: wait}
+		}
+		delete(b.reserved, pod.UID)
+		return Observation{Ended: EndExpired, Message: r.what()}
 	}
 	if r.readySince.IsZero() {
 		r.readySince = readySince(pod, now)
@@ -216,24 +452,29 @@ func (b *Budget) Observe(pod *corev1.Pod) (ended bool, after time.Duration) {
 		}
 	}
 	if wait := r.readySince.Add(r.minReady).Sub(now); wait > 0 {
-		return false, wait
+		return Observation{After: wait}
 	}
 	delete(b.reserved, pod.UID)
-	return true, 0
+	return Observation{Ended: EndBack}
 }
 
-// Forget drops a pod's reservation (the pod is gone).
-func (b *Budget) Forget(uid types.UID) { b.Release(uid) }
+// Forget drops a pod's reservation (the pod is gone) and reports whether it
+// held one.
+func (b *Budget) Forget(uid types.UID) bool { return b.Release(uid, EndGone) }
 
-// Retain drops the reservations of pods live says are gone.
-func (b *Budget) Retain(live func(types.UID) bool) {
+// Retain drops the reservations of pods live says are gone, and returns how
+// many it dropped.
+func (b *Budget) Retain(live func(types.UID) bool) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	n := 0
 	for uid := range b.reserved {
 		if !live(uid) {
 			delete(b.reserved, uid)
+			n++
 		}
 	}
+	return n
 }
 
 // Reserved returns the UIDs holding a reservation, sorted.
@@ -245,6 +486,27 @@ func (b *Budget) Reserved() []types.UID {
 		out = append(out, uid)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Counts counts the reservations held, by state (HeldStates), as last
+// observed.
+func (b *Budget) Counts() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]int{}
+	for _, r := range b.reserved {
+		switch {
+		case r.unconfirmed:
+			out[HeldUnconfirmed]++
+		case !r.readySince.IsZero():
+			out[HeldBack]++
+		case r.shown && r.ready && r.state != resize.StateNone && r.state != "":
+			out[HeldPending]++
+		default:
+			out[HeldRestarting]++
+		}
+	}
 	return out
 }
 

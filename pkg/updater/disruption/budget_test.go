@@ -66,7 +66,7 @@ func TestTolerance(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := New(tt.tolerance, clocktesting.NewFakeClock(t0))
+			b := New(Config{Tolerance: tt.tolerance}, clocktesting.NewFakeClock(t0))
 			for _, i := range tt.reserved {
 				require.True(t, b.Reserve(Request{Pod: tt.siblings[i]}).Allowed)
 			}
@@ -120,7 +120,7 @@ func TestPodDisruptionBudgets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := New(1, clocktesting.NewFakeClock(t0))
+			b := New(Config{Tolerance: 1}, clocktesting.NewFakeClock(t0))
 			for _, r := range tt.reserved {
 				require.True(t, b.Reserve(Request{Pod: r, PDBs: tt.pdbs}).Allowed)
 			}
@@ -135,37 +135,40 @@ func TestPodDisruptionBudgets(t *testing.T) {
 	}
 }
 
+// resized is p as the API server has it once the resize is in its spec
+// (generation 2), the kubelet at observedGeneration observed and Ready or
+// not.
+func resized(p *corev1.Pod, observed int64, ready bool) *corev1.Pod {
+	out := pod(p.Name, ready)
+	out.Generation, out.Status.ObservedGeneration = 2, observed
+	return out
+}
+
 func TestReservationHeldUntilReadyForMinReady(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	b := New(0.5, clk)
+	b := New(Config{Tolerance: 0.5}, clk)
 	p := pod("p", true)
 	require.True(t, b.Reserve(Request{Pod: p, MinReady: 30 * time.Second}).Allowed)
 
+	// The cache does not show the resize yet: nothing to tell.
+	assert.Equal(t, Observation{}, b.Observe(p))
+
 	// Patched, still Ready: the kubelet has not restarted it yet.
-	p.Generation, p.Status.ObservedGeneration = 2, 1
-	ended, after := b.Observe(p)
-	assert.False(t, ended)
-	assert.Zero(t, after)
+	assert.Equal(t, Observation{}, b.Observe(resized(p, 1, true)))
 
 	// Restarting: not Ready.
-	down := pod("p", false)
-	down.Generation, down.Status.ObservedGeneration = 2, 2
-	ended, _ = b.Observe(down)
-	assert.False(t, ended)
+	assert.Equal(t, Observation{}, b.Observe(resized(p, 2, false)))
 
 	// Back and Ready since 5 s ago: 25 s to go.
 	clk.Step(time.Minute)
-	back := pod("p", true)
-	back.Generation, back.Status.ObservedGeneration = 2, 2
+	back := resized(p, 2, true)
 	back.Status.Conditions[0].LastTransitionTime = metav1.NewTime(clk.Now().Add(-5 * time.Second))
-	ended, after = b.Observe(back)
-	assert.False(t, ended)
-	assert.Equal(t, 25*time.Second, after)
+	assert.Equal(t, Observation{After: 25 * time.Second}, b.Observe(back))
 	assert.True(t, b.Held(p.UID))
+	assert.Equal(t, map[string]int{HeldBack: 1}, b.Counts())
 
 	clk.Step(25 * time.Second)
-	ended, _ = b.Observe(back)
-	assert.True(t, ended)
+	assert.Equal(t, Observation{Ended: EndBack}, b.Observe(back))
 	assert.False(t, b.Held(p.UID))
 }
 
@@ -174,25 +177,193 @@ func TestReservationHeldUntilReadyForMinReady(t *testing.T) {
 // seen back.
 func TestReservationOfAPodThatNeverShowedNotReady(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	b := New(0.5, clk)
+	b := New(Config{Tolerance: 0.5}, clk)
 	p := pod("p", true)
 	p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(-time.Hour))
 	require.True(t, b.Reserve(Request{Pod: p, MinReady: 10 * time.Second}).Allowed)
 	clk.Step(time.Second)
-	ended, after := b.Observe(p)
-	assert.False(t, ended)
-	assert.Equal(t, 10*time.Second, after)
+	back := resized(p, 2, true)
+	back.Status.Conditions[0].LastTransitionTime = p.Status.Conditions[0].LastTransitionTime
+	assert.Equal(t, Observation{After: 10 * time.Second}, b.Observe(back))
 	clk.Step(10 * time.Second)
-	ended, _ = b.Observe(p)
-	assert.True(t, ended)
+	assert.Equal(t, EndBack, b.Observe(back).Ended)
+}
+
+// A resize the kubelet will never apply restarts nothing: its place goes
+// back at once.
+func TestInfeasibleResizeEndsTheReservation(t *testing.T) {
+	b := New(Config{Tolerance: 0.5, Timeout: time.Hour}, clocktesting.NewFakeClock(t0))
+	p := pod("p", true)
+	require.True(t, b.Reserve(Request{Pod: p}).Allowed)
+	infeasible := resized(p, 2, true)
+	infeasible.Status.Conditions = append(infeasible.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible})
+	assert.Equal(t, Observation{Ended: EndInfeasible}, b.Observe(infeasible))
+	assert.False(t, b.Held(p.UID))
+
+	t.Run("an Infeasible resize from before ours, on a cache that does not show ours yet, ends nothing", func(t *testing.T) {
+		b := New(Config{Tolerance: 0.5, Timeout: time.Hour}, clocktesting.NewFakeClock(t0))
+		old := pod("p", true)
+		old.Status.Conditions = append(old.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible})
+		require.True(t, b.Reserve(Request{Pod: old}).Allowed)
+		assert.Empty(t, b.Observe(old).Ended)
+		assert.True(t, b.Held(old.UID))
+	})
+}
+
+// A pod that stays Ready without its resize applied (Deferred, failing)
+// holds its place for the timeout at most; one that is down holds it until
+// it is back.
+func TestPendingResizeHoldsItsPlaceForTheTimeout(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	b := New(Config{Tolerance: 0.5, Timeout: 10 * time.Minute}, clk)
+	siblings := pods(true, true)
+	p := siblings[0]
+	require.True(t, b.Reserve(Request{Pod: p, Workload: "w", Siblings: siblings}).Allowed)
+	deferred := resized(p, 2, true)
+	deferred.Status.Conditions = append(deferred.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonDeferred})
+	clk.Step(4 * time.Minute)
+	assert.Equal(t, Observation{After: 6 * time.Minute}, b.Observe(deferred))
+	assert.Equal(t, map[string]int{HeldPending: 1}, b.Counts())
+	v := b.Reserve(Request{Pod: siblings[1], Workload: "w", Siblings: siblings})
+	assert.False(t, v.Allowed)
+	assert.Equal(t, "1 of 2 pods of the workload are restarting or not Ready, and the eviction tolerance allows 1 at once"+
+		" (p0: resize Deferred by the kubelet, its place held until 2027-01-15T08:10:00Z at the latest)", v.Message)
+
+	clk.Step(6 * time.Minute)
+	assert.Equal(t, Observation{Ended: EndExpired, Message: "resize Deferred by the kubelet"}, b.Observe(deferred))
+	assert.True(t, b.Reserve(Request{Pod: siblings[1], Workload: "w", Siblings: siblings}).Allowed)
+
+	t.Run("a pod that is not Ready is down: no timeout", func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(t0)
+		b := New(Config{Tolerance: 0.5, Timeout: 10 * time.Minute}, clk)
+		p := pod("p", true)
+		require.True(t, b.Reserve(Request{Pod: p}).Allowed)
+		clk.Step(time.Hour)
+		assert.Equal(t, Observation{}, b.Observe(resized(p, 2, false)))
+		assert.True(t, b.Held(p.UID))
+	})
+}
+
+// A patch whose answer was lost may have been applied: the place is kept
+// until the pod shows it (then as any restart), or a patch sent again is
+// answered.
+func TestUnconfirmedResizeKeepsItsPlace(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	b := New(Config{Tolerance: 0.5, Timeout: 10 * time.Minute}, clk)
+	siblings := pods(true, true)
+	p := siblings[0]
+	require.True(t, b.Reserve(Request{Pod: p, Workload: "w", Siblings: siblings}).Allowed)
+	b.Unconfirmed(p.UID)
+	assert.Equal(t, map[string]int{HeldUnconfirmed: 1}, b.Counts())
+	assert.Equal(t, Observation{After: 10 * time.Minute}, b.Observe(p), "the cache shows nothing yet")
+	v := b.Reserve(Request{Pod: siblings[1], Workload: "w", Siblings: siblings})
+	assert.False(t, v.Allowed)
+	assert.Contains(t, v.Message, "p0: the answer to its resize was lost")
+
+	// The pod shows the resize: it was applied, and restarts.
+	assert.Equal(t, Observation{}, b.Observe(resized(p, 2, false)))
+	assert.Equal(t, map[string]int{HeldRestarting: 1}, b.Counts())
+
+	t.Run("sent again and accepted", func(t *testing.T) {
+		b := New(Config{Tolerance: 0.5, Timeout: 10 * time.Minute}, clk)
+		require.True(t, b.Reserve(Request{Pod: p}).Allowed)
+		b.Unconfirmed(p.UID)
+		require.True(t, b.Reserve(Request{Pod: p}).Allowed, "the pod keeps its place")
+		b.Sent(p.UID)
+		assert.Equal(t, map[string]int{HeldRestarting: 1}, b.Counts())
+	})
+}
+
+// A new leader adopts the restarts under way: no check, and the restart
+// counts from when it began.
+func TestAdoptedRestart(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	b := New(Config{Tolerance: 0.5, Timeout: 10 * time.Minute}, clk)
+	siblings := pods(true, true)
+	p := siblings[0]
+	p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(-4 * time.Second))
+	b.Adopt(Request{Pod: p, Workload: "w", Siblings: siblings, MinReady: 10 * time.Second}, t0.Add(-4*time.Second))
+	assert.False(t, b.Reserve(Request{Pod: siblings[1], Workload: "w", Siblings: siblings}).Allowed)
+	assert.Equal(t, Observation{After: 6 * time.Second}, b.Observe(p))
+	clk.Step(6 * time.Second)
+	assert.Equal(t, Observation{Ended: EndBack}, b.Observe(p))
+}
+
+func TestRestartUnderWay(t *testing.T) {
+	now := t0
+	restarting := func() *corev1.Pod {
+		p := testpod.New("p").Container("c", "1", "1Gi").ResizePolicy("c", corev1.ResourceMemory, corev1.RestartContainer).Running().Obj()
+		p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-time.Hour))
+		return p
+	}
+	tests := []struct {
+		name   string
+		change func(*corev1.Pod)
+		since  time.Time
+		ok     bool
+	}{
+		{name: "settled", change: func(*corev1.Pod) {}},
+		{name: "a restarting resize not taken up yet", ok: true, since: now, change: func(p *corev1.Pod) {
+			p.Generation = 2
+			p.Spec.Containers[0].Resources.Requests = testpod.List("1", "2Gi")
+		}},
+		{name: "a restarting resize Deferred", ok: true, since: now, change: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = testpod.List("1", "2Gi")
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonDeferred})
+		}},
+		{name: "a resize that restarts nothing", change: func(p *corev1.Pod) {
+			p.Generation = 2
+			p.Spec.Containers[0].Resources.Requests = testpod.List("2", "1Gi")
+		}},
+		{name: "a restarting resize Infeasible", change: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = testpod.List("1", "2Gi")
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible})
+		}},
+		{name: "restarted, Ready again 3s ago", ok: true, since: now.Add(-3 * time.Second), change: func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].RestartCount = 1
+			p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(now.Add(-5 * time.Second))
+			p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-3 * time.Second))
+		}},
+		{name: "restarted 5s ago without the Ready condition showing it", ok: true, since: now.Add(-5 * time.Second), change: func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].RestartCount = 1
+			p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(now.Add(-5 * time.Second))
+		}},
+		{name: "restarted, not Ready", ok: true, since: now, change: func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].RestartCount = 1
+			p.Status.Conditions[0].Status = corev1.ConditionFalse
+		}},
+		{name: "restarted long ago", change: func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].RestartCount = 3
+			p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(now.Add(-time.Hour))
+		}},
+		{name: "a container no resize restarts restarted", change: func(p *corev1.Pod) {
+			p.Spec.Containers[0].ResizePolicy = nil
+			p.Status.ContainerStatuses[0].RestartCount = 1
+			p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(now.Add(-time.Second))
+		}},
+		{name: "terminated", change: func(p *corev1.Pod) {
+			p.Generation = 2
+			p.Spec.Containers[0].Resources.Requests = testpod.List("1", "2Gi")
+			p.Status.Phase = corev1.PodSucceeded
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := restarting()
+			tt.change(p)
+			since, ok := RestartUnderWay(p, 10*time.Second, now)
+			assert.Equal(t, tt.ok, ok)
+			assert.True(t, tt.since.Equal(since), "since %s, want %s", since, tt.since)
+		})
+	}
 }
 
 func TestReleaseGivesTheReservationBack(t *testing.T) {
-	b := New(0, clocktesting.NewFakeClock(t0))
+	b := New(Config{Tolerance: 0}, clocktesting.NewFakeClock(t0))
 	siblings := pods(true, true)
 	require.True(t, b.Reserve(Request{Pod: siblings[0], Workload: "w", Siblings: siblings}).Allowed)
 	require.False(t, b.Reserve(Request{Pod: siblings[1], Workload: "w", Siblings: siblings}).Allowed)
-	b.Release(siblings[0].UID)
+	b.Release(siblings[0].UID, EndRefused)
 	assert.True(t, b.Reserve(Request{Pod: siblings[1], Workload: "w", Siblings: siblings}).Allowed)
 }
 
@@ -200,7 +371,7 @@ func TestReleaseGivesTheReservationBack(t *testing.T) {
 // pods of one workload at once; the number of reservations held must never
 // exceed what the tolerance allows.
 func TestConcurrentReservationsNeverExceedTheBudget(t *testing.T) {
-	b := New(0.5, clocktesting.NewFakeClock(t0))
+	b := New(Config{Tolerance: 0.5}, clocktesting.NewFakeClock(t0))
 	siblings := pods(true, true, true, true, true, true, true, true) // budget: 4
 	var inFlight, peak atomic.Int32
 	var wg sync.WaitGroup
@@ -214,7 +385,7 @@ func TestConcurrentReservationsNeverExceedTheBudget(t *testing.T) {
 				// The restart is under way; then the pod is back.
 				inFlight.Add(-1)
 				leave(p.UID)
-				b.Release(p.UID)
+				b.Release(p.UID, EndRefused)
 			}
 		})
 	}

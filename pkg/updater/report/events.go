@@ -36,6 +36,13 @@ const (
 // blocker.
 const EventResizeWaitingForBudget = "InPlaceResizeWaitingForDisruptionBudget"
 
+// EventRestartReservationExpired: a resize that restarts containers was
+// sent and is still not applied (Deferred, failing on the node, or not taken
+// up) after --restart-reservation-timeout, while the pod stays Ready: its
+// place under the eviction tolerance and PodDisruptionBudgets is given back.
+// Warning, once per pod and reservation.
+const EventRestartReservationExpired = "InPlaceResizeRestartReservationExpired"
+
 // EventResizeWaitingForNodeCapacity: a resize is not sent because it does
 // not fit the node now; once per pod and node.
 const EventResizeWaitingForNodeCapacity = "InPlaceResizeWaitingForNodeCapacity"

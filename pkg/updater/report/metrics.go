@@ -15,6 +15,7 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
@@ -45,6 +46,11 @@ const (
 	MetricPanics            = "vpa_inplace_updater_worker_panics_total"
 	MetricStartupBoosts     = "vpa_inplace_updater_startup_boosts_active"
 	MetricBoostDuration     = "vpa_inplace_updater_startup_boost_duration_seconds"
+	// MetricRestartReservations and MetricRestartReservationsEnded: places
+	// held by resizes that restart containers (pkg/updater/disruption).
+	MetricRestartReservations      = "vpa_inplace_updater_restart_reservations"
+	MetricRestartReservationsEnded = "vpa_inplace_updater_restart_reservations_ended_total"
+	MetricNodeRoomHolds            = "vpa_inplace_updater_node_room_holds"
 )
 
 // failureKubeletInfeasible is the failure reason of a resize the API server
@@ -80,6 +86,7 @@ type Metrics struct {
 	staleCacheReads  prometheus.Counter
 	panics           *prometheus.CounterVec
 	boostDuration    prometheus.Histogram
+	restartsEnded    *prometheus.CounterVec
 	gauges           *gaugeCollector
 }
 
@@ -95,6 +102,12 @@ type GaugeSnapshot struct {
 	Jobs          map[state.JobState]int
 	// Boosted counts the pods running with a CPU startup boost.
 	Boosted int
+	// RestartReservations counts the places held by resizes that restart
+	// containers, by state (disruption.HeldStates).
+	RestartReservations map[string]int
+	// NodeRoomHolds counts the resizes sent whose room on their node is held
+	// until the pod cache shows them.
+	NodeRoomHolds int
 }
 
 // NewMetrics creates the metrics and registers them on reg. The gauges read
@@ -158,10 +171,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "How long pods ran with a CPU startup boost: from the pod's creation to the resize that ended it (the time to Ready plus the boost's durationSeconds, plus the updater's own delay).",
 			Buckets: prometheus.ExponentialBuckets(5, 2, 10), // 5s to ~43m
 		}),
+		restartsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricRestartReservationsEnded,
+			Help: "Places under --eviction-tolerance and PodDisruptionBudgets given back by resizes that restart containers, by reason: Back (Ready again for minReady), Infeasible (the kubelet will not apply it), Expired (not applied within --restart-reservation-timeout while the pod stayed Ready), Refused (the patch was refused or failed before it could be applied), Recorded, Withheld, Gone.",
+		}, []string{"reason"}),
 		gauges: newGaugeCollector(),
 	}
+	for _, reason := range disruption.EndReasons {
+		m.restartsEnded.WithLabelValues(string(reason))
+	}
 	for _, c := range []prometheus.Collector{m.decisions, m.decisionDuration, m.sent, m.completed, m.failures, m.withheld, m.recommendation, m.apiErrors,
-		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.panics, m.boostDuration, m.gauges} {
+		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.panics, m.boostDuration, m.restartsEnded, m.gauges} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -275,6 +295,15 @@ func (m *Metrics) BoostEnded(lasted time.Duration) {
 	m.boostDuration.Observe(lasted.Seconds())
 }
 
+// RestartReservationEnded counts a place given back by a resize that
+// restarts containers (disruption.EndReason).
+func (m *Metrics) RestartReservationEnded(reason string) {
+	if m == nil {
+		return
+	}
+	m.restartsEnded.WithLabelValues(reason).Inc()
+}
+
 // Bind makes the gauges read from snapshot.
 func (m *Metrics) Bind(snapshot func() GaugeSnapshot) {
 	if m == nil {
@@ -323,6 +352,8 @@ type gaugeCollector struct {
 	metricsAPI    *prometheus.Desc
 	jobs          *prometheus.Desc
 	boosted       *prometheus.Desc
+	restarts      *prometheus.Desc
+	roomHolds     *prometheus.Desc
 }
 
 func newGaugeCollector() *gaugeCollector {
@@ -346,6 +377,11 @@ func newGaugeCollector() *gaugeCollector {
 		jobs: prometheus.NewDesc(MetricSuspendedJobs,
 			"Suspended Jobs of InPlace VPAs, by state: TemplateUpToDate, Waiting (not mutable yet), Withheld, Rejected, Error, NoRecommendation.",
 			[]string{"state"}, nil),
+		restarts: prometheus.NewDesc(MetricRestartReservations,
+			"Places under --eviction-tolerance and PodDisruptionBudgets held by resizes that restart containers, by state: Unconfirmed (the answer to the patch was lost; held until the pod shows it), Restarting, Pending (the pod is Ready and the kubelet has not applied the resize: Deferred or failing; held for --restart-reservation-timeout at most), Back (Ready for less than minReady).",
+			[]string{"state"}, nil),
+		roomHolds: prometheus.NewDesc(MetricNodeRoomHolds,
+			"Resizes sent to pods bound to a node whose room on the node is held until the pod cache shows them, so that the resizes sent only when they fit (resize-when: fits-node) count them.", nil, nil),
 		boosted: prometheus.NewDesc(MetricStartupBoosts,
 			"Pods of InPlace VPAs running with a CPU startup boost (vpaCpuStartupBoost annotations) that has not ended yet.", nil, nil),
 	}
@@ -353,7 +389,7 @@ func newGaugeCollector() *gaugeCollector {
 
 // Describe implements prometheus.Collector.
 func (g *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{g.records, g.memoryRecords, g.pending, g.oldest, g.paused, g.dryRun, g.metricsAPI, g.jobs, g.boosted} {
+	for _, d := range []*prometheus.Desc{g.records, g.memoryRecords, g.pending, g.oldest, g.paused, g.dryRun, g.metricsAPI, g.jobs, g.boosted, g.restarts, g.roomHolds} {
 		ch <- d
 	}
 }
@@ -377,6 +413,10 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(g.jobs, prometheus.GaugeValue, float64(s.Jobs[state]), string(state))
 	}
 	ch <- prometheus.MustNewConstMetric(g.boosted, prometheus.GaugeValue, float64(s.Boosted))
+	for _, state := range disruption.HeldStates {
+		ch <- prometheus.MustNewConstMetric(g.restarts, prometheus.GaugeValue, float64(s.RestartReservations[state]), state)
+	}
+	ch <- prometheus.MustNewConstMetric(g.roomHolds, prometheus.GaugeValue, float64(s.NodeRoomHolds))
 }
 
 func boolFloat(b bool) float64 {

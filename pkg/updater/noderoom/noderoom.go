@@ -1,0 +1,196 @@
+// Package noderoom holds the room on nodes that resizes sent by the updater
+// will take and that the pod cache does not show yet.
+//
+// A VPA that sends only what fits (resize-when: fits-node, the default for
+// Strimzi's brokers) checks each resize against its node: the node's
+// allocatable less what the pods bound to it hold (resize.FitsNode). Two
+// brokers of one node decided at the same moment each fit alone, and
+// together would not; the first resize sent is not in the cache when the
+// second is checked. So the check and the hold it allows are one step
+// (Ledger.Reserve, under one lock, with the node's pods read inside it),
+// taken before the resize is sent, and every resize the updater sends to a
+// bound pod holds its room, checked or not. Each node has its own lock: one
+// check on a full node (110 pods) holds it for about half a millisecond,
+// most of it PodRequests (BenchmarkReserve), and checks on other nodes do
+// not wait for it. A hold ends when the cache
+// shows the resize (the pod's own requests count it from then on), when
+// the patch is refused or fails before it could be applied, when the pod
+// goes, or after MaxHold. A patch whose answer was lost keeps its hold: it
+// may have been applied.
+package noderoom
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+)
+
+// MaxHold bounds a hold whose resize the cache never shows (a patch whose
+// lost answer hid a refusal, and that was not sent again; a watch that
+// stopped): far longer than a resize takes to reach the cache.
+const MaxHold = 5 * time.Minute
+
+// Pods returns the cached pods bound to a node.
+type Pods func(node string) []*corev1.Pod
+
+// Ledger holds the room of resizes sent and not yet shown by the cache.
+// Safe for concurrent use: every method is one atomic step for the node it
+// is about. Each node has its own lock: a check on one node never waits for
+// another's.
+type Ledger struct {
+	clock clock.PassiveClock
+	pods  Pods
+
+	mu    sync.Mutex
+	nodes map[string]*nodeHolds
+}
+
+// nodeHolds holds the room held on one node.
+type nodeHolds struct {
+	mu   sync.Mutex
+	held map[types.UID]*hold
+}
+
+// hold is the room a resize sent to one pod takes.
+type hold struct {
+	// generation and spec are the pod's when the resize was decided: a
+	// cached pod past them shows the resize.
+	generation int64
+	spec       string
+	// requests is what the pod requests of the node once resized
+	// (resize.ResizedRequests).
+	requests corev1.ResourceList
+	taken    time.Time
+}
+
+// New returns a Ledger reading the cached pods of a node through pods.
+func New(clk clock.PassiveClock, pods Pods) *Ledger {
+	return &Ledger{clock: clk, pods: pods, nodes: map[string]*nodeHolds{}}
+}
+
+// node returns the holds of a node, creating them.
+func (l *Ledger) node(name string) *nodeHolds {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.nodes[name]
+	if !ok {
+		n = &nodeHolds{held: map[types.UID]*hold{}}
+		l.nodes[name] = n
+	}
+	return n
+}
+
+// Reserve holds the room pod, resized to target, takes of its node. With
+// the node, it first checks that the resize fits it (resize.FitsNode,
+// counting the other holds of the node) and holds nothing when it does not,
+// saying what is short; without it (a resize sent whatever the node has
+// free) it only holds. Check and hold are one step: concurrent callers
+// never hold more than a node has.
+func (l *Ledger) Reserve(pod *corev1.Pod, target resources.Resources, check *corev1.Node) (bool, string) {
+	n := l.node(pod.Spec.NodeName)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := l.clock.Now()
+	if check != nil {
+		// Read inside the node's lock: a hold settled by another caller
+		// is in what is read here.
+		others := l.pods(check.Name)
+		n.settle(others, now)
+		held := map[types.UID]corev1.ResourceList{}
+		for uid, h := range n.held {
+			if uid != pod.UID {
+				held[uid] = h.requests
+			}
+		}
+		if fits, why := resize.FitsNode(check, others, held, pod, target); !fits {
+			if len(held) > 0 {
+				why += "; counted: resizes sent to other pods of the node and not seen yet"
+			}
+			return false, why
+		}
+	}
+	need := resize.ResizedRequests(pod, target)
+	spec := resize.SpecOf(pod)
+	if h, ok := n.held[pod.UID]; ok && h.generation == pod.Generation && h.spec == spec {
+		// An earlier resize decided on this same version of the pod may
+		// still be applied (its answer was lost): the larger of both.
+		need = resize.Larger(h.requests, need)
+	}
+	n.held[pod.UID] = &hold{generation: pod.Generation, spec: spec, requests: need, taken: now}
+	return true, ""
+}
+
+// settle drops the holds that the cached pods of the node (others) show,
+// and those past MaxHold. Callers hold n.mu.
+func (n *nodeHolds) settle(others []*corev1.Pod, now time.Time) {
+	byUID := make(map[types.UID]*corev1.Pod, len(others))
+	for _, p := range others {
+		byUID[p.UID] = p
+	}
+	for uid, h := range n.held {
+		if now.Sub(h.taken) >= MaxHold {
+			delete(n.held, uid)
+			continue
+		}
+		if p, ok := byUID[uid]; ok && (p.Generation > h.generation || resize.SpecOf(p) != h.spec) {
+			delete(n.held, uid)
+		}
+	}
+}
+
+// Release drops a pod's hold: its resize was refused or failed before it
+// could be applied, or was not sent, or the pod is gone. It reports whether
+// there was one.
+func (l *Ledger) Release(pod *corev1.Pod) bool {
+	n := l.node(pod.Spec.NodeName)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.held[pod.UID]
+	delete(n.held, pod.UID)
+	return ok
+}
+
+// Retain drops the holds of pods live says are gone, and settles every
+// other against the cache. A node's entry stays (a few bytes): a Reserve
+// may hold its lock already.
+func (l *Ledger) Retain(live func(types.UID) bool) {
+	l.mu.Lock()
+	names := make([]string, 0, len(l.nodes))
+	for name := range l.nodes {
+		names = append(names, name)
+	}
+	l.mu.Unlock()
+	now := l.clock.Now()
+	for _, name := range names {
+		n := l.node(name)
+		n.mu.Lock()
+		for uid := range n.held {
+			if !live(uid) {
+				delete(n.held, uid)
+			}
+		}
+		if len(n.held) > 0 {
+			n.settle(l.pods(name), now)
+		}
+		n.mu.Unlock()
+	}
+}
+
+// Len returns the number of holds.
+func (l *Ledger) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	total := 0
+	for _, n := range l.nodes {
+		n.mu.Lock()
+		total += len(n.held)
+		n.mu.Unlock()
+	}
+	return total
+}

@@ -1,0 +1,201 @@
+package noderoom
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+)
+
+var t0 = time.Unix(1_800_000_000, 0)
+
+// cache is a node's pods as a cache holds them, safe for concurrent use.
+type cache struct {
+	mu   sync.Mutex
+	pods map[types.UID]*corev1.Pod
+}
+
+func newCache(pods ...*corev1.Pod) *cache {
+	c := &cache{pods: map[types.UID]*corev1.Pod{}}
+	for _, p := range pods {
+		c.pods[p.UID] = p
+	}
+	return c
+}
+
+func (c *cache) set(p *corev1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pods[p.UID] = p
+}
+
+func (c *cache) onNode(node string) []*corev1.Pod {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*corev1.Pod
+	for _, p := range c.pods {
+		if p.Spec.NodeName == node {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func node(cpu string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Status: corev1.NodeStatus{Allocatable: testpod.List(cpu, "64Gi")}}
+}
+
+func broker(name, cpu string) *corev1.Pod {
+	return testpod.New(name).Container("kafka", cpu, "1Gi").Running().Obj()
+}
+
+func to(cpu string) resources.Resources {
+	return resources.Resources{"kafka": {Requests: testpod.List(cpu, "1Gi")}}
+}
+
+// resized is p once the API server has its resize to cpu (generation 2),
+// not yet applied by the kubelet.
+func resized(p *corev1.Pod, cpu string) *corev1.Pod {
+	out := p.DeepCopy()
+	out.Generation = 2
+	out.Spec.Containers[0].Resources.Requests = testpod.List(cpu, "1Gi")
+	return out
+}
+
+func TestReserve(t *testing.T) {
+	a, b := broker("kafka-0", "500m"), broker("kafka-1", "500m")
+	c := newCache(a, b)
+	clk := clocktesting.NewFakeClock(t0)
+	l := New(clk, c.onNode)
+
+	ok, _ := l.Reserve(a, to("1500m"), node("2500m"))
+	require.True(t, ok, "2 cpus free; kafka-0 grows by 1")
+	ok, why := l.Reserve(b, to("1500m"), node("2500m"))
+	assert.False(t, ok, "kafka-0's resize, not in the cache yet, holds its room")
+	assert.Equal(t, "node node-1 has 1 cpu free of 2500m allocatable; the pod would request 1500m; counted: resizes sent to other pods of the node and not seen yet", why)
+	assert.Equal(t, 1, l.Len(), "a resize that does not fit holds nothing")
+
+	// The cache shows kafka-0's resize: its own requests count it, the
+	// hold goes, and the answer is the same.
+	c.set(resized(a, "1500m"))
+	ok, _ = l.Reserve(b, to("1500m"), node("2500m"))
+	assert.False(t, ok)
+	assert.Equal(t, 0, l.Len())
+
+	t.Run("a refused resize gives its room back", func(t *testing.T) {
+		l := New(clk, newCache(a, b).onNode)
+		ok, _ := l.Reserve(a, to("1500m"), node("2500m"))
+		require.True(t, ok)
+		assert.True(t, l.Release(a))
+		ok, _ = l.Reserve(b, to("1500m"), node("2500m"))
+		assert.True(t, ok)
+	})
+	t.Run("a resize sent whatever the node has free holds its room too", func(t *testing.T) {
+		l := New(clk, newCache(a, b).onNode)
+		ok, _ := l.Reserve(a, to("2500m"), nil)
+		require.True(t, ok)
+		ok, _ = l.Reserve(b, to("1500m"), node("2500m"))
+		assert.False(t, ok)
+	})
+	t.Run("a hold the cache never shows ends after MaxHold", func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(t0)
+		l := New(clk, newCache(a, b).onNode)
+		ok, _ := l.Reserve(a, to("1500m"), node("2500m"))
+		require.True(t, ok)
+		clk.Step(MaxHold)
+		ok, _ = l.Reserve(b, to("1500m"), node("2500m"))
+		assert.True(t, ok)
+	})
+	t.Run("sent again on the same version, the larger of both is held", func(t *testing.T) {
+		l := New(clk, newCache(a, b).onNode)
+		ok, _ := l.Reserve(a, to("2"), node("3"))
+		require.True(t, ok)
+		// The answer was lost; the recommendation moved meanwhile.
+		ok, _ = l.Reserve(a, to("1500m"), node("3"))
+		require.True(t, ok)
+		ok, _ = l.Reserve(b, to("1500m"), node("3"))
+		assert.False(t, ok, "kafka-0 may still get 2 cpus")
+	})
+	t.Run("pods gone lose their holds", func(t *testing.T) {
+		l := New(clk, newCache(a, b).onNode)
+		ok, _ := l.Reserve(a, to("1500m"), node("2500m"))
+		require.True(t, ok)
+		l.Retain(func(uid types.UID) bool { return uid != a.UID })
+		assert.Equal(t, 0, l.Len())
+	})
+}
+
+// TestConcurrentReservationsNeverOverfillANode: many workers reserve the
+// room of many brokers of one node at once, and settle the holds as the
+// cache comes to show each resize; what is held and shown together never
+// exceeds the node.
+func TestConcurrentReservationsNeverOverfillANode(t *testing.T) {
+	const brokers, workers = 8, 32
+	var pods []*corev1.Pod
+	for i := range brokers {
+		pods = append(pods, broker(fmt.Sprintf("kafka-%d", i), "500m"))
+	}
+	c := newCache(pods...)
+	l := New(clocktesting.NewFakeClock(t0), c.onNode)
+	n := node("6") // 2 cpus free: two of the eight may grow by 1
+	var granted atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	var once [brokers]sync.Once
+	for w := range workers {
+		wg.Go(func() {
+			<-start
+			for i := range 50 {
+				p := pods[(w+i)%brokers]
+				if ok, _ := l.Reserve(p, to("1500m"), n); !ok {
+					continue
+				}
+				once[(w+i)%brokers].Do(func() {
+					granted.Add(1)
+					// The resize reaches the cache a little later.
+					go c.set(resized(p, "1500m"))
+				})
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	assert.Equal(t, int32(2), granted.Load(), "brokers allowed to grow")
+}
+
+// BenchmarkReserve is one checked reservation on a full node (110 pods, the
+// kubelet's default maximum, 10 of them with a hold): the time the ledger's
+// lock is held for one fits-node resize.
+func BenchmarkReserve(b *testing.B) {
+	var pods []*corev1.Pod
+	for i := range 110 {
+		pods = append(pods, broker(fmt.Sprintf("pod-%d", i), "10m"))
+	}
+	c := newCache(pods...)
+	l := New(clocktesting.NewFakeClock(t0), c.onNode)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Status: corev1.NodeStatus{Allocatable: testpod.List("64", "256Gi")}}
+	for _, p := range pods[:10] {
+		if ok, why := l.Reserve(p, to("20m"), n); !ok {
+			b.Fatal(why)
+		}
+	}
+	p := pods[len(pods)-1]
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if ok, why := l.Reserve(p, to("20m"), n); !ok {
+			b.Fatal(why)
+		}
+	}
+}
