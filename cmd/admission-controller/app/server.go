@@ -232,7 +232,7 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	if err != nil {
 		return err
 	}
-	resolver, err := target.NewClusterResolver(ctx, c.config, c.kube, factory, vpaInformer.Informer())
+	resolver, err := target.NewClusterResolver(ctx, c.config, factory, vpaInformer.Informer())
 	if err != nil {
 		return err
 	}
