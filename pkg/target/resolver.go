@@ -407,10 +407,11 @@ func (r *Resolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.Ve
 		}
 	}
 
-	if custom && r.ownerHasNoScale(ctx, owner) {
-		// Upstream's walk stops at such a controller and finds no VPA:
-		// not walking also spares its REST mapper a lookup, which would
-		// load discovery before the CRDs created after it.
+	if custom && r.ownerNotScalable(ctx, owner) {
+		// Upstream's walk stops at such a controller (or fails on a kind
+		// nobody serves) and finds no VPA: not walking also spares its
+		// REST mapper a lookup, which would load discovery before the
+		// CRDs created after it, and the budget a /scale read.
 		return best, nil
 	}
 
@@ -508,7 +509,7 @@ func (r *Resolver) scalableCustomTargets(ctx context.Context, namespace string) 
 		}
 		ref := vpa.Spec.TargetRef
 		o, ok := customOwner(vpa.Namespace, ref.APIVersion, ref.Kind, ref.Name)
-		if !ok || r.ownerHasNoScale(ctx, o) {
+		if !ok || r.ownerNotScalable(ctx, o) {
 			continue
 		}
 		out[o.Key()] = append(out[o.Key()], vpa)
@@ -537,14 +538,15 @@ func matches(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, t Target) boo
 	return vpaapiutil.PodMatchesVPA(pod, &vpaapiutil.VpaWithSelector{Vpa: vpa, Selector: t.Selector})
 }
 
-// ownerHasNoScale reports whether discovery serves the owner's kind without
-// a /scale subresource (false when it cannot tell).
-func (r *Resolver) ownerHasNoScale(ctx context.Context, owner Owner) bool {
+// ownerNotScalable reports whether discovery says the owner's kind has no
+// /scale subresource: it serves the kind without one, or does not serve it
+// (false when it cannot tell).
+func (r *Resolver) ownerNotScalable(ctx context.Context, owner Owner) bool {
 	if r.kinds == nil {
 		return false
 	}
 	info, err := r.kinds.Lookup(ctx, schema.GroupKind{Group: owner.Group, Kind: owner.Kind})
-	return err == nil && info.Served && !info.Scalable
+	return err == nil && !info.Scalable
 }
 
 // hasVPAs reports whether namespace holds a VPA. The namespace index keeps

@@ -366,3 +366,27 @@ func TestTargetTakesTheNamespacesShare(t *testing.T) {
 	require.NoError(t, err, "the busy namespace was not remembered as a failure")
 	assert.NotNil(t, got.Selector)
 }
+
+// countingWalk is upstreamWalk, counting its calls.
+type countingWalk struct{ calls atomic.Int32 }
+
+func (w *countingWalk) FindTopMostWellKnownOrScalable(ctx context.Context, key *controllerfetcher.ControllerKeyWithAPIVersion) (*controllerfetcher.ControllerKeyWithAPIVersion, error) {
+	w.calls.Add(1)
+	return upstreamWalk{}.FindTopMostWellKnownOrScalable(ctx, key)
+}
+
+// A pod whose controller is of a kind nobody serves (a tenant may write
+// any kind) has no VPA under upstream's rule: upstream's walk, and its
+// REST mapper, are not asked.
+func TestVPAForPodOfAnUnservedController(t *testing.T) {
+	vpa := testvpa.New("web").Target("apps/v1", "Deployment", "web").InPlace().Obj()
+	walk := &countingWalk{}
+	r := newResolver(t, []*vpatypes.VerticalPodAutoscaler{vpa}, &countingFetcher{}, walk, clusterKinds, time.Now)
+	got, err := r.VPAForPod(context.Background(), testpod.New("p").OwnedBy(testGroup+"/v1", "Garbage", "x").Obj())
+	require.NoError(t, err)
+	assert.Nil(t, got)
+	assert.Zero(t, walk.calls.Load())
+	_, err = r.VPAForPod(context.Background(), testpod.New("q").OwnedBy(testGroup+"/v1", "ScalableSet", "x").Obj())
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, walk.calls.Load(), "a scalable controller is upstream's to walk")
+}
