@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/labels"
@@ -164,7 +165,7 @@ func TestHostileOwnerWalksDoNotStarveOtherTenants(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	h, _ := testHandler{gate: true, timeout: timeout, resolver: tenantsResolver(t, api)}.build(t)
 
-	const hostilePods = DefaultMaxInflight
+	const hostilePods = DefaultMaxInflightPods
 	var done atomic.Int32
 	var wg sync.WaitGroup
 	codes := make([]int, hostilePods)
@@ -200,4 +201,118 @@ func TestHostileOwnerWalksDoNotStarveOtherTenants(t *testing.T) {
 	require.Eventually(t, func() bool { return api.inflight.Load() == 0 }, 5*time.Second, 5*time.Millisecond,
 		"no read outlives the reviews that wanted it")
 	t.Logf("hostile GETs: %d, in flight when the victim was served: %d", api.gets.Load(), inflightAtVictim)
+}
+
+// Issue #32, item 1: pod reviews, however slow, never take the slots of
+// VPA reviews, whose webhooks fail closed. On 12d10ae 16 pod reviews held
+// the 16 slots of all endpoints together, and a VPA CREATE got 429.
+func TestPodReviewsNeverStarveVPAReviews(t *testing.T) {
+	resolver := blockingResolver{entered: make(chan struct{}, DefaultMaxInflightPods), release: make(chan struct{})}
+	h, metrics := testHandler{gate: true, resolver: resolver}.build(t)
+	var held sync.WaitGroup
+	for i := range DefaultMaxInflightPods {
+		// One namespace each: the pods' pool itself is full.
+		held.Go(func() {
+			assert.Equal(t, http.StatusOK, post(t, h, MutatePodsPath, inNamespace(podReview("CREATE", podJSON("", appContainer)), fmt.Sprint("ns-", i))).Code)
+		})
+	}
+	for range DefaultMaxInflightPods {
+		<-resolver.entered
+	}
+	rec := post(t, h, MutatePodsPath, podReview("CREATE", podJSON("", appContainer)))
+	assert.Equal(t, http.StatusTooManyRequests, rec.Code, "the pods' pool is full")
+
+	for _, path := range []string{ValidateVPAsPath, ValidateVPAQuantitiesPath} {
+		rec := post(t, h, path, inNamespace(vpaReview("CREATE", victimVPAJSON("web"), "null"), victimNS))
+		require.Equal(t, http.StatusOK, rec.Code, "%s while the pods' pool is full: %s", path, rec.Body.String())
+		assert.True(t, response(t, rec).Allowed)
+	}
+	close(resolver.release)
+	held.Wait()
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(EndpointMutatePods, OutcomeThrottled)))
+	assert.Zero(t, testutil.ToFloat64(metrics.requests.WithLabelValues(EndpointValidateVPAs, OutcomeThrottled)))
+}
+
+// No namespace holds more than its share of an endpoint: past it, its pods
+// are admitted unchanged at once and its VPA reviews answered 429, while
+// other namespaces are served.
+func TestNamespaceShareOfEachEndpoint(t *testing.T) {
+	resolver := blockingResolver{entered: make(chan struct{}, 2*DefaultMaxInflightPerNamespace), release: make(chan struct{})}
+	h, metrics := testHandler{gate: true, resolver: resolver}.build(t)
+	var held sync.WaitGroup
+	defer func() {
+		close(resolver.release)
+		held.Wait()
+	}()
+	for range DefaultMaxInflightPerNamespace {
+		held.Go(func() {
+			post(t, h, MutatePodsPath, inNamespace(podReview("CREATE", podJSON("", appContainer)), hostileNS))
+		})
+	}
+	for range DefaultMaxInflightPerNamespace {
+		<-resolver.entered
+	}
+
+	rec := post(t, h, MutatePodsPath, inNamespace(podReview("CREATE", podJSON("", appContainer)), hostileNS))
+	resp := response(t, rec)
+	assert.True(t, resp.Allowed)
+	assert.Empty(t, resp.Patch, "past its namespace's share a pod is admitted unchanged, at once")
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(EndpointMutatePods, OutcomeNamespaceThrottled)))
+
+	held.Go(func() {
+		post(t, h, MutatePodsPath, inNamespace(podReview("CREATE", podJSON("", appContainer)), victimNS))
+	})
+	select {
+	case <-resolver.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("another namespace's pod was not reviewed")
+	}
+
+	vpas := h.pools[EndpointValidateVPAs]
+	for range DefaultMaxInflightPerNamespace {
+		release, ok := vpas.enterNamespace(hostileNS)
+		require.True(t, ok)
+		defer release()
+	}
+	rec = post(t, h, ValidateVPAsPath, inNamespace(vpaReview("CREATE", victimVPAJSON("web"), "null"), hostileNS))
+	assert.Equal(t, http.StatusTooManyRequests, rec.Code)
+	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+	assert.Contains(t, rec.Body.String(), `admission requests of namespace "hostile" at once`)
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(EndpointValidateVPAs, OutcomeNamespaceThrottled)))
+	rec = post(t, h, ValidateVPAsPath, inNamespace(vpaReview("CREATE", victimVPAJSON("web"), "null"), victimNS))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+}
+
+// Many requests of few namespaces take shares at once: no namespace ever
+// holds more than its share. Checking the count and taking a share in two
+// steps lets a namespace past it.
+func TestInflightNamespaceShareUnderContention(t *testing.T) {
+	const size, share, namespaces, workers, rounds = 16, 3, 4, 64, 200
+	p := newInflight(size, share)
+	held := make([]atomic.Int32, namespaces)
+	var most atomic.Int32
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			ns := w % namespaces
+			for range rounds {
+				release, ok := p.enterNamespace(fmt.Sprint(ns))
+				if !ok {
+					continue
+				}
+				n := held[ns].Add(1)
+				for {
+					old := most.Load()
+					if n <= old || most.CompareAndSwap(old, n) {
+						break
+					}
+				}
+				held[ns].Add(-1)
+				release()
+			}
+		})
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, most.Load(), int32(share))
+	assert.Empty(t, p.byNamespace, "every share given back")
 }
