@@ -232,11 +232,11 @@ type reviewFunc func(ctx context.Context, req *admissionv1.AdmissionRequest) (*a
 func (h *Handler) endpoint(name string, review reviewFunc, admitWhenBusy bool) http.Handler {
 	pool := h.pools[name]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !pool.enter() {
+		if !pool.enter(r.Context()) {
 			// Refused before the body is read: the bound is on memory.
 			h.cfg.Metrics.requests.WithLabelValues(name, OutcomeThrottled).Inc()
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, fmt.Sprintf("more than %d admission requests at once on %s", cap(pool.slots), name), http.StatusTooManyRequests)
+			http.Error(w, fmt.Sprintf("more than %d admission requests at once on %s", pool.size, name), http.StatusTooManyRequests)
 			return
 		}
 		defer pool.leave()

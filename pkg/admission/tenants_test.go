@@ -41,9 +41,9 @@ const (
 
 var linksResource = schema.GroupVersionResource{Group: hostileGroup, Version: "v1", Resource: "links"}
 
-// stallingAPIServer answers metadata GETs of links once released (404), or
-// never: a slow or overloaded API server. It counts the GETs in flight, and
-// sees when a client gives one up.
+// stallingAPIServer answers metadata GETs of links with 404, after latency
+// (0: only once released, or never): a slow or overloaded API server. It
+// counts the GETs in flight, and sees when a client gives one up.
 type stallingAPIServer struct {
 	srv      *httptest.Server
 	release  chan struct{}
@@ -52,17 +52,22 @@ type stallingAPIServer struct {
 	gets     atomic.Int32
 }
 
-func newStallingAPIServer(t testing.TB) *stallingAPIServer {
+func newStallingAPIServer(t testing.TB, latency time.Duration) *stallingAPIServer {
 	t.Helper()
 	s := &stallingAPIServer{release: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.gets.Add(1)
 		s.inflight.Add(1)
 		defer s.inflight.Add(-1)
+		var answer <-chan time.Time
+		if latency > 0 {
+			answer = time.After(latency)
+		}
 		select {
 		case <-r.Context().Done():
 			return
 		case <-s.release:
+		case <-answer:
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
@@ -161,7 +166,7 @@ func victimVPAJSON(name string) string {
 // took all 16 slots, each walking 32 reads that ignored the deadline, and
 // the victim's VPA CREATE was answered 429.
 func TestHostileOwnerWalksDoNotStarveOtherTenants(t *testing.T) {
-	api := newStallingAPIServer(t)
+	api := newStallingAPIServer(t, 0)
 	const timeout = 300 * time.Millisecond
 	h, _ := testHandler{gate: true, timeout: timeout, resolver: tenantsResolver(t, api)}.build(t)
 
@@ -315,4 +320,26 @@ func TestInflightNamespaceShareUnderContention(t *testing.T) {
 	wg.Wait()
 	assert.LessOrEqual(t, most.Load(), int32(share))
 	assert.Empty(t, p.byNamespace, "every share given back")
+}
+
+// A request finding its endpoint's slots taken waits for one, first come
+// first served, up to slotWait, instead of being refused at once: a
+// tenant's requests refused for their namespace's share give their slots
+// back within moments, and another tenant's request gets one.
+func TestRequestWaitsBrieflyForASlot(t *testing.T) {
+	resolver := blockingResolver{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	h, metrics := testHandler{gate: true, resolver: resolver, maxInflight: 1}.build(t)
+	held := make(chan int, 1)
+	go func() { held <- post(t, h, MutatePodsPath, podReview("CREATE", podJSON("", appContainer))).Code }()
+	<-resolver.entered
+
+	waiting := make(chan int, 1)
+	go func() {
+		waiting <- post(t, h, MutatePodsPath, inNamespace(podReview("CREATE", podJSON("", appContainer)), victimNS)).Code
+	}()
+	time.Sleep(slotWait / 10)
+	close(resolver.release)
+	assert.Equal(t, http.StatusOK, <-held)
+	assert.Equal(t, http.StatusOK, <-waiting, "the waiting request got the slot given back")
+	assert.Zero(t, testutil.ToFloat64(metrics.requests.WithLabelValues(EndpointMutatePods, OutcomeThrottled)))
 }

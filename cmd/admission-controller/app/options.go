@@ -193,11 +193,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Longest time spent on one admission request; a pod whose mutation runs out of time is admitted unchanged. "+
 			"Keep it below the timeoutSeconds of the webhook configurations. At most 30s.")
 	fs.IntVar(&o.MaxInflightPodRequests, "max-inflight-pod-requests", o.MaxInflightPodRequests,
-		"Most pod reviews (/mutate-pods) handled at once; past it a request is answered 429 (Too Many Requests) before its body "+
-			"is read, and the API server admits the pod unchanged (failurePolicy Ignore). Bounds memory: each request may carry up to 6 MiB.")
+		"Most pod reviews (/mutate-pods) handled at once; past it a request waits up to 1s for a slot, then is answered 429 (Too Many "+
+			"Requests), before its body is read, and the API server admits the pod unchanged (failurePolicy Ignore). Bounds memory: each "+
+			"request may carry up to 6 MiB.")
 	fs.IntVar(&o.MaxInflightVPARequests, "max-inflight-vpa-requests", o.MaxInflightVPARequests,
 		"Most VPA reviews handled at once by each of /validate-vpas and /validate-vpa-quantities, apart from the pods': pods never "+
-			"take the slots of VPAs, whose webhooks fail closed. Past it, 429 before the body is read.")
+			"take the slots of VPAs, whose webhooks fail closed. Past it, as for pods: up to 1s of wait, then 429.")
 	fs.IntVar(&o.MaxInflightRequestsPerNamespace, "max-inflight-requests-per-namespace", o.MaxInflightRequestsPerNamespace,
 		"Most requests of one namespace that each endpoint handles at once: no namespace holds more than this share of an "+
 			"endpoint. Past it, a pod is admitted unchanged (the updater resizes it later) and a VPA review is answered 429. "+
