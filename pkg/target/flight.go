@@ -2,6 +2,8 @@ package target
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 )
 
@@ -18,17 +20,33 @@ type flights[V any] struct {
 }
 
 type flight[V any] struct {
-	done    chan struct{}
-	val     V
-	waiters int
-	cancel  context.CancelFunc
+	done chan struct{}
+	val  V
+	// panicked is what fn panicked with, and its stack; nil when it
+	// returned.
+	panicked *flightPanic
+	waiters  int
+	cancel   context.CancelFunc
+}
+
+// flightPanic is a panic of a shared call, raised again in each caller that
+// waited for it (where the callers' own recovery handles it) instead of in
+// the call's goroutine (where it would end the process).
+type flightPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *flightPanic) Error() string {
+	return fmt.Sprintf("panic in a shared call: %v\n%s", p.value, p.stack)
 }
 
 // do returns what fn returns for key, from the call in progress for key or
 // from a new one. fn runs in a goroutine of its own, on a context that
 // carries the values of the ctx that started it (its logger), and that is
 // cancelled when every caller waiting for it has given up. A caller that
-// gives up gets its context's error.
+// gives up gets its context's error. A panic of fn is raised again in each
+// caller that waited for it.
 func (f *flights[V]) do(ctx context.Context, key string, fn func(ctx context.Context) V) (V, error) {
 	f.mu.Lock()
 	if f.calls == nil {
@@ -41,9 +59,18 @@ func (f *flights[V]) do(ctx context.Context, key string, fn func(ctx context.Con
 		f.calls[key] = c
 		go func() {
 			defer cancel()
-			v := fn(callCtx)
+			var v V
+			var panicked *flightPanic
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						panicked = &flightPanic{value: r, stack: debug.Stack()}
+					}
+				}()
+				v = fn(callCtx)
+			}()
 			f.mu.Lock()
-			c.val = v
+			c.val, c.panicked = v, panicked
 			if f.calls[key] == c {
 				delete(f.calls, key)
 			}
@@ -56,6 +83,9 @@ func (f *flights[V]) do(ctx context.Context, key string, fn func(ctx context.Con
 
 	select {
 	case <-c.done:
+		if c.panicked != nil {
+			panic(c.panicked)
+		}
 		return c.val, nil
 	case <-ctx.Done():
 		f.mu.Lock()

@@ -2,6 +2,7 @@ package target
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -94,4 +95,34 @@ func TestFlights(t *testing.T) {
 		assert.EqualValues(t, 2, calls.Load())
 		require.Eventually(t, func() bool { return f.running() == 0 }, 5*time.Second, time.Millisecond)
 	})
+}
+
+// A panic of the shared call is raised in its callers, where their own
+// recovery (the updater's workers, the webhook's) handles it, never in the
+// call's goroutine, which would end the process.
+func TestFlightsPanicReachesTheCallers(t *testing.T) {
+	var f flights[int]
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	recovered := make(chan any, 2)
+	for range 2 {
+		wg.Go(func() {
+			defer func() { recovered <- recover() }()
+			_, _ = f.do(context.Background(), "k", func(context.Context) int {
+				<-release
+				panic("boom")
+			})
+		})
+	}
+	time.Sleep(10 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	close(recovered)
+	for r := range recovered {
+		require.NotNil(t, r)
+		assert.Contains(t, fmt.Sprint(r), "boom")
+	}
+	v, err := f.do(context.Background(), "k", func(context.Context) int { return 3 })
+	require.NoError(t, err)
+	assert.Equal(t, 3, v, "the key is free again")
 }
