@@ -27,6 +27,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -118,17 +119,31 @@ type Config struct {
 	// Timeout bounds the handling of one request, through its context; 0
 	// means no bound beyond the server's.
 	Timeout time.Duration
-	// MaxInflight bounds the requests handled at once, both endpoints
-	// together; past it a request is answered 429 before its body is read.
-	// 0 means DefaultMaxInflight.
-	MaxInflight int
+	// MaxInflightPods bounds the pod reviews (MutatePodsPath) handled at
+	// once; past it a request is answered 429 before its body is read. 0
+	// means DefaultMaxInflightPods.
+	MaxInflightPods int
+	// MaxInflightVPAs bounds, apart, the reviews of each VPA endpoint
+	// (ValidateVPAsPath, ValidateVPAQuantitiesPath) handled at once: pods,
+	// whose webhook fails open, never take the slots of VPAs, whose
+	// webhooks fail closed. 0 means DefaultMaxInflightVPAs.
+	MaxInflightVPAs int
+	// MaxInflightPerNamespace bounds the requests of one namespace that
+	// each endpoint handles at once (at most the endpoint's bound). Past
+	// it, a pod is admitted unchanged and a VPA review answered 429: no
+	// namespace holds more than this share of an endpoint. 0 means
+	// DefaultMaxInflightPerNamespace.
+	MaxInflightPerNamespace int
 }
 
-// DefaultMaxInflight is the default of Config.MaxInflight. A review is
-// handled in about a tenth of a millisecond, so this many at once is far
-// beyond what the API server sends; the bound is for memory: 16 bodies of
-// at most 6 MiB.
-const DefaultMaxInflight = 16
+// Defaults of the in-flight bounds. A review is handled in about a tenth
+// of a millisecond, so this many at once is far beyond what the API server
+// sends; the bound is for memory: 32 bodies of at most 6 MiB.
+const (
+	DefaultMaxInflightPods         = 16
+	DefaultMaxInflightVPAs         = 8
+	DefaultMaxInflightPerNamespace = 4
+)
 
 // vpaNamespaces is implemented by a VPAResolver that can tell whether a
 // namespace holds any VPA, so that pods of namespaces without one are
@@ -145,8 +160,8 @@ type Handler struct {
 	cfg        Config
 	ignored    map[string]bool
 	mux        *http.ServeMux
-	inflight   chan struct{}
-	namespaces vpaNamespaces // nil when the resolver cannot tell
+	pools      map[string]*inflight // by endpoint
+	namespaces vpaNamespaces        // nil when the resolver cannot tell
 }
 
 // NewHandler returns a Handler for cfg.
@@ -164,8 +179,8 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.Metrics == nil {
 		errs = append(errs, errors.New("metrics are required"))
 	}
-	if cfg.MaxRequestBytes < 0 || cfg.Timeout < 0 || cfg.MaxInflight < 0 {
-		errs = append(errs, errors.New("the request size limit, timeout and in-flight bound must not be negative"))
+	if cfg.MaxRequestBytes < 0 || cfg.Timeout < 0 || cfg.MaxInflightPods < 0 || cfg.MaxInflightVPAs < 0 || cfg.MaxInflightPerNamespace < 0 {
+		errs = append(errs, errors.New("the request size limit, timeout and in-flight bounds must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("admission handler: %w", err)
@@ -173,17 +188,24 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.MaxRequestBytes == 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
-	if cfg.MaxInflight == 0 {
-		cfg.MaxInflight = DefaultMaxInflight
-	}
-	h := &Handler{cfg: cfg, ignored: map[string]bool{}, mux: http.NewServeMux(), inflight: make(chan struct{}, cfg.MaxInflight)}
+	cfg.MaxInflightPods = cmp.Or(cfg.MaxInflightPods, DefaultMaxInflightPods)
+	cfg.MaxInflightVPAs = cmp.Or(cfg.MaxInflightVPAs, DefaultMaxInflightVPAs)
+	cfg.MaxInflightPerNamespace = cmp.Or(cfg.MaxInflightPerNamespace, DefaultMaxInflightPerNamespace)
+	h := &Handler{cfg: cfg, ignored: map[string]bool{}, mux: http.NewServeMux()}
 	h.namespaces, _ = cfg.VPAs.(vpaNamespaces)
 	for _, ns := range cfg.IgnoredNamespaces {
 		h.ignored[ns] = true
 	}
-	h.mux.Handle(ValidateVPAsPath, h.endpoint(EndpointValidateVPAs, h.reviewVPA))
-	h.mux.Handle(ValidateVPAQuantitiesPath, h.endpoint(EndpointValidateVPAQuantities, h.reviewVPAQuantities))
-	h.mux.Handle(MutatePodsPath, h.endpoint(EndpointMutatePods, h.reviewPod))
+	// Each endpoint has a pool of its own: a burst or a slow tenant on one
+	// never takes the slots of another.
+	h.pools = map[string]*inflight{
+		EndpointValidateVPAs:          newInflight(cfg.MaxInflightVPAs, cfg.MaxInflightPerNamespace),
+		EndpointValidateVPAQuantities: newInflight(cfg.MaxInflightVPAs, cfg.MaxInflightPerNamespace),
+		EndpointMutatePods:            newInflight(cfg.MaxInflightPods, cfg.MaxInflightPerNamespace),
+	}
+	h.mux.Handle(ValidateVPAsPath, h.endpoint(EndpointValidateVPAs, h.reviewVPA, false))
+	h.mux.Handle(ValidateVPAQuantitiesPath, h.endpoint(EndpointValidateVPAQuantities, h.reviewVPAQuantities, false))
+	h.mux.Handle(MutatePodsPath, h.endpoint(EndpointMutatePods, h.reviewPod, true))
 	return h, nil
 }
 
@@ -207,18 +229,21 @@ func badRequest(format string, args ...any) error {
 // reviewFunc answers one admission request. An error is an *httpError.
 type reviewFunc func(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error)
 
-func (h *Handler) endpoint(name string, review reviewFunc) http.Handler {
+// endpoint serves one path with review, within the endpoint's pool. A
+// request past its namespace's share of the pool is admitted unchanged
+// when admitWhenBusy (pods: their creation never depends on this webhook),
+// else answered 429.
+func (h *Handler) endpoint(name string, review reviewFunc, admitWhenBusy bool) http.Handler {
+	pool := h.pools[name]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case h.inflight <- struct{}{}:
-			defer func() { <-h.inflight }()
-		default:
+		if !pool.enter(r.Context()) {
 			// Refused before the body is read: the bound is on memory.
 			h.cfg.Metrics.requests.WithLabelValues(name, OutcomeThrottled).Inc()
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, fmt.Sprintf("more than %d admission requests at once", h.cfg.MaxInflight), http.StatusTooManyRequests)
+			http.Error(w, fmt.Sprintf("more than %d admission requests at once on %s", pool.size, name), http.StatusTooManyRequests)
 			return
 		}
+		defer pool.leave()
 		start := time.Now()
 		defer func() { h.cfg.Metrics.duration.WithLabelValues(name).Observe(time.Since(start).Seconds()) }()
 		ctx := r.Context()
@@ -230,16 +255,21 @@ func (h *Handler) endpoint(name string, review reviewFunc) http.Handler {
 		logger := klog.FromContext(ctx).WithValues("endpoint", name)
 		ctx = klog.NewContext(ctx, logger)
 
-		resp, body, err := h.handle(ctx, w, r, review)
+		resp, body, busy, err := h.handle(ctx, w, r, review, pool, admitWhenBusy)
 		if err != nil {
 			he, ok := errors.AsType[*httpError](err)
 			if !ok {
 				he = &httpError{code: http.StatusInternalServerError, err: err}
 			}
-			if he.code >= http.StatusInternalServerError {
+			switch {
+			case busy:
+				h.cfg.Metrics.requests.WithLabelValues(name, OutcomeNamespaceThrottled).Inc()
+				logger.V(2).Info("Refused admission request", "status", he.code, "err", he.err)
+				w.Header().Set("Retry-After", "1")
+			case he.code >= http.StatusInternalServerError:
 				h.cfg.Metrics.requests.WithLabelValues(name, OutcomeError).Inc()
 				logger.Error(he.err, "Cannot answer an admission request", "status", he.code)
-			} else {
+			default:
 				h.cfg.Metrics.requests.WithLabelValues(name, OutcomeBadRequest).Inc()
 				logger.Info("Refused admission request", "status", he.code, "err", he.err)
 			}
@@ -250,7 +280,11 @@ func (h *Handler) endpoint(name string, review reviewFunc) http.Handler {
 			return
 		}
 		defer putBody(body)
-		h.cfg.Metrics.requests.WithLabelValues(name, outcome(resp)).Inc()
+		if busy {
+			h.cfg.Metrics.requests.WithLabelValues(name, OutcomeNamespaceThrottled).Inc()
+		} else {
+			h.cfg.Metrics.requests.WithLabelValues(name, outcome(resp)).Inc()
+		}
 		w.Header().Set("Content-Type", contentTypeJSON)
 		if _, err := w.Write(*body); err != nil {
 			logger.V(2).Info("Cannot write the admission response", "err", err)
@@ -270,28 +304,44 @@ func outcome(resp *admissionv1.AdmissionResponse) string {
 }
 
 // handle reads, decodes and answers one request. The answer is written in
-// body, a buffer of bodyBuffers.
-func (h *Handler) handle(ctx context.Context, w http.ResponseWriter, r *http.Request, review reviewFunc) (resp *admissionv1.AdmissionResponse, body *[]byte, err error) {
+// body, a buffer of bodyBuffers. busy is true when the request's namespace
+// had its share of pool in use: the request was not reviewed, and is
+// admitted unchanged (admitWhenBusy) or answered 429.
+func (h *Handler) handle(ctx context.Context, w http.ResponseWriter, r *http.Request, review reviewFunc, pool *inflight, admitWhenBusy bool) (
+	resp *admissionv1.AdmissionResponse, body *[]byte, busy bool, err error) {
 	if r.Method != http.MethodPost {
-		return nil, nil, &httpError{code: http.StatusMethodNotAllowed, err: fmt.Errorf("method %s is not allowed: use POST", r.Method)}
+		return nil, nil, false, &httpError{code: http.StatusMethodNotAllowed, err: fmt.Errorf("method %s is not allowed: use POST", r.Method)}
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != contentTypeJSON {
-		return nil, nil, &httpError{code: http.StatusUnsupportedMediaType,
+		return nil, nil, false, &httpError{code: http.StatusUnsupportedMediaType,
 			err: fmt.Errorf("content type %q is not supported: use %s", r.Header.Get("Content-Type"), contentTypeJSON)}
 	}
 	if r.ContentLength > h.cfg.MaxRequestBytes {
-		return nil, nil, badRequest("request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, h.cfg.MaxRequestBytes)
+		return nil, nil, false, badRequest("request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, h.cfg.MaxRequestBytes)
 	}
 	in, err := readBody(w, r, h.cfg.MaxRequestBytes)
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return nil, nil, badRequest("request body exceeds the limit of %d bytes", h.cfg.MaxRequestBytes)
+			return nil, nil, false, badRequest("request body exceeds the limit of %d bytes", h.cfg.MaxRequestBytes)
 		}
-		return nil, nil, badRequest("reading the request body: %v", err)
+		return nil, nil, false, badRequest("reading the request body: %v", err)
 	}
 	req, err := decodeReview(in)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
+	}
+	release, ok := pool.enterNamespace(req.Namespace)
+	if !ok {
+		busy = true
+		if !admitWhenBusy {
+			return nil, nil, true, &httpError{code: http.StatusTooManyRequests,
+				err: fmt.Errorf("more than %d admission requests of namespace %q at once", pool.perNamespace, req.Namespace)}
+		}
+		klog.FromContext(ctx).V(2).Info("Admitting a new pod unchanged: its namespace has its share of requests in flight",
+			"pod", klog.KRef(req.Namespace, req.Name), "share", pool.perNamespace)
+		resp = &admissionv1.AdmissionResponse{Allowed: true}
+	} else {
+		defer release()
 	}
 	// Guarded: the arguments of a disabled log call are still built.
 	if logger := klog.FromContext(ctx).V(4); logger.Enabled() {
@@ -299,17 +349,18 @@ func (h *Handler) handle(ctx context.Context, w http.ResponseWriter, r *http.Req
 			"resource", req.Resource.Resource, "subResource", req.SubResource, "object", klog.KRef(req.Namespace, req.Name))
 	}
 
-	resp, err = review(ctx, req)
-	if err != nil {
-		return nil, nil, err
+	if !busy {
+		if resp, err = review(ctx, req); err != nil {
+			return nil, nil, false, err
+		}
 	}
 	resp.UID = req.UID
 	body = getBody()
 	if *body, err = appendReview(*body, resp); err != nil {
 		putBody(body)
-		return nil, nil, err
+		return nil, nil, busy, err
 	}
-	return resp, body, nil
+	return resp, body, busy, nil
 }
 
 // readBody reads the request body into one buffer of its declared length

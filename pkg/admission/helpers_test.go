@@ -104,7 +104,7 @@ func (c testHandler) build(t testing.TB) (*Handler, *Metrics) {
 		IgnoredNamespaces: c.ignored,
 		MaxRequestBytes:   c.maxBytes,
 		Timeout:           c.timeout,
-		MaxInflight:       c.maxInflight,
+		MaxInflightPods:   c.maxInflight,
 	})
 	require.NoError(t, err)
 	return h, metrics

@@ -113,8 +113,8 @@ func TestMutatePodsBoundsRequestsInFlight(t *testing.T) {
 		for range extra {
 			held.Go(func() { throttled <- post(t, h, MutatePodsPath, body) })
 		}
-		// The extra requests are answered at once, while the first two
-		// are still held.
+		// The extra requests are answered once they have waited slotWait
+		// for a slot, while the first two are still held.
 		deadline := time.After(10 * time.Second)
 		for range extra {
 			select {

@@ -38,9 +38,13 @@ const (
 	// OutcomeError: answered with an HTTP 5xx error (the response could not
 	// be encoded).
 	OutcomeError = "error"
-	// OutcomeThrottled: answered 429, past the bound on requests handled
-	// at once.
+	// OutcomeThrottled: answered 429, past the endpoint's bound on
+	// requests handled at once.
 	OutcomeThrottled = "throttled"
+	// OutcomeNamespaceThrottled: not reviewed, past the namespace's share
+	// of the endpoint's bound: a pod admitted unchanged, a VPA answered
+	// 429.
+	OutcomeNamespaceThrottled = "namespace_throttled"
 )
 
 // Failure label values of MetricPodMutationErrors: the step of the pod
@@ -98,7 +102,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricRequests,
-			Help: "Admission requests handled, by endpoint and outcome (allowed, patched, rejected, bad_request, error, throttled).",
+			Help: "Admission requests handled, by endpoint and outcome (allowed, patched, rejected, bad_request, error, throttled, namespace_throttled).",
 		}, []string{"endpoint", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    MetricRequestDuration,
@@ -125,7 +129,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	// Known label values start at zero so that rates exist from the start.
 	for _, e := range []string{EndpointValidateVPAs, EndpointValidateVPAQuantities, EndpointMutatePods} {
 		m.duration.WithLabelValues(e)
-		for _, o := range []string{OutcomeAllowed, OutcomePatched, OutcomeRejected, OutcomeBadRequest, OutcomeError, OutcomeThrottled} {
+		for _, o := range []string{OutcomeAllowed, OutcomePatched, OutcomeRejected, OutcomeBadRequest, OutcomeError, OutcomeThrottled, OutcomeNamespaceThrottled} {
 			m.requests.WithLabelValues(e, o)
 		}
 	}

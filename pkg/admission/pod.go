@@ -16,6 +16,7 @@ import (
 	vpaapiutil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/vpa"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/boost"
+	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 )
 
 // reviewPod applies the recommendation of an InPlace VPA to a new pod. The
@@ -59,6 +60,13 @@ func (h *Handler) reviewPod(ctx context.Context, req *admissionv1.AdmissionReque
 	vpa, boosts, step, err := h.podPatch(ctx, b, shape, pod)
 	if err != nil {
 		h.cfg.Metrics.mutationFailures.WithLabelValues(step).Inc()
+		if target.RetryLater(ctx, err) {
+			// The pod's namespace has its share of reads in use, or time
+			// ran out: counted, but logged only at V(2), or a tenant's
+			// pods would write one error line each.
+			logger.V(2).Info("Admitting a new pod unchanged: its VPA could not be looked up in time", "step", step, "err", err)
+			return allowed, nil
+		}
 		logger.Error(err, "Cannot apply the recommendation to a new pod, admitting it unchanged", "step", step)
 		return allowed, nil
 	}

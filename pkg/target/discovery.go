@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -21,7 +22,8 @@ const (
 	// asked about a kind it has not seen (a CRD installed since the last
 	// read), or after a failed read, the lookup reads again no sooner.
 	DiscoveryRetry = 10 * time.Second
-	// discoveryTimeout bounds one read of discovery: lookups wait for it.
+	// discoveryTimeout bounds one read of discovery; a lookup waiting for
+	// it waits no longer than its own context.
 	discoveryTimeout = 30 * time.Second
 )
 
@@ -73,22 +75,32 @@ type kindEntry struct {
 
 // DiscoveryKinds answers Lookup from the API server's discovery documents,
 // which every authenticated client may read: no RBAC rule is needed. It
-// keeps what it read for DiscoveryTTL, and reads again sooner (at most every
-// DiscoveryRetry) when asked about a kind it has not seen.
+// answers from the last read (a snapshot), reads again in the background
+// once that is DiscoveryTTL old, and sooner (at most every DiscoveryRetry)
+// when asked about a kind it has not seen. One read runs at a time, on a
+// context of its own bounded by discoveryTimeout: a lookup of a kind the
+// snapshot holds never waits for a read, and a lookup that waits (the
+// first one, or one of a kind not seen) waits no longer than its context.
 type DiscoveryKinds struct {
 	client ResourceDiscovery
 	now    func() time.Time
+	reads  singleflight.Group
 
 	mu sync.Mutex
+	// snap is the last successful read; nil before the first.
+	snap        *kindsSnapshot
+	attemptedAt time.Time
+	attemptErr  error
+}
+
+// kindsSnapshot is what one read of discovery said.
+type kindsSnapshot struct {
 	// kinds holds every served kind: whether it has /scale, and its
 	// resource.
 	kinds map[schema.GroupKind]kindEntry
-	// failedGroups holds the groups whose discovery failed in the last read.
+	// failedGroups holds the groups whose discovery failed in the read.
 	failedGroups map[string]error
 	loadedAt     time.Time
-	loaded       bool
-	attemptedAt  time.Time
-	attemptErr   error
 }
 
 // NewDiscoveryKinds builds a DiscoveryKinds; now is the clock.
@@ -97,8 +109,8 @@ func NewDiscoveryKinds(client ResourceDiscovery, now func() time.Time) *Discover
 }
 
 // Lookup tells whether gk is served and whether it has /scale. An error
-// means discovery could not tell (it failed, for all groups or for gk's).
-// Concurrent lookups wait for a read in progress.
+// means discovery could not tell (it failed, for all groups or for gk's),
+// or ctx ended while the lookup waited for a read.
 func (d *DiscoveryKinds) Lookup(ctx context.Context, gk schema.GroupKind) (KindInfo, error) {
 	e, ok, err := d.lookup(ctx, gk)
 	if err != nil || !ok {
@@ -117,57 +129,97 @@ func (d *DiscoveryKinds) Resource(ctx context.Context, gk schema.GroupKind) (Kin
 }
 
 func (d *DiscoveryKinds) lookup(ctx context.Context, gk schema.GroupKind) (kindEntry, bool, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := d.now()
-	if !d.loaded || now.Sub(d.loadedAt) >= DiscoveryTTL {
-		if err := d.load(ctx, now); err != nil && !d.loaded {
+	snap := d.snapshot()
+	switch {
+	case snap == nil:
+		if err := d.refresh(ctx); err != nil {
 			return kindEntry{}, false, err
 		}
+		snap = d.snapshot()
+	case d.now().Sub(snap.loadedAt) >= DiscoveryTTL:
+		// Answered from what was read; the next lookups see the new read.
+		d.reads.DoChan(discoveryReadKey, d.read(ctx))
 	}
-	if e, ok := d.kinds[gk]; ok {
-		return e, true, nil
+	if snap != nil {
+		if e, ok := snap.kinds[gk]; ok {
+			return e, true, nil
+		}
 	}
 	// Not seen: maybe installed since the last read.
-	if err := d.load(ctx, now); err != nil {
+	if err := d.refresh(ctx); err != nil {
 		return kindEntry{}, false, err
 	}
-	if e, ok := d.kinds[gk]; ok {
+	snap = d.snapshot()
+	if e, ok := snap.kinds[gk]; ok {
 		return e, true, nil
 	}
-	if err := d.failedGroups[gk.Group]; err != nil {
+	if err := snap.failedGroups[gk.Group]; err != nil {
 		return kindEntry{}, false, fmt.Errorf("discovery of group %q failed: %w", gk.Group, err)
 	}
 	return kindEntry{}, false, nil
 }
 
-// load reads discovery again unless it was read (or tried) less than
-// DiscoveryRetry ago; then it returns the error of that attempt, if any.
-func (d *DiscoveryKinds) load(ctx context.Context, now time.Time) error {
-	if !d.attemptedAt.IsZero() && now.Sub(d.attemptedAt) < DiscoveryRetry {
-		return d.attemptErr
+func (d *DiscoveryKinds) snapshot() *kindsSnapshot {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.snap
+}
+
+// discoveryReadKey is the key of the one read of d.reads.
+const discoveryReadKey = "discovery"
+
+// refresh waits, as long as ctx allows, for a read of discovery: the one
+// in progress, or a new one unless the last began less than DiscoveryRetry
+// ago (then the error of that attempt, if any, is returned). A nil error
+// means a snapshot is there.
+func (d *DiscoveryKinds) refresh(ctx context.Context) error {
+	select {
+	case r := <-d.reads.DoChan(discoveryReadKey, d.read(ctx)):
+		return r.Err
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for API discovery: %w", ctx.Err())
 	}
-	d.attemptedAt = now
-	ctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
-	defer cancel()
-	_, lists, err := d.client.ServerGroupsAndResourcesWithContext(ctx)
-	failed := map[string]error{}
-	var partial *discovery.ErrGroupDiscoveryFailed
-	switch {
-	case err == nil:
-	case errors.As(err, &partial):
-		for gv, gerr := range partial.Groups {
-			failed[gv.Group] = gerr
+}
+
+// read returns the function that reads discovery, once the last attempt is
+// DiscoveryRetry old, on a context of its own that keeps ctx's values.
+func (d *DiscoveryKinds) read(ctx context.Context) func() (any, error) {
+	ctx = context.WithoutCancel(ctx)
+	return func() (any, error) {
+		now := d.now()
+		d.mu.Lock()
+		if !d.attemptedAt.IsZero() && now.Sub(d.attemptedAt) < DiscoveryRetry {
+			err := d.attemptErr
+			d.mu.Unlock()
+			return nil, err
 		}
-	default:
-		d.attemptErr = fmt.Errorf("reading API discovery: %w", err)
-		return d.attemptErr
+		d.attemptedAt = now
+		d.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
+		defer cancel()
+		_, lists, err := d.client.ServerGroupsAndResourcesWithContext(ctx)
+		failed := map[string]error{}
+		var partial *discovery.ErrGroupDiscoveryFailed
+		switch {
+		case err == nil:
+		case errors.As(err, &partial):
+			for gv, gerr := range partial.Groups {
+				failed[gv.Group] = gerr
+			}
+		default:
+			err = fmt.Errorf("reading API discovery: %w", err)
+			d.mu.Lock()
+			d.attemptErr = err
+			d.mu.Unlock()
+			return nil, err
+		}
+		snap := &kindsSnapshot{kinds: kindsOf(lists), failedGroups: failed, loadedAt: now}
+		d.mu.Lock()
+		d.snap, d.attemptErr = snap, nil
+		d.mu.Unlock()
+		return nil, nil
 	}
-	d.attemptErr = nil
-	d.kinds = kindsOf(lists)
-	d.failedGroups = failed
-	d.loadedAt, d.loaded = now, true
-	return nil
 }
 
 // kindsOf maps every kind of the resource lists to whether some version of

@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 	"k8s.io/klog/v2"
-
-	"golang.org/x/sync/singleflight"
 )
 
 const (
@@ -24,7 +22,7 @@ const (
 	// OwnerErrorTTL is how long a failed read, or an object found missing,
 	// is reused before it is read again.
 	OwnerErrorTTL = 5 * time.Second
-	// ownerReadTimeout bounds one read.
+	// ownerReadTimeout bounds one read, whatever the callers' contexts.
 	ownerReadTimeout = 10 * time.Second
 	// ownerCacheSweep is the size of the cache at which expired entries
 	// are first dropped; after each sweep, twice the size left.
@@ -36,12 +34,15 @@ const (
 // the resource of a kind through discovery. What it reads is reused for
 // OwnerTTL, failures and missing objects for OwnerErrorTTL, and concurrent
 // reads of one object are one request: pods of one owner, synced
-// together, cost one read. Safe for concurrent use.
+// together, cost one read. Each read takes a share of a ReadBudget (of the
+// object's namespace), and ends when no caller waits for it any more.
+// Safe for concurrent use.
 type MetadataOwners struct {
 	client    metadata.Interface
 	resources Resources
+	budget    *ReadBudget
 	now       func() time.Time
-	reads     singleflight.Group
+	reads     flights[ownersEntry]
 
 	mu        sync.Mutex
 	cache     map[string]ownersEntry
@@ -60,14 +61,21 @@ type ownersEntry struct {
 	at    time.Time
 }
 
-// NewMetadataOwners builds a MetadataOwners; now is the clock.
-func NewMetadataOwners(client metadata.Interface, resources Resources, now func() time.Time) *MetadataOwners {
-	return &MetadataOwners{client: client, resources: resources, now: now,
+// NewMetadataOwners builds a MetadataOwners whose reads take shares of
+// budget (nil: a budget of its own, of DefaultProcessReads and
+// DefaultNamespaceReads); now is the clock.
+func NewMetadataOwners(client metadata.Interface, resources Resources, budget *ReadBudget, now func() time.Time) *MetadataOwners {
+	if budget == nil {
+		budget = NewReadBudget(DefaultProcessReads, DefaultNamespaceReads)
+	}
+	return &MetadataOwners{client: client, resources: resources, budget: budget, now: now,
 		cache: map[string]ownersEntry{}, sweepAt: ownerCacheSweep, forbidden: map[schema.GroupResource]bool{}}
 }
 
 // OwnersOf implements OwnerReader. An object that may not be read (RBAC)
-// is not walked through; that is logged once per resource.
+// is not walked through; that is logged once per resource. It returns
+// ctx's error once ctx ends, and an error wrapping ErrNamespaceBusy when
+// the namespace's share of reads is in use; neither is remembered.
 func (m *MetadataOwners) OwnersOf(ctx context.Context, o Owner, uid types.UID) ([]metav1.OwnerReference, bool, error) {
 	key := o.Key()
 	m.mu.Lock()
@@ -76,19 +84,24 @@ func (m *MetadataOwners) OwnersOf(ctx context.Context, o Owner, uid types.UID) (
 	if ok && e.usable(m.now(), uid) {
 		return e.answer(uid)
 	}
-	v, _, _ := m.reads.Do(key, func() (any, error) {
+	e, err := m.reads.do(ctx, key, func(ctx context.Context) ownersEntry {
 		// A read that ended between the look above and now is used.
 		m.mu.Lock()
 		e, ok := m.cache[key]
 		m.mu.Unlock()
 		if ok && e.usable(m.now(), uid) {
-			return e, nil
+			return e
 		}
-		e = m.read(ctx, o)
-		m.store(key, e)
-		return e, nil
+		e, keep := m.read(ctx, o)
+		if keep {
+			m.store(key, e)
+		}
+		return e
 	})
-	return v.(ownersEntry).answer(uid)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the owners of %s: %w", o, err)
+	}
+	return e.answer(uid)
 }
 
 // usable reports whether a cached read still answers for an object named
@@ -116,24 +129,36 @@ func (e ownersEntry) answer(uid types.UID) ([]metav1.OwnerReference, bool, error
 	return e.refs, true, nil
 }
 
-// read reads the object's metadata. It does not end with the caller's
-// context: concurrent callers share the read.
-func (m *MetadataOwners) read(ctx context.Context, o Owner) ownersEntry {
+// read reads the object's metadata, on the context of the callers that
+// share it (its flight), within ownerReadTimeout and a share of the budget.
+// keep is false when the outcome says nothing about the object (the
+// callers gave up, the namespace's share was in use): it is not cached.
+func (m *MetadataOwners) read(ctx context.Context, o Owner) (e ownersEntry, keep bool) {
 	logger := klog.FromContext(ctx)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ownerReadTimeout)
+	callers := ctx
+	ctx, cancel := context.WithTimeout(ctx, ownerReadTimeout)
 	defer cancel()
 	gk := schema.GroupKind{Group: o.Group, Kind: o.Kind}
 	res, ok, err := m.resources.Resource(ctx, gk)
 	switch {
+	case callers.Err() != nil:
+		return ownersEntry{err: callers.Err(), at: m.now()}, false
 	case err != nil:
-		return ownersEntry{err: fmt.Errorf("finding the resource of %s: %w", o, err), at: m.now()}
+		return ownersEntry{err: fmt.Errorf("finding the resource of %s: %w", o, err), at: m.now()}, true
 	case !ok || !res.Namespaced:
-		return ownersEntry{at: m.now()}
+		return ownersEntry{at: m.now()}, true
+	}
+	release, err := m.budget.Acquire(ctx, o.Namespace)
+	if err != nil {
+		return ownersEntry{err: err, at: m.now()}, false
 	}
 	obj, err := m.client.Resource(res.Resource).Namespace(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+	release()
 	switch {
+	case callers.Err() != nil:
+		return ownersEntry{err: callers.Err(), at: m.now()}, false
 	case apierrors.IsNotFound(err):
-		return ownersEntry{at: m.now()}
+		return ownersEntry{at: m.now()}, true
 	case apierrors.IsForbidden(err):
 		gr := res.Resource.GroupResource()
 		m.mu.Lock()
@@ -144,15 +169,15 @@ func (m *MetadataOwners) read(ctx context.Context, o Owner) ownersEntry {
 			logger.Info("Cannot read the owners of an object that owns pods: VPAs targeting its owners do not reach its pods; grant get on the resource",
 				"resource", gr.String(), "object", o.String(), "err", err)
 		}
-		return ownersEntry{at: m.now()}
+		return ownersEntry{at: m.now()}, true
 	case err != nil:
-		return ownersEntry{err: fmt.Errorf("reading the owners of %s: %w", o, err), at: m.now()}
+		return ownersEntry{err: fmt.Errorf("reading the owners of %s: %w", o, err), at: m.now()}, true
 	}
 	refs := obj.OwnerReferences
 	if len(refs) > MaxOwnerObjects {
 		refs = refs[:MaxOwnerObjects]
 	}
-	return ownersEntry{uid: obj.UID, refs: refs, found: true, at: m.now()}
+	return ownersEntry{uid: obj.UID, refs: refs, found: true, at: m.now()}, true
 }
 
 // store caches a read, dropping expired reads once the cache has grown.

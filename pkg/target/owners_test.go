@@ -3,6 +3,9 @@ package target
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
+	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 )
 
@@ -89,7 +94,7 @@ func TestMetadataOwners(t *testing.T) {
 	t.Run("an object's owners are read once and reused for OwnerTTL", func(t *testing.T) {
 		now := time.Unix(0, 0)
 		srv := &metadataServer{obj: podSetMeta("uid-1", pool)}
-		m := NewMetadataOwners(srv.client(), fakeResources{}, func() time.Time { return now })
+		m := NewMetadataOwners(srv.client(), fakeResources{}, nil, func() time.Time { return now })
 		for range 3 {
 			refs, found, err := m.OwnersOf(ctx, podSet, "uid-1")
 			require.NoError(t, err)
@@ -106,7 +111,7 @@ func TestMetadataOwners(t *testing.T) {
 	t.Run("an object recreated under its name: read again, but no sooner than OwnerErrorTTL", func(t *testing.T) {
 		now := time.Unix(0, 0)
 		srv := &metadataServer{obj: podSetMeta("uid-old", pool)}
-		m := NewMetadataOwners(srv.client(), fakeResources{}, func() time.Time { return now })
+		m := NewMetadataOwners(srv.client(), fakeResources{}, nil, func() time.Time { return now })
 		_, found, err := m.OwnersOf(ctx, podSet, "uid-old")
 		require.NoError(t, err)
 		require.True(t, found)
@@ -149,7 +154,7 @@ func TestMetadataOwners(t *testing.T) {
 			if resources == nil {
 				resources = fakeResources{}
 			}
-			m := NewMetadataOwners(srv.client(), resources, func() time.Time { return now })
+			m := NewMetadataOwners(srv.client(), resources, nil, func() time.Time { return now })
 			for range 3 {
 				refs, found, err := m.OwnersOf(ctx, tc.owner, "")
 				assert.False(t, found)
@@ -174,7 +179,7 @@ func TestMetadataOwners(t *testing.T) {
 // Workers syncing the pods of one pod set at the same moment read it once.
 func TestMetadataOwnersConcurrentReadsAreOne(t *testing.T) {
 	srv := &metadataServer{obj: podSetMeta("uid-1", ref(kafkaGroup, "KafkaNodePool", "brokers", false)), block: make(chan struct{})}
-	m := NewMetadataOwners(srv.client(), fakeResources{}, time.Now)
+	m := NewMetadataOwners(srv.client(), fakeResources{}, nil, time.Now)
 	podSet := own(coreGroup, "StrimziPodSet", "my-cluster-brokers")
 	const workers = 32
 	var wg sync.WaitGroup
@@ -193,4 +198,100 @@ func TestMetadataOwnersConcurrentReadsAreOne(t *testing.T) {
 	wg.Wait()
 	assert.EqualValues(t, workers, found.Load())
 	assert.EqualValues(t, 1, srv.gets.Load(), "one GET for all workers")
+}
+
+// stallingServer is an API server that never answers a GET before the
+// client gives it up (or the test ends). It counts GETs, and those in
+// flight.
+type stallingServer struct {
+	url      string
+	gets     atomic.Int32
+	inflight atomic.Int32
+}
+
+func newStallingServer(t *testing.T) *stallingServer {
+	t.Helper()
+	s := &stallingServer{}
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.gets.Add(1)
+		s.inflight.Add(1)
+		defer s.inflight.Add(-1)
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(func() {
+		close(stop)
+		srv.Close()
+	})
+	s.url = srv.URL
+	return s
+}
+
+func (s *stallingServer) client(t *testing.T) metadata.Interface {
+	t.Helper()
+	c, err := metadata.NewForConfig(&rest.Config{Host: s.url, QPS: 1e6, Burst: 1e6})
+	require.NoError(t, err)
+	return c
+}
+
+// Issue #32, item 1: a read ends with the callers that wait for it. On
+// 12d10ae it ran on context.WithoutCancel for up to 10 s whatever the
+// caller's deadline, and its result (an error) was cached.
+func TestMetadataOwnersEndWithTheirCallers(t *testing.T) {
+	srv := newStallingServer(t)
+	m := NewMetadataOwners(srv.client(t), fakeResources{}, nil, time.Now)
+	podSet := own(coreGroup, "StrimziPodSet", "my-cluster-brokers")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := m.OwnersOf(ctx, podSet, "")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read outlived its caller's deadline")
+	}
+	require.Eventually(t, func() bool { return srv.inflight.Load() == 0 }, 5*time.Second, time.Millisecond,
+		"the GET is given up with its only caller")
+	require.Eventually(t, func() bool { return m.budget.InFlight("default") == 0 }, 5*time.Second, time.Millisecond,
+		"its share of the budget is given back")
+
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	_, _, err := m.OwnersOf(ctx2, podSet, "")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.EqualValues(t, 2, srv.gets.Load(), "a read given up is not remembered: the next caller reads")
+}
+
+// A namespace whose share of reads is in use is refused at once, without a
+// GET; another namespace reads.
+func TestMetadataOwnersNamespaceShare(t *testing.T) {
+	srv := newStallingServer(t)
+	m := NewMetadataOwners(srv.client(t), fakeResources{}, NewReadBudget(DefaultProcessReads, 2), time.Now)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	for i := range 2 {
+		wg.Go(func() { _, _, _ = m.OwnersOf(ctx, own(coreGroup, "StrimziPodSet", fmt.Sprint("held-", i)), "") })
+	}
+	require.Eventually(t, func() bool { return srv.inflight.Load() == 2 }, 5*time.Second, time.Millisecond)
+
+	_, _, err := m.OwnersOf(context.Background(), own(coreGroup, "StrimziPodSet", "third"), "")
+	require.ErrorIs(t, err, ErrNamespaceBusy)
+	assert.EqualValues(t, 2, srv.gets.Load(), "refused without a GET")
+
+	other := Owner{Namespace: "victim", Group: coreGroup, Kind: "StrimziPodSet", Name: "web"}
+	wg.Go(func() { _, _, _ = m.OwnersOf(ctx, other, "") })
+	require.Eventually(t, func() bool { return srv.inflight.Load() == 3 }, 5*time.Second, time.Millisecond,
+		"another namespace reads while the first one's share is in use")
 }

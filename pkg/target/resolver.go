@@ -30,12 +30,15 @@ package target
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -122,6 +125,15 @@ func indexVPAs(indexer cache.Indexer) error {
 	return nil
 }
 
+// upstreamReadTimeout bounds one call into upstream's target or controller
+// resolution that may read the API server (a custom resource's /scale):
+// its clients have no timeout of their own.
+const upstreamReadTimeout = 10 * time.Second
+
+// ownerWalkTimeout bounds one walk up a pod's owners, whatever the
+// caller's context (the updater's workers have no deadline of their own).
+const ownerWalkTimeout = 10 * time.Second
+
 // Resolver maps pods to their VPA and VPAs to their target.
 type Resolver struct {
 	vpas        cache.Indexer
@@ -129,7 +141,12 @@ type Resolver struct {
 	controllers controllerfetcher.ControllerFetcher
 	kinds       Kinds
 	owners      OwnerReader
+	budget      *ReadBudget
 	now         func() time.Time
+
+	// targets shares the resolution of one VPA's target among the pods
+	// that need it at once.
+	targets flights[cachedTarget]
 
 	mu    sync.Mutex
 	cache map[types.UID]cachedTarget
@@ -152,6 +169,14 @@ func WithOwners(owners OwnerReader) Option {
 	return func(r *Resolver) { r.owners = owners }
 }
 
+// WithReadBudget makes the reads upstream's resolution does for custom
+// resources (their /scale) take shares of budget, as the owner walk's do.
+// Without it, the Resolver has a budget of its own (DefaultProcessReads,
+// DefaultNamespaceReads).
+func WithReadBudget(budget *ReadBudget) Option {
+	return func(r *Resolver) { r.budget = budget }
+}
+
 // NewResolver builds a Resolver from its parts. vpas is the VPA indexer
 // (an informer's); NewResolver adds the indexes it reads (indexVPAs). kinds
 // tells which targets are custom resources without /scale (nil: upstream's
@@ -165,6 +190,9 @@ func NewResolver(vpas cache.Indexer, selectors vpatarget.VpaTargetSelectorFetche
 	for _, o := range opts {
 		o(r)
 	}
+	if r.budget == nil {
+		r.budget = NewReadBudget(DefaultProcessReads, DefaultNamespaceReads)
+	}
 	return r, nil
 }
 
@@ -172,45 +200,86 @@ func NewResolver(vpas cache.Indexer, selectors vpatarget.VpaTargetSelectorFetche
 // API discovery, and the metadata of the objects between pods and their
 // targets, to a cluster. It registers informers for the well-known
 // controllers on factory and indexes vpas: call it before starting either.
-func NewClusterResolver(ctx context.Context, config *rest.Config, kube kubernetes.Interface, factory informers.SharedInformerFactory,
+//
+// The reads that tenants' objects cause (discovery, /scale, owners'
+// metadata) go through clients of their own, built from config with rate
+// limiters of their own: they never spend the budget of the caller's
+// clients (the updater's resizes), and take shares of one ReadBudget.
+func NewClusterResolver(ctx context.Context, config *rest.Config, factory informers.SharedInformerFactory,
 	vpas cache.SharedIndexInformer) (*Resolver, error) {
+	reads, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, fmt.Errorf("building the target resolution client: %w", err)
+	}
 	selectors := newRefreshingFetcher(ctx, time.Now, func(stop <-chan struct{}) vpatarget.VpaTargetSelectorFetcher {
-		return vpatarget.NewVpaTargetSelectorFetcher(config, kube, factory, stop)
+		return vpatarget.NewVpaTargetSelectorFetcher(config, reads, factory, stop)
 	})
-	controllers := controllerfetcher.NewControllerFetcher(config, kube, factory, 10*time.Minute, time.Hour, 0.1, ctx.Done())
+	controllers := controllerfetcher.NewControllerFetcher(config, reads, factory, 10*time.Minute, time.Hour, 0.1, ctx.Done())
 	controllers.Start(ctx, time.Minute)
 	meta, err := metadata.NewForConfig(config)
 	if err != nil {
 		return nil, fmt.Errorf("building the metadata client: %w", err)
 	}
-	kinds := NewDiscoveryKinds(kube.Discovery(), time.Now)
+	kinds := NewDiscoveryKinds(reads.Discovery(), time.Now)
+	budget := NewReadBudget(DefaultProcessReads, DefaultNamespaceReads)
 	return NewResolver(vpas.GetIndexer(), selectors, controllers, kinds, time.Now,
-		WithOwners(NewMetadataOwners(meta, kinds, time.Now)))
+		WithOwners(NewMetadataOwners(meta, kinds, budget, time.Now)), WithReadBudget(budget))
 }
 
 // Target returns how the VPA's pods are found: a label selector, or the
-// custom resource that controls them.
+// custom resource that controls them. Concurrent callers share one
+// resolution, each waiting no longer than its context allows. An error
+// for which RetryLater is true says nothing about the target and is not
+// remembered.
 func (r *Resolver) Target(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) (Target, error) {
 	if vpa.Spec.TargetRef == nil {
 		return Target{}, fmt.Errorf("vpa %s/%s has no targetRef", vpa.Namespace, vpa.Name)
 	}
 	ref := targetRefString(vpa)
-	now := r.now()
 	r.mu.Lock()
 	c, ok := r.cache[vpa.UID]
 	r.mu.Unlock()
+	if ok && c.fresh(r.now(), ref) {
+		return c.target, c.err
+	}
+	key := vpa.Namespace + "/" + vpa.Name + "/" + string(vpa.UID) + "/" + ref
+	c, err := r.targets.do(ctx, key, func(ctx context.Context) cachedTarget {
+		r.mu.Lock()
+		c, ok := r.cache[vpa.UID]
+		r.mu.Unlock()
+		if ok && c.fresh(r.now(), ref) {
+			return c
+		}
+		now := r.now()
+		t, err := r.resolve(ctx, vpa)
+		c = cachedTarget{targetRef: ref, target: t, err: err, at: now}
+		if ctx.Err() == nil && !errors.Is(err, ErrNamespaceBusy) {
+			r.mu.Lock()
+			r.cache[vpa.UID] = c
+			r.mu.Unlock()
+		}
+		return c
+	})
+	if err != nil {
+		return Target{}, fmt.Errorf("resolving the target of %s: %w", ref, err)
+	}
+	return c.target, c.err
+}
+
+// fresh tells whether c answers for targetRef ref at now.
+func (c cachedTarget) fresh(now time.Time, ref string) bool {
 	ttl := SelectorTTL
 	if c.err != nil {
 		ttl = SelectorErrorTTL
 	}
-	if ok && c.targetRef == ref && now.Sub(c.at) < ttl {
-		return c.target, c.err
-	}
-	t, err := r.resolve(ctx, vpa)
-	r.mu.Lock()
-	r.cache[vpa.UID] = cachedTarget{targetRef: ref, target: t, err: err, at: now}
-	r.mu.Unlock()
-	return t, err
+	return c.targetRef == ref && now.Sub(c.at) < ttl
+}
+
+// RetryLater tells whether err, from VPAForPod or Target, says nothing
+// about the pod or the VPA: the caller's context ended, or the namespace's
+// share of reads (ReadBudget) was in use. Try again later.
+func RetryLater(ctx context.Context, err error) bool {
+	return err != nil && (ctx.Err() != nil || errors.Is(err, ErrNamespaceBusy))
 }
 
 func targetRefString(vpa *vpatypes.VerticalPodAutoscaler) string {
@@ -224,15 +293,20 @@ func (r *Resolver) resolve(ctx context.Context, vpa *vpatypes.VerticalPodAutosca
 	ref := vpa.Spec.TargetRef
 	var lookupErr error
 	if owner, ok := customOwner(vpa.Namespace, ref.APIVersion, ref.Kind, ref.Name); ok && r.kinds != nil {
-		info, err := r.kinds.Lookup(ctx, schema.GroupKind{Group: owner.Group, Kind: owner.Kind})
+		gk := schema.GroupKind{Group: owner.Group, Kind: owner.Kind}
+		info, err := r.kinds.Lookup(ctx, gk)
 		switch {
 		case err != nil:
 			lookupErr = err
-		case info.Served && !info.Scalable:
+		case !info.Served:
+			// Upstream's fetch would fail too, after a lookup in its REST
+			// mapper: a kind nobody serves costs no read.
+			return Target{}, fmt.Errorf("target %s: kind %s is not served by the API server", targetRefString(vpa), gk)
+		case !info.Scalable:
 			return Target{Owner: &owner}, nil
 		}
 	}
-	sel, err := r.selectors.Fetch(ctx, vpa)
+	sel, err := r.fetchSelector(ctx, vpa)
 	if err != nil {
 		if lookupErr != nil {
 			err = fmt.Errorf("%w (and %w)", err, lookupErr)
@@ -240,6 +314,40 @@ func (r *Resolver) resolve(ctx context.Context, vpa *vpatypes.VerticalPodAutosca
 		return Target{}, fmt.Errorf("fetching selector of %s: %w", targetRefString(vpa), err)
 	}
 	return Target{Selector: sel}, nil
+}
+
+// fetchSelector is upstream's selector fetch. For a target that is not a
+// well-known controller it reads the target's /scale: that read takes a
+// share of the VPA's namespace's budget and is bounded in time.
+func (r *Resolver) fetchSelector(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) (labels.Selector, error) {
+	if wellKnownKinds[vpa.Spec.TargetRef.Kind] {
+		return r.selectors.Fetch(ctx, vpa)
+	}
+	release, err := r.budget.Acquire(ctx, vpa.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(ctx, upstreamReadTimeout)
+	defer cancel()
+	return r.selectors.Fetch(ctx, vpa)
+}
+
+// topMostController is upstream's walk from a pod to its top-most
+// well-known or scalable controller. From a controller that is not
+// well-known it reads /scale: then it takes a share of the pod's
+// namespace's budget and is bounded in time.
+func (r *Resolver) topMostController(ctx context.Context, pod *corev1.Pod) (*controllerfetcher.ControllerKeyWithAPIVersion, error) {
+	if ref := metav1.GetControllerOf(pod); ref != nil && !wellKnownKinds[ref.Kind] {
+		release, err := r.budget.Acquire(ctx, pod.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	ctx, cancel := context.WithTimeout(ctx, upstreamReadTimeout)
+	defer cancel()
+	return vpaapiutil.FindParentControllerForPod(ctx, pod, r.controllers)
 }
 
 // Forget drops what is cached for a VPA (call it when the VPA is deleted).
@@ -275,6 +383,9 @@ func (r *Resolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.Ve
 		}
 		for _, vpa := range vpas {
 			t, err := r.Target(ctx, vpa)
+			if RetryLater(ctx, err) {
+				return nil, err
+			}
 			if err != nil {
 				logger.V(4).Info("Cannot resolve VPA target", "vpa", klog.KObj(vpa), "err", err)
 				continue
@@ -296,17 +407,21 @@ func (r *Resolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.Ve
 		}
 	}
 
-	if custom && r.ownerHasNoScale(ctx, owner) {
-		// Upstream's walk stops at such a controller and finds no VPA:
-		// not walking also spares its REST mapper a lookup, which would
-		// load discovery before the CRDs created after it.
+	if custom && r.ownerNotScalable(ctx, owner) {
+		// Upstream's walk stops at such a controller (or fails on a kind
+		// nobody serves) and finds no VPA: not walking also spares its
+		// REST mapper a lookup, which would load discovery before the
+		// CRDs created after it, and the budget a /scale read.
 		return best, nil
 	}
 
 	// Rule 1, upstream's (vpaapiutil.GetControllingVPAForPod): the
 	// strongest VPA whose targetRef names the pod's top-most well-known or
 	// scalable controller and whose selector matches the pod's labels.
-	parent, err := vpaapiutil.FindParentControllerForPod(ctx, pod, r.controllers)
+	parent, err := r.topMostController(ctx, pod)
+	if RetryLater(ctx, err) {
+		return nil, fmt.Errorf("finding the top-most controller of pod %s: %w", klog.KObj(pod), err)
+	}
 	if err != nil {
 		// Upstream passes such a pod over too: a controller that is gone or
 		// cannot be walked (a custom resource without /scale and no VPA).
@@ -321,7 +436,11 @@ func (r *Resolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.Ve
 		return nil, err
 	}
 	for _, vpa := range vpas {
-		if t, ok := r.selectorTarget(ctx, vpa); ok && matches(pod, vpa, t) && vpaapiutil.Stronger(vpa, best) {
+		t, ok, err := r.selectorTarget(ctx, vpa)
+		if err != nil {
+			return nil, err
+		}
+		if ok && matches(pod, vpa, t) && vpaapiutil.Stronger(vpa, best) {
 			best = vpa
 		}
 	}
@@ -330,28 +449,45 @@ func (r *Resolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatypes.Ve
 
 // reachedTargets returns the VPAs of rule 3 for pod: those whose target,
 // a custom resource with a selector, the pod reaches through its owners and
-// whose selector matches the pod. Nothing is walked when the Resolver reads
-// no owners, or when no VPA of the namespace may target a custom resource
-// with /scale.
+// whose selector matches the pod. Only the targets whose selector matches
+// the pod are looked for: nothing is walked when the Resolver reads no
+// owners, or when no VPA of the namespace targets a custom resource with
+// /scale whose selector matches the pod. The walk is bounded by
+// ownerWalkTimeout.
 func (r *Resolver) reachedTargets(ctx context.Context, pod *corev1.Pod) ([]*vpatypes.VerticalPodAutoscaler, error) {
 	if r.owners == nil {
 		return nil, nil
 	}
 	want := r.scalableCustomTargets(ctx, pod.Namespace)
+	for key, vpas := range want {
+		var matching []*vpatypes.VerticalPodAutoscaler
+		for _, vpa := range vpas {
+			t, ok, err := r.selectorTarget(ctx, vpa)
+			if err != nil {
+				return nil, err
+			}
+			if ok && matches(pod, vpa, t) {
+				matching = append(matching, vpa)
+			}
+		}
+		if len(matching) == 0 {
+			delete(want, key)
+			continue
+		}
+		want[key] = matching
+	}
 	if len(want) == 0 {
 		return nil, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, ownerWalkTimeout)
+	defer cancel()
 	owners, err := reachableOwners(ctx, r.owners, pod, want)
 	if err != nil {
 		return nil, fmt.Errorf("walking the owners of pod %s: %w", klog.KObj(pod), err)
 	}
 	var out []*vpatypes.VerticalPodAutoscaler
 	for _, o := range owners {
-		for _, vpa := range want[o.Key()] {
-			if t, ok := r.selectorTarget(ctx, vpa); ok && matches(pod, vpa, t) {
-				out = append(out, vpa)
-			}
-		}
+		out = append(out, want[o.Key()]...)
 	}
 	return out, nil
 }
@@ -373,7 +509,7 @@ func (r *Resolver) scalableCustomTargets(ctx context.Context, namespace string) 
 		}
 		ref := vpa.Spec.TargetRef
 		o, ok := customOwner(vpa.Namespace, ref.APIVersion, ref.Kind, ref.Name)
-		if !ok || r.ownerHasNoScale(ctx, o) {
+		if !ok || r.ownerNotScalable(ctx, o) {
 			continue
 		}
 		out[o.Key()] = append(out[o.Key()], vpa)
@@ -381,14 +517,19 @@ func (r *Resolver) scalableCustomTargets(ctx context.Context, namespace string) 
 	return out
 }
 
-// selectorTarget returns the VPA's target when it selects pods by label.
-func (r *Resolver) selectorTarget(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) (Target, bool) {
+// selectorTarget returns the VPA's target when it selects pods by label. A
+// target that cannot be resolved is passed over (logged), unless the error
+// says to retry later (RetryLater): then it is returned.
+func (r *Resolver) selectorTarget(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) (Target, bool, error) {
 	t, err := r.Target(ctx, vpa)
+	if RetryLater(ctx, err) {
+		return Target{}, false, err
+	}
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Cannot resolve VPA target", "vpa", klog.KObj(vpa), "err", err)
-		return Target{}, false
+		return Target{}, false, nil
 	}
-	return t, t.Owner == nil && t.Selector != nil
+	return t, t.Owner == nil && t.Selector != nil, nil
 }
 
 // matches reports whether the target's selector matches the pod, in the
@@ -397,14 +538,15 @@ func matches(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, t Target) boo
 	return vpaapiutil.PodMatchesVPA(pod, &vpaapiutil.VpaWithSelector{Vpa: vpa, Selector: t.Selector})
 }
 
-// ownerHasNoScale reports whether discovery serves the owner's kind without
-// a /scale subresource (false when it cannot tell).
-func (r *Resolver) ownerHasNoScale(ctx context.Context, owner Owner) bool {
+// ownerNotScalable reports whether discovery says the owner's kind has no
+// /scale subresource: it serves the kind without one, or does not serve it
+// (false when it cannot tell).
+func (r *Resolver) ownerNotScalable(ctx context.Context, owner Owner) bool {
 	if r.kinds == nil {
 		return false
 	}
 	info, err := r.kinds.Lookup(ctx, schema.GroupKind{Group: owner.Group, Kind: owner.Kind})
-	return err == nil && info.Served && !info.Scalable
+	return err == nil && !info.Scalable
 }
 
 // hasVPAs reports whether namespace holds a VPA. The namespace index keeps

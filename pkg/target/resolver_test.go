@@ -3,6 +3,8 @@ package target
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,7 +93,7 @@ func TestVPAForPod(t *testing.T) {
 	newer := testvpa.New("newer").Target("apps/v1", "ReplicaSet", "web-1").InPlace().Obj()
 	newer.CreationTimestamp.Time = older.CreationTimestamp.Add(time.Hour)
 	other := testvpa.New("other").Target("apps/v1", "ReplicaSet", "db").InPlace().Obj()
-	broken := testvpa.New("broken").Target("example.com/v1", "Thing", "x").InPlace().Obj()
+	broken := testvpa.New("broken").Target(testGroup+"/v1", "ScalableSet", "x").InPlace().Obj()
 	fetcher := &countingFetcher{selectors: map[string]labels.Selector{"older": web, "newer": web, "other": web}}
 	r := newResolver(t, []*vpatypes.VerticalPodAutoscaler{newer, older, other, broken}, fetcher, controllerfetcher.FakeControllerFetcher{}, clusterKinds, clock)
 
@@ -167,6 +169,8 @@ func TestTarget(t *testing.T) {
 		selector   labels.Selector // what upstream's selector fetch returns (nil: it fails)
 		want       Target
 		wantErr    []string
+		// wantNoFetch: upstream's fetch is not called.
+		wantNoFetch bool
 	}{
 		{name: "a well-known controller: upstream's selector", apiVersion: "apps/v1", kind: "StatefulSet",
 			kinds: clusterKinds, selector: web, want: Target{Selector: web}},
@@ -176,8 +180,8 @@ func TestTarget(t *testing.T) {
 			kinds: clusterKinds, want: Target{Owner: &podSet}},
 		{name: "any version of the custom resource names it", apiVersion: testGroup + "/v1alpha1", kind: "PodSet",
 			kinds: clusterKinds, want: Target{Owner: &podSet}},
-		{name: "a kind discovery does not serve: upstream's error", apiVersion: testGroup + "/v1", kind: "Missing",
-			kinds: clusterKinds, wantErr: []string{"no such target"}},
+		{name: "a kind discovery does not serve: an error, nothing fetched", apiVersion: testGroup + "/v1", kind: "Missing",
+			kinds: clusterKinds, wantErr: []string{"kind Missing." + testGroup + " is not served"}, wantNoFetch: true},
 		{name: "a core kind without /scale is never an owner", apiVersion: "v1", kind: "Node",
 			kinds: clusterKinds, wantErr: []string{"no such target"}},
 		{name: "a well-known kind in another group is left to upstream", apiVersion: testGroup + "/v1", kind: "Deployment",
@@ -199,6 +203,9 @@ func TestTarget(t *testing.T) {
 			}
 			r := newResolver(t, []*vpatypes.VerticalPodAutoscaler{vpa}, fetcher, upstreamWalk{}, tc.kinds, time.Now)
 			got, err := r.Target(context.Background(), vpa)
+			if tc.wantNoFetch {
+				assert.Zero(t, fetcher.calls)
+			}
 			if len(tc.wantErr) > 0 {
 				require.Error(t, err)
 				for _, s := range tc.wantErr {
@@ -289,4 +296,97 @@ func TestCustomOwnerOf(t *testing.T) {
 			assert.Equal(t, "default/"+testGroup+"/PodSet/kafka", got.Key())
 		})
 	}
+}
+
+// blockingFetcher counts fetches and holds each until release is closed.
+type blockingFetcher struct {
+	calls   atomic.Int32
+	release chan struct{}
+}
+
+func (f *blockingFetcher) Fetch(ctx context.Context, _ *vpatypes.VerticalPodAutoscaler) (labels.Selector, error) {
+	f.calls.Add(1)
+	select {
+	case <-f.release:
+		return labels.Everything(), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// The pods of one VPA that need its target at once share one resolution
+// (one /scale read for a custom resource); a caller whose context ends
+// stops waiting for it.
+func TestTargetIsResolvedOnceForConcurrentCallers(t *testing.T) {
+	vpa := testvpa.New("sets").Target(testGroup+"/v1", "ScalableSet", "web").InPlace().Obj()
+	fetcher := &blockingFetcher{release: make(chan struct{})}
+	r := newResolver(t, []*vpatypes.VerticalPodAutoscaler{vpa}, fetcher, upstreamWalk{}, clusterKinds, time.Now)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := r.Target(ctx, vpa)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a caller waits no longer than its context")
+	assert.True(t, RetryLater(ctx, err))
+
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			got, err := r.Target(context.Background(), vpa)
+			assert.NoError(t, err)
+			assert.NotNil(t, got.Selector)
+		})
+	}
+	require.Eventually(t, func() bool { return fetcher.calls.Load() == 2 }, 5*time.Second, time.Millisecond)
+	close(fetcher.release)
+	wg.Wait()
+	assert.EqualValues(t, 2, fetcher.calls.Load(), "one fetch given up with its caller, one for the 32 others")
+}
+
+// A custom resource's /scale read takes a share of the VPA's namespace's
+// budget; with the share in use, the target is not read, and nothing is
+// remembered.
+func TestTargetTakesTheNamespacesShare(t *testing.T) {
+	vpa := testvpa.New("sets").Target(testGroup+"/v1", "ScalableSet", "web").InPlace().Obj()
+	web := testvpa.New("web").Target("apps/v1", "Deployment", "web").InPlace().Obj()
+	fetcher := &countingFetcher{selectors: map[string]labels.Selector{"sets": labels.Everything(), "web": labels.Everything()}}
+	budget := NewReadBudget(4, 1)
+	r := newResolver(t, []*vpatypes.VerticalPodAutoscaler{vpa, web}, fetcher, upstreamWalk{}, clusterKinds, time.Now, WithReadBudget(budget))
+	ctx := context.Background()
+
+	held, err := budget.Acquire(ctx, vpa.Namespace)
+	require.NoError(t, err)
+	_, err = r.Target(ctx, vpa)
+	require.ErrorIs(t, err, ErrNamespaceBusy)
+	assert.Zero(t, fetcher.calls)
+	_, err = r.Target(ctx, web)
+	require.NoError(t, err, "a well-known controller's selector comes from an informer: no share needed")
+	held()
+
+	got, err := r.Target(ctx, vpa)
+	require.NoError(t, err, "the busy namespace was not remembered as a failure")
+	assert.NotNil(t, got.Selector)
+}
+
+// countingWalk is upstreamWalk, counting its calls.
+type countingWalk struct{ calls atomic.Int32 }
+
+func (w *countingWalk) FindTopMostWellKnownOrScalable(ctx context.Context, key *controllerfetcher.ControllerKeyWithAPIVersion) (*controllerfetcher.ControllerKeyWithAPIVersion, error) {
+	w.calls.Add(1)
+	return upstreamWalk{}.FindTopMostWellKnownOrScalable(ctx, key)
+}
+
+// A pod whose controller is of a kind nobody serves (a tenant may write
+// any kind) has no VPA under upstream's rule: upstream's walk, and its
+// REST mapper, are not asked.
+func TestVPAForPodOfAnUnservedController(t *testing.T) {
+	vpa := testvpa.New("web").Target("apps/v1", "Deployment", "web").InPlace().Obj()
+	walk := &countingWalk{}
+	r := newResolver(t, []*vpatypes.VerticalPodAutoscaler{vpa}, &countingFetcher{}, walk, clusterKinds, time.Now)
+	got, err := r.VPAForPod(context.Background(), testpod.New("p").OwnedBy(testGroup+"/v1", "Garbage", "x").Obj())
+	require.NoError(t, err)
+	assert.Nil(t, got)
+	assert.Zero(t, walk.calls.Load())
+	_, err = r.VPAForPod(context.Background(), testpod.New("q").OwnedBy(testGroup+"/v1", "ScalableSet", "x").Obj())
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, walk.calls.Load(), "a scalable controller is upstream's to walk")
 }

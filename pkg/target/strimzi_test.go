@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -158,6 +159,29 @@ func TestVPAForPodThroughOwnersReads(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, got)
 		assert.Equal(t, []string{"my-cluster-brokers"}, owners.reads, "the pool is reached: nothing above it is read")
+	})
+	t.Run("a pod the target's selector does not match reads nothing", func(t *testing.T) {
+		owners := strimziOwners()
+		r := newResolver(t, []*vpatypes.VerticalPodAutoscaler{pool}, &countingFetcher{selectors: selectors}, upstreamWalk{}, strimziKinds, time.Now, WithOwners(owners))
+		got, err := r.VPAForPod(context.Background(),
+			testpod.New("my-cluster-brokers-0").Labels(brokerLabels("other")).OwnedBy(coreGroup+"/v1", "StrimziPodSet", "my-cluster-brokers").Obj())
+		require.NoError(t, err)
+		assert.Nil(t, got)
+		assert.Empty(t, owners.reads, "the pool could not be the pod's VPA's target, whatever the pod reaches")
+	})
+	t.Run("a namespace whose share of reads is in use: an error to retry later, nothing remembered", func(t *testing.T) {
+		owners := strimziOwners()
+		owners.errs = map[string]error{key(coreGroup, "StrimziPodSet", "my-cluster-brokers"): fmt.Errorf("reading: %w", ErrNamespaceBusy)}
+		r := newResolver(t, []*vpatypes.VerticalPodAutoscaler{pool}, &countingFetcher{selectors: selectors}, upstreamWalk{}, strimziKinds, time.Now, WithOwners(owners))
+		ctx := context.Background()
+		_, err := r.VPAForPod(ctx, broker)
+		require.ErrorIs(t, err, ErrNamespaceBusy)
+		assert.True(t, RetryLater(ctx, err))
+		owners.errs = nil
+		got, err := r.VPAForPod(ctx, broker)
+		require.NoError(t, err)
+		require.NotNil(t, got)
+		assert.Equal(t, "pool", got.Name)
 	})
 	t.Run("a failed read is an error, to be retried", func(t *testing.T) {
 		owners := strimziOwners()

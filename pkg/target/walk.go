@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,11 @@ const (
 	// MaxOwnerObjects bounds the objects one walk reaches, whatever the
 	// number of ownerReferences each of them names.
 	MaxOwnerObjects = 32
+	// MaxOwnerReads bounds the objects one walk reads (cached reads
+	// included): a broker pod of a Strimzi node pool reads one, its pod
+	// set. Objects reached beyond it are not read: a walk that needs them
+	// ends without them.
+	MaxOwnerReads = 8
 )
 
 // OwnerReader reads the ownerReferences of an object a pod's walk reaches.
@@ -44,13 +50,16 @@ type walkStep struct {
 
 // reachableOwners returns, breadth first, the custom resources reachable
 // from pod through ownerReferences (see the package comment), the pod's
-// own owners first. want is keyed by the keys (Owner.Key) of the objects VPAs of
-// the pod's namespace target: an object's ownerReferences are read only
-// while some of them are not reached yet, so that a pod whose targets are
-// all reached costs no read. The walk is bounded by MaxOwnerDepth and
-// MaxOwnerObjects, never reaches an object twice (a cycle ends it), and
-// goes on past an object that is missing or whose read fails; the errors
-// of failed reads are returned, joined, with what was reached.
+// own owners first, its controller before the others. want is keyed by the
+// keys (Owner.Key) of the objects VPAs of the pod's namespace target: an
+// object's ownerReferences are read only while some of them are not
+// reached yet, so that a pod whose targets are all reached costs no read.
+// The walk is bounded by MaxOwnerDepth, MaxOwnerObjects and MaxOwnerReads,
+// never reaches an object twice (a cycle ends it), and goes on past an
+// object that is missing or whose read fails; the errors of failed reads
+// are returned, joined, with what was reached. It stops at once when ctx
+// ends or the namespace's share of reads is in use (ErrNamespaceBusy),
+// returning that error.
 func reachableOwners[V any](ctx context.Context, read OwnerReader, pod *corev1.Pod, want map[string]V) ([]Owner, error) {
 	seen := map[string]bool{}
 	var reached []Owner
@@ -73,16 +82,24 @@ func reachableOwners[V any](ctx context.Context, read OwnerReader, pod *corev1.P
 			queue = append(queue, walkStep{owner: o, uid: ref.UID, depth: depth})
 		}
 	}
-	add(pod.Namespace, pod.OwnerReferences, 1)
+	add(pod.Namespace, controllerFirst(pod.OwnerReferences), 1)
 	var errs []error
-	for len(queue) > 0 && missing > 0 {
+	for reads := 0; len(queue) > 0 && missing > 0 && reads < MaxOwnerReads; {
 		s := queue[0]
 		queue = queue[1:]
 		if s.depth >= MaxOwnerDepth {
 			continue
 		}
+		if err := ctx.Err(); err != nil {
+			return reached, fmt.Errorf("walk stopped after %d reads: %w", reads, err)
+		}
+		reads++
 		refs, found, err := read.OwnersOf(ctx, s.owner, s.uid)
 		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, ErrNamespaceBusy) {
+				// Nothing more can be read now.
+				return reached, err
+			}
 			errs = append(errs, err)
 			continue
 		}
@@ -91,4 +108,22 @@ func reachableOwners[V any](ctx context.Context, read OwnerReader, pod *corev1.P
 		}
 	}
 	return reached, errors.Join(errs...)
+}
+
+// controllerFirst returns refs with the controller reference first, the
+// others in their order: a pod's controller is the likeliest way to its
+// target, whatever else its ownerReferences name.
+func controllerFirst(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	for i, ref := range refs {
+		if ref.Controller != nil && *ref.Controller {
+			if i == 0 {
+				return refs
+			}
+			out := make([]metav1.OwnerReference, 0, len(refs))
+			out = append(out, ref)
+			out = append(out, refs[:i]...)
+			return append(out, refs[i+1:]...)
+		}
+	}
+	return refs
 }

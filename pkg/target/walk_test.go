@@ -71,11 +71,14 @@ func TestReachableOwners(t *testing.T) {
 	}
 	longChain, longChainPod := chain(MaxOwnerDepth + 3)
 	manyRefs := make([]metav1.OwnerReference, 3*MaxOwnerObjects)
-	var firstRefs []string // the names of the first MaxOwnerObjects
+	var firstRefs, firstReads []string // the names of the first MaxOwnerObjects, MaxOwnerReads
 	for i := range manyRefs {
 		manyRefs[i] = ref(testGroup, "Link", fmt.Sprintf("m%d", i), false)
 		if i < MaxOwnerObjects {
 			firstRefs = append(firstRefs, manyRefs[i].Name)
+		}
+		if i < MaxOwnerReads {
+			firstReads = append(firstReads, manyRefs[i].Name)
 		}
 	}
 
@@ -147,11 +150,11 @@ func TestReachableOwners(t *testing.T) {
 			wantReads:   []string{"l1", "l2", "l3"},
 		},
 		{
-			name:        "the objects reached are bounded",
+			name:        "the objects reached, and those read, are bounded",
 			podRefs:     manyRefs,
 			want:        []string{key(testGroup, "Link", "unreached")},
 			wantReached: firstRefs,
-			wantReads:   firstRefs,
+			wantReads:   firstReads,
 		},
 		{
 			name: "a well-known controller in the middle is not walked through",
@@ -220,4 +223,73 @@ func TestReachableOwners(t *testing.T) {
 			assert.Equal(t, tc.wantReads, read.reads, "objects read")
 		})
 	}
+}
+
+// cancellingOwners is fakeOwners that ends the walk's context, or reports
+// the namespace busy, at the read of the object named at.
+type cancellingOwners struct {
+	fakeOwners
+	at     string
+	cancel context.CancelFunc
+	busy   bool
+}
+
+func (c *cancellingOwners) OwnersOf(ctx context.Context, o Owner, uid types.UID) ([]metav1.OwnerReference, bool, error) {
+	if o.Name == c.at {
+		c.reads = append(c.reads, o.Name)
+		if c.busy {
+			return nil, false, fmt.Errorf("reading: %w", ErrNamespaceBusy)
+		}
+		c.cancel()
+		return nil, false, ctx.Err()
+	}
+	return c.fakeOwners.OwnersOf(ctx, o, uid)
+}
+
+// Issue #32, item 1: the walk stops at its caller's deadline, and when
+// the namespace's share of reads is in use, instead of reading on.
+func TestReachableOwnersStops(t *testing.T) {
+	refs := []metav1.OwnerReference{
+		ref(testGroup, "Link", "a", false), ref(testGroup, "Link", "b", false), ref(testGroup, "Link", "c", false),
+	}
+	want := map[string]bool{key(kafkaGroup, "KafkaNodePool", "never"): true}
+	for _, tc := range []struct {
+		name    string
+		busy    bool
+		wantErr error
+	}{
+		{"the caller's context ends", false, context.Canceled},
+		{"the namespace's share is in use", true, ErrNamespaceBusy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			read := &cancellingOwners{at: "b", cancel: cancel, busy: tc.busy}
+			pod := testpod.New("p").Obj()
+			pod.OwnerReferences = refs
+			_, err := reachableOwners(ctx, read, pod, want)
+			require.ErrorIs(t, err, tc.wantErr)
+			assert.Equal(t, []string{"a", "b"}, read.reads, "nothing is read after b")
+		})
+	}
+}
+
+// A pod's controller is read first, whatever its place among the
+// ownerReferences: junk before it does not spend the walk's reads.
+func TestReachableOwnersReadsTheControllerFirst(t *testing.T) {
+	var refs []metav1.OwnerReference
+	for i := range MaxOwnerReads {
+		refs = append(refs, ref(testGroup, "Link", fmt.Sprintf("junk-%d", i), false))
+	}
+	refs = append(refs, ref(coreGroup, "StrimziPodSet", "my-cluster-brokers", true))
+	read := &fakeOwners{objects: map[string]object{
+		key(coreGroup, "StrimziPodSet", "my-cluster-brokers"): {uid: "uid-my-cluster-brokers",
+			refs: []metav1.OwnerReference{ref(kafkaGroup, "KafkaNodePool", "brokers", false)}},
+	}}
+	pod := testpod.New("broker-0").Obj()
+	pod.OwnerReferences = refs
+	got, err := reachableOwners(context.Background(), read, pod, map[string]bool{key(kafkaGroup, "KafkaNodePool", "brokers"): true})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"my-cluster-brokers"}, read.reads)
+	assert.Contains(t, got, own(kafkaGroup, "KafkaNodePool", "brokers"))
 }

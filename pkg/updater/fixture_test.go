@@ -141,6 +141,8 @@ type fixtureOpts struct {
 	// podNamespace caches the pods of that namespace only, as
 	// --vpa-object-namespace does.
 	podNamespace string
+	// workers is Config.Workers (0: 1).
+	workers int
 }
 
 // gatedResolver holds every VPAForPod until release is closed, and closes
@@ -274,7 +276,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		o.serverMinor = 37
 	}
 	cfg := Config{
-		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: 1, ServerMinor: o.serverMinor,
+		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: max(1, o.workers), ServerMinor: o.serverMinor,
 		DryRun: o.dryRun, DeferredWarningAfter: o.deferredWarningAfter, StatusMinInterval: o.statusMinInterval,
 		MemoryLimitMargin: o.memoryMargin, ReversalHold: o.reversalHold,
 	}

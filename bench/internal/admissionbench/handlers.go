@@ -50,7 +50,7 @@ func Ours(ctx context.Context, c *Cluster) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	resolver, err := target.NewClusterResolver(ctx, restConfig, c.Kube, factory, vpaInformer.Informer())
+	resolver, err := target.NewClusterResolver(ctx, restConfig, factory, vpaInformer.Informer())
 	if err != nil {
 		return nil, err
 	}

@@ -93,7 +93,13 @@ type Options struct {
 
 	// RequestTimeout bounds the handling of one admission request.
 	RequestTimeout time.Duration
-	// MaxInflightRequests bounds the admission requests handled at once.
+	// MaxInflightPodRequests bounds the pod reviews handled at once;
+	// MaxInflightVPARequests, apart, those of each VPA endpoint;
+	// MaxInflightRequestsPerNamespace the share of each that one namespace
+	// may hold.
+	MaxInflightPodRequests, MaxInflightVPARequests, MaxInflightRequestsPerNamespace int
+	// MaxInflightRequests is deprecated: when set (above 0), it is
+	// MaxInflightPodRequests.
 	MaxInflightRequests int
 	// MemoryLimit is the container's memory limit (a quantity); the Go
 	// runtime's soft limit is set below it unless GOMEMLIMIT is set.
@@ -126,7 +132,9 @@ func NewOptions() *Options {
 		Port:                                DefaultPort,
 		Address:                             DefaultAddress,
 		RequestTimeout:                      DefaultRequestTimeout,
-		MaxInflightRequests:                 admission.DefaultMaxInflight,
+		MaxInflightPodRequests:              admission.DefaultMaxInflightPods,
+		MaxInflightVPARequests:              admission.DefaultMaxInflightVPAs,
+		MaxInflightRequestsPerNamespace:     admission.DefaultMaxInflightPerNamespace,
 		FeatureGate:                         features.NewFeatureGate(),
 		Logs:                                logsapi.NewLoggingConfiguration(),
 	}
@@ -184,9 +192,20 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout,
 		"Longest time spent on one admission request; a pod whose mutation runs out of time is admitted unchanged. "+
 			"Keep it below the timeoutSeconds of the webhook configurations. At most 30s.")
+	fs.IntVar(&o.MaxInflightPodRequests, "max-inflight-pod-requests", o.MaxInflightPodRequests,
+		"Most pod reviews (/mutate-pods) handled at once; past it a request waits up to 1s for a slot, then is answered 429 (Too Many "+
+			"Requests), before its body is read, and the API server admits the pod unchanged (failurePolicy Ignore). Bounds memory: each "+
+			"request may carry up to 6 MiB.")
+	fs.IntVar(&o.MaxInflightVPARequests, "max-inflight-vpa-requests", o.MaxInflightVPARequests,
+		"Most VPA reviews handled at once by each of /validate-vpas and /validate-vpa-quantities, apart from the pods': pods never "+
+			"take the slots of VPAs, whose webhooks fail closed. Past it, as for pods: up to 1s of wait, then 429.")
+	fs.IntVar(&o.MaxInflightRequestsPerNamespace, "max-inflight-requests-per-namespace", o.MaxInflightRequestsPerNamespace,
+		"Most requests of one namespace that each endpoint handles at once: no namespace holds more than this share of an "+
+			"endpoint. Past it, a pod is admitted unchanged (the updater resizes it later) and a VPA review is answered 429. "+
+			"At most --max-inflight-pod-requests and --max-inflight-vpa-requests.")
 	fs.IntVar(&o.MaxInflightRequests, "max-inflight-requests", o.MaxInflightRequests,
-		"Most admission requests handled at once, all endpoints together; past it a request is answered 429 (Too Many Requests) "+
-			"before its body is read. Bounds memory: each request may carry up to 6 MiB.")
+		"Deprecated: use --max-inflight-pod-requests (which it sets when above 0) and --max-inflight-vpa-requests.")
+	_ = fs.MarkDeprecated("max-inflight-requests", "use --max-inflight-pod-requests and --max-inflight-vpa-requests")
 
 	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit,
 		"The container's memory limit, e.g. 512Mi or a number of bytes (the downward API's limits.memory). The Go runtime's "+
@@ -255,8 +274,19 @@ func (o *Options) Validate() []error {
 			errs = append(errs, fmt.Errorf("--memory-limit must be positive, got %s", o.MemoryLimit))
 		}
 	}
-	if o.MaxInflightRequests < 1 {
-		errs = append(errs, fmt.Errorf("--max-inflight-requests must be at least 1, got %d", o.MaxInflightRequests))
+	if o.MaxInflightRequests < 0 {
+		errs = append(errs, fmt.Errorf("--max-inflight-requests must not be negative, got %d", o.MaxInflightRequests))
+	}
+	pods := o.InflightPodRequests()
+	if pods < 1 {
+		errs = append(errs, fmt.Errorf("--max-inflight-pod-requests must be at least 1, got %d", pods))
+	}
+	if o.MaxInflightVPARequests < 1 {
+		errs = append(errs, fmt.Errorf("--max-inflight-vpa-requests must be at least 1, got %d", o.MaxInflightVPARequests))
+	}
+	if n := o.MaxInflightRequestsPerNamespace; n < 1 || (pods >= 1 && n > pods) || (o.MaxInflightVPARequests >= 1 && n > o.MaxInflightVPARequests) {
+		errs = append(errs, fmt.Errorf("--max-inflight-requests-per-namespace must be at least 1 and at most --max-inflight-pod-requests (%d) "+
+			"and --max-inflight-vpa-requests (%d), got %d", pods, o.MaxInflightVPARequests, n))
 	}
 	if o.VPAObjectNamespace != "" && len(o.IgnoredVPAObjectNamespaces) > 0 {
 		errs = append(errs, errors.New("--vpa-object-namespace and --ignored-vpa-object-namespaces are mutually exclusive"))
@@ -268,6 +298,15 @@ func (o *Options) Validate() []error {
 		errs = append(errs, fmt.Errorf("logging: %w", err))
 	}
 	return errs
+}
+
+// InflightPodRequests is --max-inflight-pod-requests, or the deprecated
+// --max-inflight-requests when that is set.
+func (o *Options) InflightPodRequests() int {
+	if o.MaxInflightRequests > 0 {
+		return o.MaxInflightRequests
+	}
+	return o.MaxInflightPodRequests
 }
 
 // SelfCertConfig is the configuration of the self-managed certificate.

@@ -80,6 +80,11 @@ func TestValidate(t *testing.T) {
 		{"insecure cipher suite", []string{"--tls-cipher-suites=TLS_RSA_WITH_RC4_128_SHA"}, "is not a supported secure cipher suite"},
 		{"namespace and ignored namespaces", []string{"--vpa-object-namespace=a", "--ignored-vpa-object-namespaces=b"}, "mutually exclusive"},
 		{"empty ignored namespace", []string{"--ignored-vpa-object-namespaces=a,,b"}, "must not contain an empty name"},
+		{"no pod slot", []string{"--max-inflight-pod-requests=0", "--max-inflight-requests-per-namespace=1"}, "--max-inflight-pod-requests must be at least 1"},
+		{"no VPA slot", []string{"--max-inflight-vpa-requests=0", "--max-inflight-requests-per-namespace=1"}, "--max-inflight-vpa-requests must be at least 1"},
+		{"a namespace's share above an endpoint's bound", []string{"--max-inflight-vpa-requests=2", "--max-inflight-requests-per-namespace=3"},
+			"--max-inflight-requests-per-namespace must be at least 1 and at most"},
+		{"no namespace share", []string{"--max-inflight-requests-per-namespace=0"}, "--max-inflight-requests-per-namespace must be at least 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,11 +101,31 @@ func TestValidate(t *testing.T) {
 	})
 }
 
+// Each endpoint has its own in-flight bound, and each namespace a share
+// of it (issue #32); the old bound of all endpoints together, deprecated,
+// sets the pods' bound.
+func TestInflightFlags(t *testing.T) {
+	opts, _ := parse(t)
+	assert.Equal(t, 16, opts.InflightPodRequests())
+	assert.Equal(t, 8, opts.MaxInflightVPARequests)
+	assert.Equal(t, 4, opts.MaxInflightRequestsPerNamespace)
+
+	opts, _ = parse(t, "--max-inflight-pod-requests=32", "--max-inflight-vpa-requests=6", "--max-inflight-requests-per-namespace=2")
+	assert.Equal(t, 32, opts.InflightPodRequests())
+	assert.Equal(t, 6, opts.MaxInflightVPARequests)
+	assert.Equal(t, 2, opts.MaxInflightRequestsPerNamespace)
+
+	opts, fs := parse(t, "--max-inflight-requests=24")
+	assert.Equal(t, 24, opts.InflightPodRequests(), "the deprecated flag sets the pods' bound")
+	assert.NotEmpty(t, fs.Lookup("max-inflight-requests").Deprecated)
+}
+
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	_, fs := parse(t)
 	for _, name := range []string{"kubeconfig", "kube-api-qps", "kube-api-burst", "tls-cert-file", "tls-private-key-file",
 		"tls-min-version", "tls-cipher-suites", "bind-address", "port", "address", "request-timeout", "feature-gates",
-		"vpa-object-namespace", "ignored-vpa-object-namespaces", "v", "vmodule", "logging-format"} {
+		"vpa-object-namespace", "ignored-vpa-object-namespaces", "max-inflight-pod-requests", "max-inflight-vpa-requests",
+		"max-inflight-requests-per-namespace", "v", "vmodule", "logging-format"} {
 		assert.NotNil(t, fs.Lookup(name), "--%s is registered", name)
 	}
 	fs.VisitAll(func(f *pflag.Flag) {

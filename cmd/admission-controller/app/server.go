@@ -189,7 +189,9 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	logger.Info("Starting the vpa-inplace admission controller",
 		"inPlaceGate", opts.FeatureGate.Enabled(features.InPlace), "cpuStartupBoostGate", opts.FeatureGate.Enabled(features.CPUStartupBoost),
 		"webhookAddress", opts.WebhookAddress(), "address", opts.Address,
-		"maxInflightRequests", opts.MaxInflightRequests, "goMemoryLimit", memoryLimit, "goMemoryLimitFromEnv", memoryLimitFromEnv)
+		"maxInflightPodRequests", opts.InflightPodRequests(), "maxInflightVPARequests", opts.MaxInflightVPARequests,
+		"maxInflightRequestsPerNamespace", opts.MaxInflightRequestsPerNamespace,
+		"goMemoryLimit", memoryLimit, "goMemoryLimitFromEnv", memoryLimitFromEnv)
 
 	minVersion, err := opts.tlsMinVersion()
 	if err != nil {
@@ -237,7 +239,7 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	if err != nil {
 		return err
 	}
-	resolver, err := target.NewClusterResolver(ctx, c.config, c.kube, factory, vpaInformer.Informer())
+	resolver, err := target.NewClusterResolver(ctx, c.config, factory, vpaInformer.Informer())
 	if err != nil {
 		return err
 	}
@@ -266,16 +268,18 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	defer stopEvents()
 
 	handler, err := admission.NewHandler(admission.Config{
-		FeatureGate:       opts.FeatureGate,
-		VPAs:              resolver,
-		Recommendations:   recommendations,
-		Limits:            limits,
-		Metrics:           metrics,
-		Recorder:          recorder,
-		Namespace:         opts.VPAObjectNamespace,
-		IgnoredNamespaces: opts.IgnoredVPAObjectNamespaces,
-		Timeout:           opts.RequestTimeout,
-		MaxInflight:       opts.MaxInflightRequests,
+		FeatureGate:             opts.FeatureGate,
+		VPAs:                    resolver,
+		Recommendations:         recommendations,
+		Limits:                  limits,
+		Metrics:                 metrics,
+		Recorder:                recorder,
+		Namespace:               opts.VPAObjectNamespace,
+		IgnoredNamespaces:       opts.IgnoredVPAObjectNamespaces,
+		Timeout:                 opts.RequestTimeout,
+		MaxInflightPods:         opts.InflightPodRequests(),
+		MaxInflightVPAs:         opts.MaxInflightVPARequests,
+		MaxInflightPerNamespace: opts.MaxInflightRequestsPerNamespace,
 	})
 	if err != nil {
 		return err

@@ -126,7 +126,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	resolver, err := target.NewClusterResolver(ctx, config, kube, factory, vpaInformer.Informer())
+	resolver, err := target.NewClusterResolver(ctx, config, factory, vpaInformer.Informer())
 	if err != nil {
 		return err
 	}
