@@ -6,7 +6,8 @@
 # processes with the chart's ServiceAccount tokens (so the RBAC shipped is
 # what is tested), run `go test -tags e2e ./e2e/`, and tear everything down,
 # also when a test fails. The suite's admission controllers serve files
-# (certificates.mode secret); TestSelfManagedCertificates starts one more, in
+# (their certificate from files, the chart's RBAC of its default, self-managed mode);
+# TestSelfManagedCertificates starts one more, in
 # --cert-mode=self-managed, from the binary and kubeconfig named by
 # E2E_ADMISSION_BINARY and E2E_ADMISSION_KUBECONFIG;
 # TestFitsNodeServingOneNamespaceCountsTheOthers one more updater, serving
