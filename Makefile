@@ -58,7 +58,7 @@ push: ## Push the images of `make images` to REGISTRY (REGISTRY=registry.example
 ##@ Deploy
 
 .PHONY: verify-deploy
-verify-deploy: ## Check deploy/ and the chart: kustomize, helm lint/template, RBAC, admission policies, webhooks, CRD copies, OpenAPI of 1.33-1.37, alert tests.
+verify-deploy: ## Check deploy/ and the chart: kustomize, helm lint/template, the chart's Deployments equal to deploy/'s, other releases and namespaces, RBAC, admission policies, webhooks, CRD copies, OpenAPI of 1.33-1.37, alert tests.
 	hack/deploy/verify-manifests.sh
 
 .PHONY: update-crd
@@ -66,11 +66,11 @@ update-crd: ## Copy the VPA CRDs from the VPA module version in go.mod into depl
 	hack/deploy/update-crd.sh
 
 .PHONY: update-chart
-update-chart: ## Regenerate the chart's CRDs and RBAC from deploy/ (after editing deploy/base).
+update-chart: ## Regenerate the chart's CRDs, RBAC and admission policies from deploy/base, and its README from values.yaml.
 	hack/deploy/update-chart.sh
 
 .PHONY: test-rules
-test-rules: ## Test the chart's alerting rules with promtool (built pinned into _output/tools).
+test-rules: ## Test the chart's alerting rules with promtool, on series labelled as the chart's ServiceMonitor scrape labels them.
 	hack/monitoring/test-rules.sh
 
 .PHONY: tools

@@ -99,9 +99,9 @@ func TestSelfManagedCertificates(t *testing.T) {
 	pods := deploy(t, ns, workload{name: "web", requests: rl("100m", "100Mi")})
 	template := dryRunPod(pods[0])
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", health)
-	before := seriesAt(metricsURL, "vpa_inplace_admission_requests_total", `endpoint="mutate-pods"`)
+	before := seriesAt(metricsURL, "vpa_inplace_admission_requests_total", `webhook="mutate-pods"`)
 	createMutated(t, ns, template)
-	assert.Greater(t, seriesAt(metricsURL, "vpa_inplace_admission_requests_total", `endpoint="mutate-pods"`), before,
+	assert.Greater(t, seriesAt(metricsURL, "vpa_inplace_admission_requests_total", `webhook="mutate-pods"`), before,
 		"the self-managed admission controller answered the call")
 
 	t.Run("a cleared caBundle is patched again", func(t *testing.T) {

@@ -75,6 +75,15 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if port := os.Getenv(postRenderEnv); port != "" {
+		// Started by helm as its post-renderer (install_test.go).
+		os.Exit(postRender(port))
+	}
+	flag.Parse()
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		// go test -list (hack/e2e.sh sorts the tests into its phases): no cluster.
+		os.Exit(m.Run())
+	}
 	path := os.Getenv("KUBECONFIG")
 	if path == "" {
 		fmt.Fprintln(os.Stderr, "e2e: KUBECONFIG must name the cluster to test")
@@ -90,7 +99,6 @@ func TestMain(m *testing.M) {
 	vpas = vpaclientset.NewForConfigOrDie(config)
 	dyn = dynamic.NewForConfigOrDie(config)
 	profile = env("E2E_PROFILE", profileV137)
-	flag.Parse()
 	startSteady() // runs beside the suite (recommender_test.go)
 	os.Exit(m.Run())
 }

@@ -6,7 +6,8 @@
 # processes with the chart's ServiceAccount tokens (so the RBAC shipped is
 # what is tested), run `go test -tags e2e ./e2e/`, and tear everything down,
 # also when a test fails. The suite's admission controllers serve files
-# (certificates.mode secret); TestSelfManagedCertificates starts one more, in
+# (their certificate from files, the chart's RBAC of its default, self-managed mode);
+# TestSelfManagedCertificates starts one more, in
 # --cert-mode=self-managed, from the binary and kubeconfig named by
 # E2E_ADMISSION_BINARY and E2E_ADMISSION_KUBECONFIG;
 # TestFitsNodeServingOneNamespaceCountsTheOthers one more updater, serving
@@ -18,6 +19,15 @@
 # E2E_STEADY_DURATION (default 10m; empty: not run) how long the steady-usage scenario counts resizes,
 # E2E_UPDATER_KUBECONFIG= (empty) makes the policy test impersonate the updater instead of using its token.
 # Logs: _output/e2e/<profile>/.
+#
+# After the suite, in the same cluster, the install phase (e2e/install_test.go,
+# TestChartInstall and TestKustomizeInstall, when E2E_RUN is empty or
+# matches them): the suite's binaries are stopped and its objects deleted
+# (local-apply.sh --delete; the CRDs stay), then the chart is installed with
+# the pinned helm as release "platform" in namespace "autoscaling", and
+# deploy/overlays/self-managed-certs applied as kubectl apply -k would, each
+# run with the args, env and ServiceAccount of its own Deployments, upgraded
+# and removed.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -38,6 +48,16 @@ export CLUSTER_RECOMMENDER_INTERVAL=${CLUSTER_RECOMMENDER_INTERVAL:-10s}
 mkdir -p _output/bin
 echo "== building the binaries"
 go build -o _output/bin/ ./cmd/...
+# The install phase's tools, pinned (hack/tools/install.sh).
+{ read -r helm_bin; read -r kustomize_bin; } < <(hack/tools/install.sh helm kustomize)
+# Which tests run: the suite's (all but the install phase's) and the
+# install phase's, each narrowed by E2E_RUN.
+readonly install_tests='^(TestChartInstall|TestKustomizeInstall)$'
+mapfile -t listed < <(go test -tags e2e -list "${E2E_RUN:-.}" ./e2e/ | grep '^Test')
+suite_run=() install_run=()
+for name in "${listed[@]}"; do
+  if [[ ${name} =~ ${install_tests} ]]; then install_run+=("${name}"); else suite_run+=("${name}"); fi
+done
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
@@ -176,21 +196,42 @@ run_profile() {
   wait_ready admission-controller "http://127.0.0.1:${ac_health}/readyz"
   wait_ready admission-controller-gate-off "http://127.0.0.1:${gate_off_health}/readyz"
 
-  echo "== profile ${profile}: go test -tags e2e ./e2e/"
   local rc=0
-  if ! KUBECONFIG=${KUBECONFIG} E2E_PROFILE=${profile} E2E_UPDATER_METRICS="http://127.0.0.1:${updater_metrics}/metrics" \
-    E2E_UPDATER_RESTART="${logs}/restart-updater-a.sh" E2E_UPDATER_PIDFILE="${logs}/updater-a.pid" \
-    E2E_UPDATER_KUBECONFIG="${E2E_UPDATER_KUBECONFIG-${out}/updater.kubeconfig}" \
-    E2E_STANDBY_RESTART="${logs}/restart-updater-b.sh" E2E_STANDBY_PIDFILE="${logs}/updater-b.pid" \
-    E2E_STANDBY_METRICS="http://127.0.0.1:${standby_metrics}/metrics" E2E_DEFERRED_WARNING_AFTER=5s \
-    E2E_RECOMMENDER_NAME="${CLUSTER_RECOMMENDER_NAME}" E2E_RECOMMENDER_INTERVAL="${CLUSTER_RECOMMENDER_INTERVAL}" \
-    E2E_ADMISSION_BINARY="${root}/_output/bin/admission-controller" E2E_ADMISSION_KUBECONFIG="${out}/admission-controller.kubeconfig" \
-    E2E_UPDATER_BINARY="${root}/_output/bin/updater" E2E_SCOPED_NAMESPACE="${scoped_namespace}" \
-    E2E_LOG_DIR="${logs}" E2E_STEADY_NAMESPACE="${steady_namespace}" E2E_STEADY_DURATION="${E2E_STEADY_DURATION-10m}" \
-    go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "${E2E_RUN}"} ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
-    rc=1
+  if ((${#suite_run[@]} > 0)); then
+    echo "== profile ${profile}: go test -tags e2e ./e2e/"
+    if ! KUBECONFIG=${KUBECONFIG} E2E_PROFILE=${profile} E2E_UPDATER_METRICS="http://127.0.0.1:${updater_metrics}/metrics" \
+      E2E_UPDATER_RESTART="${logs}/restart-updater-a.sh" E2E_UPDATER_PIDFILE="${logs}/updater-a.pid" \
+      E2E_UPDATER_KUBECONFIG="${E2E_UPDATER_KUBECONFIG-${out}/updater.kubeconfig}" \
+      E2E_STANDBY_RESTART="${logs}/restart-updater-b.sh" E2E_STANDBY_PIDFILE="${logs}/updater-b.pid" \
+      E2E_STANDBY_METRICS="http://127.0.0.1:${standby_metrics}/metrics" E2E_DEFERRED_WARNING_AFTER=5s \
+      E2E_RECOMMENDER_NAME="${CLUSTER_RECOMMENDER_NAME}" E2E_RECOMMENDER_INTERVAL="${CLUSTER_RECOMMENDER_INTERVAL}" \
+      E2E_ADMISSION_BINARY="${root}/_output/bin/admission-controller" E2E_ADMISSION_KUBECONFIG="${out}/admission-controller.kubeconfig" \
+      E2E_UPDATER_BINARY="${root}/_output/bin/updater" E2E_SCOPED_NAMESPACE="${scoped_namespace}" \
+      E2E_LOG_DIR="${logs}" E2E_STEADY_NAMESPACE="${steady_namespace}" E2E_STEADY_DURATION="${E2E_STEADY_DURATION-10m}" \
+      go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "${E2E_RUN}"} ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
+      rc=1
+    fi
   fi
   stop_binaries
+  if ((${#install_run[@]} > 0)); then
+    # A cluster without the suite's deployment: the install tests bring
+    # their own (the overlay uses deploy/'s names and namespace).
+    echo "== profile ${profile}: install phase: removing the suite's objects"
+    CLUSTER_ENV=${CLUSTER_DIR}/env.sh OUT_DIR=${out} DEPLOY_FROM=${E2E_DEPLOY_FROM:-chart} \
+      hack/deploy/local-apply.sh --delete >>"${logs}/deploy.log"
+    curl --silent --show-error --fail --cacert "${CLUSTER_CA}" \
+      --cert "${CLUSTER_PKI_DIR}/admin.crt" --key "${CLUSTER_PKI_DIR}/admin.key" -X DELETE \
+      "${CLUSTER_APISERVER}/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/vpa-inplace-e2e-gate-off" >/dev/null
+    echo "== profile ${profile}: install phase: go test -tags e2e -run ${install_tests} ./e2e/"
+    local run
+    run="^($(IFS='|'; echo "${install_run[*]}"))\$"
+    if ! KUBECONFIG=${KUBECONFIG} E2E_PROFILE=${profile} E2E_INSTALL_PHASE=1 E2E_STEADY_DURATION= \
+      E2E_HELM="${helm_bin}" E2E_KUSTOMIZE="${kustomize_bin}" E2E_REPO_ROOT="${root}" \
+      E2E_UPDATER_BINARY="${root}/_output/bin/updater" E2E_ADMISSION_BINARY="${root}/_output/bin/admission-controller" \
+      E2E_LOG_DIR="${logs}" go test -tags e2e -count=1 -v -timeout 15m -run "${run}" ./e2e/ 2>&1 | tee "${logs}/go-test-install.log"; then
+      rc=1
+    fi
+  fi
   if [[ ${E2E_KEEP:-0} != 1 ]]; then hack/cluster/down.sh --purge >/dev/null; fi
   echo "== profile ${profile}: $( ((rc == 0)) && echo PASS || echo FAIL) (logs in _output/e2e/${profile})"
   return "${rc}"

@@ -34,6 +34,8 @@ func main() {
 		if errors.Is(err, pflag.ErrHelp) {
 			os.Exit(0)
 		}
+		// With ContinueOnError pflag prints nothing itself.
+		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(2)
 	}
 	if errs := opts.Validate(); len(errs) > 0 {

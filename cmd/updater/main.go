@@ -43,7 +43,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	if err := logsapi.ValidateAndApply(logOpts, nil); err != nil {
+	if err := logsapi.ValidateAndApply(logOpts, opts.FeatureGate); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}

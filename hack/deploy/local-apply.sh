@@ -29,7 +29,7 @@
 #                           Helm chart renders (`helm template`, the pinned helm
 #                           of hack/tools/install.sh): its CRDs, ServiceAccounts,
 #                           RBAC, admission policies and webhooks
-#                           (certificates.mode secret), the
+#                           (its default values), the
 #                           webhooks' Service replaced by https://127.0.0.1:PORT,
 #                           and deploy/base's namespace. Its Deployments,
 #                           Services and PodDisruptionBudgets are only sent
@@ -96,14 +96,16 @@ fail_request() { # WHAT
 }
 
 # chart_objects KINDS: the chart's objects of the kinds in KINDS (a regular
-# expression), rendered for certificates.mode secret, with the webhooks'
-# service (name, namespace, path, port lines) turned into a URL on this
-# machine and the placeholders of deploy/ for the port and the CA.
+# expression), rendered with its default values (certificates.mode
+# self-managed: the admission controller's RBAC grants what the e2e suite's
+# self-managed admission controller needs), with the webhooks' service
+# (name, namespace, path, port lines) turned into a URL on this machine and
+# the placeholders of deploy/ for the port and the CA (the suite's
+# admission controllers serve files).
 chart_objects() {
   local helm
   helm=$(hack/tools/install.sh helm) || deploy::die "cannot build helm"
   "${helm}" template vpa-inplace charts/vpa-inplace --namespace "${DEPLOY_NAMESPACE}" --include-crds \
-    --set certificates.mode=secret --set "certificates.secret.caBundle=${DEPLOY_CA_BUNDLE_PLACEHOLDER//_/}" \
     | awk -v port="${DEPLOY_WEBHOOK_PORT_PLACEHOLDER}" -v ca="${DEPLOY_CA_BUNDLE_PLACEHOLDER}" -v kinds="$1" '
       function flush() {
         if (doc ~ ("(^|\n)kind: (" kinds ")\n"))
@@ -114,8 +116,8 @@ chart_objects() {
       /^      service:$/ { insvc = 1; next }
       insvc && /^        path:/ { path = $2; next }
       insvc && /^        / { next }
-      insvc { doc = doc "      url: https://127.0.0.1:" port path "\n"; insvc = 0 }
-      /^      caBundle:/ { $0 = "      caBundle: " ca }
+      insvc { doc = doc "      url: https://127.0.0.1:" port path "\n      caBundle: " ca "\n"; insvc = 0 }
+      /^      caBundle:/ { next }
       { doc = doc $0 "\n" }
       END { flush() }'
 }

@@ -85,6 +85,22 @@ for root in "${roots[@]}"; do
 done
 kustomized=(--kustomized-dir "${work}/kustomized")
 
+# Each component that no overlay uses is rendered on top of
+# overlays/self-managed-certs, in a throwaway overlay of the copy.
+mkdir -p "${work}/components"
+for d in "${deploy_dir}"/components/*/; do
+  name=$(basename "${d}")
+  grep -rqs --include=kustomization.yaml "components/${name}\$" "${deploy_dir}/overlays" && continue
+  mkdir -p "${work}/deploy/with-${name}"
+  printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../overlays/self-managed-certs\ncomponents:\n  - ../components/%s\n' \
+    "${name}" >"${work}/deploy/with-${name}/kustomization.yaml"
+  if ! "${kustomize}" build "${work}/deploy/with-${name}" >"${work}/components/${name}.yaml" 2>"${work}/kustomize.err"; then
+    echo "FAIL: kustomize build of overlays/self-managed-certs with components/${name}:"
+    sed -e 's/^/    /' "${work}/kustomize.err" | head -n 5
+    status=1
+  fi
+done
+
 # The chart: the update-chart.sh copies are current, helm lint passes, and
 # helm template renders (schema enforced) with the default values and each
 # charts/vpa-inplace/ci/*-values.yaml; each hack/deploy/chart-invalid/*.yaml
@@ -114,6 +130,54 @@ for c in "${chart_cases[@]}"; do
     status=1
   fi
 done
+# The chart's names follow the release (hack/deploy/verify_manifests.py,
+# check_release): release "platform" in namespace "autoscaling", with the
+# default values and with every optional object; a second release
+# "tenant" in the same namespace; ServiceAccounts of your own.
+mkdir -p "${work}/release"
+release_cases=(
+  "platform default"
+  "platform full --values ${chart_dir}/ci/secret-monitoring-values.yaml --set certificates.mode=cert-manager --set-string admissionController.webhooks.namespaceSelector.matchLabels.tenant=true"
+  "tenant default"
+  "platform existing-sa --set updater.serviceAccount.create=false --set updater.serviceAccount.name=autoscaler --set admissionController.serviceAccount.create=false --set admissionController.serviceAccount.name=webhook-server"
+)
+for rc in "${release_cases[@]}"; do
+  read -r -a words <<<"${rc}"
+  if ! "${helm}" template "${words[0]}" "${chart_dir}" --namespace autoscaling "${words[@]:2}" \
+    >"${work}/release/${words[0]}-${words[1]}.yaml" 2>"${work}/helm.out"; then
+    echo "FAIL: helm template ${words[0]} --namespace autoscaling (${words[1]}):"
+    sed -e 's/^/    /' "${work}/helm.out" | head -n 10
+    status=1
+  fi
+done
+# As a subchart: Helm passes the parent's global values, which the schema
+# must accept while it refuses any other unknown key.
+mkdir -p "${work}/parent/charts"
+cp -r "${chart_dir}" "${work}/parent/charts/vpa-inplace"
+printf 'apiVersion: v2\nname: platform\nversion: 1.0.0\n' >"${work}/parent/Chart.yaml"
+printf 'global:\n  imageRegistry: registry.example.com\nvpa-inplace:\n  updater:\n    replicaCount: 1\n    leaderElection:\n      enabled: false\n' >"${work}/parent/values.yaml"
+if ! "${helm}" template platform "${work}/parent" --namespace autoscaling >"${work}/release/subchart.yaml" 2>"${work}/helm.out"; then
+  echo "FAIL: the chart as a subchart (a parent chart with global values):"
+  sed -e 's/^/    /' "${work}/helm.out" | head -n 10
+  status=1
+elif [[ ${1:-} == -v ]]; then
+  echo "ok    chart: renders as a subchart, with the parent's global values"
+fi
+# Supported Kubernetes versions: 1.33 to 1.37 (Chart.yaml kubeVersion).
+for v in 1.33.0 1.37.0; do
+  if ! "${helm}" template vpa-inplace "${chart_dir}" --kube-version "${v}" >/dev/null 2>"${work}/helm.out"; then
+    echo "FAIL: helm template --kube-version ${v} (a supported version):"
+    sed -e 's/^/    /' "${work}/helm.out" | head -n 5
+    status=1
+  fi
+done
+if "${helm}" template vpa-inplace "${chart_dir}" --kube-version 1.32.9 >/dev/null 2>&1; then
+  echo "FAIL: helm template --kube-version 1.32.9 passes: the chart's kubeVersion must refuse Kubernetes before 1.33"
+  status=1
+elif [[ ${1:-} == -v ]]; then
+  echo "ok    chart: installs on Kubernetes 1.33 to 1.37, refused on 1.32"
+fi
+
 for f in hack/deploy/chart-invalid/*.yaml; do
   want=$(head -n 1 "${f}" | sed -e 's/^# *refused: *//')
   if "${helm}" template vpa-inplace "${chart_dir}" --values "${f}" >/dev/null 2>"${work}/helm.out"; then
@@ -130,7 +194,7 @@ done
 
 # The rendered objects, for the checks below, with the caBundle placeholder
 # (not base64, on purpose) replaced by a valid value.
-(cd "${work}" && find rendered chart -name '*.yaml') | while IFS= read -r f; do
+(cd "${work}" && find rendered chart release components -name '*.yaml') | while IFS= read -r f; do
   mkdir -p "$(dirname "${work}/decode/${f}")"
   sed -e "s#${DEPLOY_CA_BUNDLE_PLACEHOLDER}#Cg==#" "${work}/${f}" >"${work}/decode/${f}"
 done
@@ -271,7 +335,8 @@ func convert(mirror, file string) error {
 GO
   (cd "${work}/yaml2json" && GOWORK=off GOFLAGS=-mod=mod GOPROXY=off go build -o yaml2json .) \
     || deploy::die "cannot build the YAML converter (and PyYAML is not installed)"
-  mapfile -t files < <(find "${deploy_dir}" "${chart_dir}" "${work}/rendered" "${work}/kustomized" "${work}/chart" -name '*.yaml' -not -path '*/templates/*')
+  mapfile -t files < <(find "${deploy_dir}" "${chart_dir}" "${work}/rendered" "${work}/kustomized" "${work}/chart" \
+    "${work}/release" "${work}/components" -name '*.yaml' -not -path '*/templates/*')
   if ! "${work}/yaml2json/yaml2json" "${work}/mirror" "${files[@]}"; then
     echo "FAIL: a YAML file does not parse"
     status=1
@@ -287,7 +352,8 @@ if ! python3 hack/deploy/verify_manifests.py --deploy-dir "${deploy_dir}" \
   --vpa-module-dir "${vpa_module_dir}" \
   --rendered-dir "${work}/rendered" "${kustomized[@]}" --chart-dir "${chart_dir}" \
   --chart-rendered-dir "${work}/chart" --metrics-source pkg/updater/report/metrics.go --metrics-source cmd/updater/app/leadermetric.go \
-  --metrics-source pkg/records/metrics.go --metrics-source pkg/admission/metrics.go --metrics-source cmd/admission-controller/app/server.go "${mirror[@]}" "$@"; then
+  --metrics-source pkg/records/metrics.go --metrics-source pkg/admission/metrics.go --metrics-source cmd/admission-controller/app/server.go \
+  --release-rendered-dir "${work}/release" --component-rendered-dir "${work}/components" "${mirror[@]}" "$@"; then
   status=1
 fi
 

@@ -43,6 +43,13 @@ VPA_WEBHOOK = "vpa-inplace-vpas"
 UPDATER_CONFIG = "vpa-inplace-updater-config"
 CERTIFICATE = "vpa-inplace-admission"
 INJECT_CA = "cert-manager.io/inject-ca-from"
+# Metrics the dashboard must show.
+DASHBOARD_METRICS = (
+    "vpa_inplace_updater_leader", "vpa_inplace_admission_certificate_expiry_timestamp_seconds",
+    "vpa_inplace_updater_job_template_writes_total", "vpa_inplace_updater_suspended_jobs",
+    "vpa_inplace_updater_startup_boosts_active", "vpa_inplace_updater_worker_panics_total",
+    "vpa_inplace_updater_records_write_failures_total",
+)
 # Metrics the alerts and the dashboard may use besides ours (none today).
 EXTERNAL_METRICS = set()
 
@@ -277,7 +284,10 @@ def check_updater_rbac(c, where, objs):
             f"{w} does not watch every ConfigMap of {NAMESPACE}")
 
 
-def check_admission_rbac(c, where, objs):
+def check_admission_rbac(c, where, objs, self_managed_certs):
+    """self_managed_certs: whether the admission controller keeps its own
+    certificate there (--cert-mode=self-managed): only then may it patch the
+    webhook configurations and keep a Secret."""
     cluster, namespaced = bound_rules(c, where, objs, ADMISSION_SA)
     rules = cluster + namespaced
     w = f"{where}: admission controller"
@@ -292,10 +302,18 @@ def check_admission_rbac(c, where, objs):
                     for r in covering),
                 f"{w} can only read and patch {resource} {name} (no create, no delete, no other name)",
                 json.dumps(covering))
-        c.check(allows(rules, "admissionregistration.k8s.io", resource, "patch"),
-                f"{w} can patch the caBundle of {name} (--cert-mode=self-managed)")
+        if self_managed_certs:
+            c.check(allows(rules, "admissionregistration.k8s.io", resource, "patch"),
+                    f"{w} can patch the caBundle of {name} (--cert-mode=self-managed)")
+        else:
+            c.check(not covering, f"{w} has no access to {resource} (its certificate is not self-managed)",
+                    json.dumps(covering))
     for verb in ("get", "watch", "update", "create"):
-        c.check(allows(namespaced, "", "secrets", verb), f"{w} can {verb} its certificate Secret in {NAMESPACE}")
+        if self_managed_certs:
+            c.check(allows(namespaced, "", "secrets", verb), f"{w} can {verb} its certificate Secret in {NAMESPACE}")
+        else:
+            c.check(not allows(rules, "", "secrets", verb),
+                    f"{w} cannot {verb} secrets (its certificate is not self-managed)")
     c.check(not any(rule_covers(r, "", "secrets") for r in cluster), f"{w} has no cluster-wide access to secrets")
     c.check(not allows(rules, "", "secrets", "delete"), f"{w} cannot delete secrets")
     for verb in READ:
@@ -342,7 +360,30 @@ def ca_mode(root, objs):
     return "placeholder"
 
 
-def check_webhooks(c, where, objs, local, mode="placeholder"):
+# The webhook settings of deploy/ and of the chart's default values
+# (admissionController.webhooks).
+WEBHOOK_DEFAULTS = {
+    "timeoutSeconds": 5,
+    "pods": {"failurePolicy": "Ignore"},
+    "inPlaceVPAs": {"failurePolicy": "Fail"},
+    "quantities": {"enabled": True, "failurePolicy": "Ignore"},
+}
+
+
+def webhook_settings(values):
+    """The chart's webhook settings for some values (defaults filled in)."""
+    given = ((values or {}).get("admissionController") or {}).get("webhooks") or {}
+    out = json.loads(json.dumps(WEBHOOK_DEFAULTS))
+    for key, val in given.items():
+        if isinstance(val, dict):
+            out.setdefault(key, {}).update(val)
+        else:
+            out[key] = val
+    return out
+
+
+def check_webhooks(c, where, objs, local, mode="placeholder", settings=None):
+    settings = settings or WEBHOOK_DEFAULTS
     secret_ca = None
     for sec in find(objs, "Secret", TLS_SECRET):
         secret_ca = (sec.get("data") or {}).get("ca.crt")
@@ -377,9 +418,10 @@ def check_webhooks(c, where, objs, local, mode="placeholder"):
                f"{where}: one MutatingWebhookConfiguration {POD_WEBHOOK} with one webhook"):
         wh = muts[0]["webhooks"][0]
         w = f"{where}: {POD_WEBHOOK}"
-        c.check(wh.get("failurePolicy") == "Ignore", f"{w} failurePolicy Ignore", wh.get("failurePolicy"))
+        want = settings["pods"]["failurePolicy"]
+        c.check(wh.get("failurePolicy") == want, f"{w} failurePolicy {want}", wh.get("failurePolicy"))
         c.check(wh.get("sideEffects") == "None", f"{w} sideEffects None")
-        c.check(wh.get("timeoutSeconds") == 5, f"{w} timeoutSeconds 5")
+        c.check(wh.get("timeoutSeconds") == settings["timeoutSeconds"], f"{w} timeoutSeconds {settings['timeoutSeconds']}")
         c.check(wh.get("reinvocationPolicy") == "Never", f"{w} reinvocationPolicy Never")
         c.check(wh.get("admissionReviewVersions") == ["v1"], f"{w} admissionReviewVersions [v1]")
         c.check(wh.get("rules") == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
@@ -393,12 +435,17 @@ def check_webhooks(c, where, objs, local, mode="placeholder"):
         c.check({"kube-system", NAMESPACE} <= excluded, f"{w} excludes kube-system and {NAMESPACE}",
                 json.dumps(sel))
     vals = find(objs, "ValidatingWebhookConfiguration")
-    if c.check(len(vals) == 1 and ident(vals[0])[2] == VPA_WEBHOOK and len(vals[0].get("webhooks") or []) == 2,
-               f"{where}: one ValidatingWebhookConfiguration {VPA_WEBHOOK} with two webhooks"):
+    quantities = settings["quantities"].get("enabled", True)
+    if c.check(len(vals) == 1 and ident(vals[0])[2] == VPA_WEBHOOK
+               and len(vals[0].get("webhooks") or []) == (2 if quantities else 1),
+               f"{where}: one ValidatingWebhookConfiguration {VPA_WEBHOOK} with {2 if quantities else 1} webhooks"):
         in_place = "object.spec.updatePolicy.updateMode == 'InPlace'"
-        for wh, path, negated in zip(vals[0]["webhooks"], ["/validate-vpas", "/validate-vpa-quantities"], [False, True]):
+        for wh, path, negated, key in zip(vals[0]["webhooks"], ["/validate-vpas", "/validate-vpa-quantities"],
+                                          [False, True], ["inPlaceVPAs", "quantities"]):
             w = f"{where}: {VPA_WEBHOOK} {wh.get('name')}"
-            c.check(wh.get("failurePolicy") == "Fail", f"{w} failurePolicy Fail", wh.get("failurePolicy"))
+            want = settings[key]["failurePolicy"]
+            c.check(wh.get("failurePolicy") == want, f"{w} failurePolicy {want}", wh.get("failurePolicy"))
+            c.check(wh.get("timeoutSeconds") == settings["timeoutSeconds"], f"{w} timeoutSeconds {settings['timeoutSeconds']}")
             c.check(wh.get("sideEffects") == "None", f"{w} sideEffects None")
             c.check(wh.get("matchPolicy", "Equivalent") == "Equivalent", f"{w} matchPolicy Equivalent")
             c.check(wh.get("admissionReviewVersions") == ["v1"], f"{w} admissionReviewVersions [v1]")
@@ -428,7 +475,7 @@ def flag(container, name):
     return values[-1] if values else None
 
 
-def check_deployment(c, where, objs, name, sa, image, required_args):
+def check_deployment(c, where, objs, name, sa, image, required_args, host_network=False):
     deps = find(objs, "Deployment", name)
     if not c.check(len(deps) == 1, f"{where}: Deployment {name} exists"):
         return None
@@ -444,8 +491,8 @@ def check_deployment(c, where, objs, name, sa, image, required_args):
     psc = spec.get("securityContext") or {}
     c.check(psc.get("runAsNonRoot") is True, f"{w} runAsNonRoot")
     c.check((psc.get("seccompProfile") or {}).get("type") == "RuntimeDefault", f"{w} seccomp RuntimeDefault")
-    c.check(not spec.get("hostNetwork") and not spec.get("hostPID") and not spec.get("hostIPC"),
-            f"{w} uses no host namespaces")
+    c.check(bool(spec.get("hostNetwork")) == host_network and not spec.get("hostPID") and not spec.get("hostIPC"),
+            f"{w} uses no host namespaces" + (" but the network (admissionController.hostNetwork)" if host_network else ""))
     containers = spec.get("containers") or []
     c.check(len(containers) == 1, f"{w} has one container")
     container = containers[0]
@@ -477,7 +524,7 @@ def check_deployment(c, where, objs, name, sa, image, required_args):
     return dep
 
 
-def check_workloads(c, where, objs, chart=False):
+def check_workloads(c, where, objs, chart=False, values=None):
     """The Deployments and the webhook Service. deploy/ ships image
     placeholders and one updater; the chart real images, any replicas (more
     than one updater only with leader election) and ports from its values."""
@@ -486,6 +533,10 @@ def check_workloads(c, where, objs, chart=False):
                                ["--feature-gates=InPlace=true"] + ([] if chart else ["--leader-elect=true"]))
         if dep is not None:
             container = dep["spec"]["template"]["spec"]["containers"][0]
+            # Records where its Role lets it write them (the namespace of
+            # the Role vpa-inplace-updater-records).
+            c.check(flag(container, "records-namespace") == NAMESPACE,
+                    f"{where}: updater keeps its records in {NAMESPACE}, where its Role is", flag(container, "records-namespace"))
             if chart:
                 c.check(dep["spec"].get("replicas", 1) <= 1 or flag(container, "leader-elect") == "true",
                         f"{where}: more than one updater replica only with --leader-elect=true")
@@ -493,6 +544,8 @@ def check_workloads(c, where, objs, chart=False):
                         f"{where}: updater's Lease is in the release namespace (where its Role is)")
                 c.check(flag(container, "config-map") == f"{NAMESPACE}/{UPDATER_CONFIG}",
                         f"{where}: updater reads the kill switch its Role allows")
+                c.check(flag(container, "leader-elect-resource-name") == UPDATER_SA,
+                        f"{where}: updater's Lease is named after the release")
             else:
                 c.check(dep["spec"].get("replicas") == 1, f"{where}: updater runs 1 replica")
                 c.check(flag(container, "address") == ":8943",
@@ -503,8 +556,10 @@ def check_workloads(c, where, objs, chart=False):
                   f"--cert-mutating-webhook-configurations={POD_WEBHOOK}",
                   f"--cert-validating-webhook-configurations={VPA_WEBHOOK}"] if own
                  else ["--tls-cert-file=/etc/tls/tls.crt", "--tls-private-key-file=/etc/tls/tls.key"])
+        host_network = (((values or {}).get("admissionController") or {}).get("hostNetwork")) is True
         dep = check_deployment(c, where, objs, "vpa-inplace-admission-controller", ADMISSION_SA,
-                               None if chart else ADMISSION_IMAGE,
+                               None if chart else ADMISSION_IMAGE, host_network=host_network,
+                               required_args=
                                certs + ["--feature-gates=InPlace=true"] + ([] if chart else ["--port=8000"]))
         if dep is None:
             return
@@ -770,7 +825,11 @@ def check_certificate_overlay(c, where, objs, base):
             f"{where}: no NetworkPolicy with the API server range left to fill in (components/without-network-policy)")
     base = [o for o in base if o["kind"] != "NetworkPolicy"]
     if self_managed(objs):
-        c.check(canonical(without_certificate_flags(objs)) == canonical(without_certificate_flags(base)),
+        certs_rbac = [o for o in objs if ident(o)[2] == CERT_ROLE]
+        c.check({o["kind"] for o in certs_rbac} == {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"},
+                f"{where}: adds the RBAC of --cert-mode=self-managed ({CERT_ROLE})")
+        c.check(canonical(without_certificate_flags([o for o in objs if o not in certs_rbac]))
+                == canonical(without_certificate_flags(base)),
                 f"{where}: base's objects, apart from the webhooks' caBundle and the certificate flags and volume")
         c.check(not find(objs, "Secret") and not find(objs, "Certificate"),
                 f"{where}: ships no Secret or Certificate (the admission controller creates its Secret)")
@@ -795,6 +854,15 @@ def check_certificate(c, where, objs):
         ref = spec.get("issuerRef") or {}
         c.check(ref.get("kind") == "ClusterIssuer" or bool(find(objs, "Issuer", ref.get("name"))),
                 f"{where}: Certificate's issuer {ref.get('name')} exists")
+        # A self-signed issuer makes every renewal of the serving
+        # certificate a new CA, which the webhooks' caBundle must follow at
+        # the same instant; a CA issuer keeps the CA.
+        for issuer in find(objs, "Issuer", ref.get("name")) if ref.get("kind", "Issuer") == "Issuer" else []:
+            ca = (issuer.get("spec") or {}).get("ca") or {}
+            cas = [x for x in find(objs, "Certificate") if (x.get("spec") or {}).get("secretName") == ca.get("secretName")]
+            c.check(bool(ca) and len(cas) == 1 and cas[0]["spec"].get("isCA") is True,
+                    f"{where}: the serving certificate comes from a CA Issuer whose CA is a Certificate of its own (isCA), "
+                    "not from a self-signed Issuer", json.dumps(issuer.get("spec")))
     for sec in secrets:
         c.check(sec.get("type") == "kubernetes.io/tls" and {"tls.crt", "tls.key", "ca.crt"} <= set(sec.get("data") or {}),
                 f"{where}: Secret {TLS_SECRET} is kubernetes.io/tls with tls.crt, tls.key and ca.crt")
@@ -810,15 +878,74 @@ def selects(selector, labels):
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
-def check_chart(c, case, objs, base, values):
-    """One `helm template` output against deploy/base: the same CRDs and RBAC
-    (update-chart.sh copies them), the same webhook settings, the Deployments'
-    security and flags, and the chart's own objects (PDB, spread, monitoring)."""
+# The deploy/ root whose objects the chart renders in each certificate mode.
+CHART_MODE_ROOTS = {"self-managed": "overlays/self-managed-certs", "cert-manager": "overlays/cert-manager", "secret": "base"}
+# What the chart may set apart from deploy/ even with its default values
+# (deploy/README.md, "The Helm chart"): the replicas, the images (deploy/
+# has placeholders), the spread over nodes, the history limit (the API's
+# default, 10, spelt out) and its own labels (the release's, commonLabels).
+CHART_ONLY_DEPLOYMENT_FIELDS = ("replicas", "revisionHistoryLimit")
+CHART_ONLY_POD_FIELDS = ("topologySpreadConstraints",)
+CHART_ONLY_CONTAINER_FIELDS = ("image",)
+
+
+def without_labels(objs):
+    out = []
+    for o in objs:
+        o = json.loads(json.dumps(o))
+        (o.get("metadata") or {}).pop("labels", None)
+        out.append(o)
+    return out
+
+
+def deployment_shape(dep):
+    """A Deployment without what the chart may set differently (above)."""
+    dep = json.loads(json.dumps(dep))
+    for f in CHART_ONLY_DEPLOYMENT_FIELDS:
+        dep["spec"].pop(f, None)
+    pod = dep["spec"]["template"]
+    pod["metadata"].pop("labels", None)
+    for f in CHART_ONLY_POD_FIELDS:
+        pod["spec"].pop(f, None)
+    for container in pod["spec"].get("containers") or []:
+        for f in CHART_ONLY_CONTAINER_FIELDS:
+            container.pop(f, None)
+    dep["metadata"].pop("labels", None)
+    dep["spec"]["selector"] = None
+    return dep
+
+
+def only_certificates(values):
+    """Whether a values case sets nothing but the certificate mode and its
+    settings, so that the chart must render deploy/'s objects for that mode."""
+    return set(values) <= {"certificates"}
+
+
+def check_chart(c, case, objs, rendered, values):
+    """One `helm template` output (release vpa-inplace in vpa-inplace-system)
+    against the deploy/ root of its certificate mode (CHART_MODE_ROOTS): the
+    same CRDs, ServiceAccounts, RBAC and admission policies (update-chart.sh
+    generates them), the same webhooks apart from the CA, and with values
+    that set nothing but the certificates, the same Deployments (args, env,
+    ports, probes, security, volumes) apart from CHART_ONLY_*; the
+    Deployments' security and flags, and the chart's own objects (PDB,
+    spread, monitoring)."""
     where = f"chart ({case})"
+    mode = ((values.get("certificates") or {}).get("mode")) or "self-managed"
+    root = CHART_MODE_ROOTS[mode]
+    base = json.loads(json.dumps(rendered.get(root) or []))
+    if not c.check(bool(base), f"{where}: deploy/{root}, the objects of certificates.mode {mode}, is rendered"):
+        return
     check_identity(c, where, objs)
     check_rbac_hygiene(c, where, objs)
     c.check(canonical(find(objs, "CustomResourceDefinition")) == canonical(find(base, "CustomResourceDefinition")),
             f"{where}: the CRDs are deploy/base's")
+    extra_rules = (values.get("rbac") or {}).get("extraRules") or []
+    for role in find(objs, "ClusterRole"):
+        if ident(role)[2] in (UPDATER_SA, ADMISSION_SA) and extra_rules:
+            rules = role.get("rules") or []
+            c.check(rules[-len(extra_rules):] == extra_rules, f"{where}: {show(role)} ends with rbac.extraRules")
+            role["rules"] = rules[:-len(extra_rules)]
     rbac_kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
     policy_on = ((values.get("updater") or {}).get("admissionPolicy") or {}).get("enabled", True)
     for component, sa, key in (("updater", UPDATER_SA, "updater"),
@@ -829,8 +956,11 @@ def check_chart(c, case, objs, base, values):
         if component == "updater" and not policy_on:
             # The patch on pods ships only with the policy that narrows it.
             theirs = [o for o in theirs if ident(o)[2] != PODS_POLICY]
-        c.check(canonical(mine) == canonical(theirs if enabled else []),
-                f"{where}: the {component}'s ServiceAccount and RBAC are deploy/base's" if enabled
+        for o in mine:
+            if o["kind"] == "ServiceAccount":
+                o["metadata"].pop("annotations", None)
+        c.check(canonical(without_labels(mine)) == canonical(without_labels(theirs) if enabled else []),
+                f"{where}: the {component}'s ServiceAccount and RBAC are deploy/{root}'s" if enabled
                 else f"{where}: no {component} RBAC when disabled")
         if not enabled:
             c.check(not find(objs, "Deployment", f"vpa-inplace-{component}"), f"{where}: no {component} when disabled")
@@ -841,14 +971,30 @@ def check_chart(c, case, objs, base, values):
             check_updater_rbac(c, where, objs)
             policies = [o for o in objs if o["kind"] in POLICY_KINDS]
             on = policy_on
-            c.check(canonical(policies) == canonical([o for o in base if o["kind"] in POLICY_KINDS] if on else []),
+            c.check(canonical(without_labels(policies))
+                    == canonical(without_labels([o for o in base if o["kind"] in POLICY_KINDS]) if on else []),
                     f"{where}: the updater's admission policies are deploy/base's" if on
                     else f"{where}: no admission policies when updater.admissionPolicy.enabled is false")
         else:
-            check_admission_rbac(c, where, objs)
+            check_admission_rbac(c, where, objs, self_managed_certs=mode == "self-managed")
         dep = (find(objs, "Deployment", f"vpa-inplace-{component}") or [None])[0]
         if dep is None:
             continue
+        if only_certificates(values):
+            theirs = (find(base, "Deployment", f"vpa-inplace-{component}") or [None])[0]
+            if c.check(theirs is not None, f"{where}: deploy/{root} has Deployment vpa-inplace-{component}"):
+                mine_c = dep["spec"]["template"]["spec"]["containers"]
+                their_c = theirs["spec"]["template"]["spec"]["containers"]
+                c.check([x.get("args") for x in mine_c] == [x.get("args") for x in their_c],
+                        f"{where}: the {component}'s args are deploy/{root}'s",
+                        f"chart {json.dumps([x.get('args') for x in mine_c])} vs {json.dumps([x.get('args') for x in their_c])}")
+                c.check([x.get("env") for x in mine_c] == [x.get("env") for x in their_c],
+                        f"{where}: the {component}'s env is deploy/{root}'s",
+                        f"chart {json.dumps([x.get('env') for x in mine_c])} vs {json.dumps([x.get('env') for x in their_c])}")
+                c.check(deployment_shape(dep) == deployment_shape(theirs),
+                        f"{where}: the {component}'s Deployment is deploy/{root}'s apart from "
+                        f"{', '.join(CHART_ONLY_DEPLOYMENT_FIELDS + CHART_ONLY_POD_FIELDS + CHART_ONLY_CONTAINER_FIELDS)} and labels",
+                        diff_hint(deployment_shape(dep), deployment_shape(theirs)))
         pod = dep["spec"]["template"]
         labels = pod["metadata"].get("labels") or {}
         c.check(dep["spec"].get("replicas") == (values.get(key) or {}).get("replicaCount", 2),
@@ -861,16 +1007,14 @@ def check_chart(c, case, objs, base, values):
                 if selects(((p.get("spec") or {}).get("selector") or {}).get("matchLabels"), labels)]
         want_pdb = ((values.get(key) or {}).get("podDisruptionBudget") or {}).get("enabled", True)
         c.check(len(pdbs) == (1 if want_pdb else 0), f"{where}: {component} has {'a' if want_pdb else 'no'} PodDisruptionBudget")
-    check_workloads(c, where, objs, chart=True)
+    check_workloads(c, where, objs, chart=True, values=values)
     hooks = [o for o in objs if o["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")]
     if (values.get("admissionController") or {}).get("enabled", True):
-        mode = ca_mode("chart", objs)
-        check_webhooks(c, where, objs, local=False, mode=mode)
-        base_hooks = [o for o in base if o["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")]
-        for o in hooks + base_hooks:
-            o["metadata"].pop("labels", None)
-        c.check(canonical(without_ca(hooks)) == canonical(without_ca(base_hooks)),
-                f"{where}: webhooks equal deploy/base's apart from the CA")
+        check_webhooks(c, where, objs, local=False, mode=ca_mode("chart", objs), settings=webhook_settings(values))
+        if webhook_settings(values) == WEBHOOK_DEFAULTS:
+            base_hooks = [o for o in base if o["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")]
+            c.check(canonical(without_labels(without_ca(hooks))) == canonical(without_labels(without_ca(base_hooks))),
+                    f"{where}: webhooks equal deploy/{root}'s apart from the CA")
         if mode == "cert-manager":
             check_certificate(c, where, objs)
     else:
@@ -882,6 +1026,183 @@ def check_chart(c, case, objs, base, values):
         pods = [d for d in find(objs, "Deployment")
                 if svcs and selects(svcs[0]["spec"].get("selector"), d["spec"]["template"]["metadata"]["labels"])]
         c.check(ok and len(pods) == 1, f"{where}: {show(sm)} selects one Service with port metrics, on one Deployment's pods")
+
+
+def diff_hint(a, b):
+    """The first differing path of two JSON values, for a FAIL line."""
+    def walk(x, y, path):
+        if type(x) is not type(y):
+            return f"{path}: {json.dumps(x)[:150]} vs {json.dumps(y)[:150]}"
+        if isinstance(x, dict):
+            for k in sorted(set(x) | set(y)):
+                if x.get(k) != y.get(k):
+                    return walk(x.get(k), y.get(k), f"{path}.{k}")
+        elif isinstance(x, list) and len(x) == len(y):
+            for i, (u, v) in enumerate(zip(x, y)):
+                if u != v:
+                    return walk(u, v, f"{path}[{i}]")
+        return f"{path}: {json.dumps(x)[:150]} vs {json.dumps(y)[:150]}"
+    return walk(a, b, "") if a != b else ""
+
+
+# ---------------------------------------------------------------- the chart's names
+
+def release_refs(c, where, objs, namespace):
+    """Every name one object of a release gives another resolves to an
+    object of the release (or of the cluster, for ServiceAccounts it is told
+    to use), in its namespace."""
+    by_id = {ident(o): o for o in objs}
+    sas = {ident(o)[2] for o in find(objs, "ServiceAccount")}
+    deps = {ident(d)[2]: d for d in find(objs, "Deployment")}
+    dep_sas = {d["spec"]["template"]["spec"].get("serviceAccountName") for d in deps.values()}
+    for b in find(objs, "RoleBinding") + find(objs, "ClusterRoleBinding"):
+        ref = b.get("roleRef") or {}
+        ns = namespace if ref.get("kind") == "Role" else None
+        c.check((ref.get("kind"), ns, ref.get("name")) in by_id, f"{where}: {show(b)} binds a role of the release",
+                json.dumps(ref))
+        for s in b.get("subjects") or []:
+            c.check(s.get("kind") == "ServiceAccount" and s.get("namespace") == namespace and s.get("name") in dep_sas,
+                    f"{where}: {show(b)} binds the ServiceAccount a Deployment of the release runs as", json.dumps(s))
+    for d in deps.values():
+        sa = d["spec"]["template"]["spec"].get("serviceAccountName")
+        c.check(sa in sas or not sas, f"{where}: {show(d)} runs as ServiceAccount {sa} of the release")
+    flags = {}
+    for d in deps.values():
+        for container in d["spec"]["template"]["spec"]["containers"]:
+            for a in container.get("args") or []:
+                if a.startswith("--") and "=" in a:
+                    k, v = a[2:].split("=", 1)
+                    flags[k] = v
+    roles = find(objs, "Role") + find(objs, "ClusterRole")
+    named = {n for r in roles for rule in r.get("rules") or [] for n in rule.get("resourceNames") or []}
+    if "config-map" in flags:
+        c.check(flags["config-map"].split("/", 1)[0] == namespace and flags["config-map"].split("/", 1)[1] in named,
+                f"{where}: --config-map names the ConfigMap a Role of the release lets the updater read", flags["config-map"])
+        c.check(flags.get("records-namespace") == namespace, f"{where}: --records-namespace is the release's namespace",
+                flags.get("records-namespace"))
+        c.check(flags.get("leader-elect-resource-namespace") == namespace, f"{where}: the Lease is in the release's namespace")
+        updater = [d for d in deps.values() if d["spec"]["template"]["spec"]["containers"][0]["name"] == "updater"]
+        c.check(bool(updater) and flags.get("leader-elect-resource-name") == ident(updater[0])[2],
+                f"{where}: the Lease is named after the updater's Deployment", flags.get("leader-elect-resource-name"))
+    hooks = find(objs, "MutatingWebhookConfiguration") + find(objs, "ValidatingWebhookConfiguration")
+    services = {ident(s)[2] for s in find(objs, "Service")}
+    for h in hooks:
+        for wh in h.get("webhooks") or []:
+            svc = (wh.get("clientConfig") or {}).get("service") or {}
+            c.check(svc.get("namespace") == namespace and svc.get("name") in services,
+                    f"{where}: {show(h)} {wh.get('name')} calls a Service of the release", json.dumps(svc))
+    if flags.get("cert-mode") == "self-managed":
+        for key in ("cert-mutating-webhook-configurations", "cert-validating-webhook-configurations"):
+            c.check(flags.get(key) in {ident(h)[2] for h in hooks} and flags.get(key) in named,
+                    f"{where}: --{key} names a webhook configuration of the release, which its RBAC lets it patch",
+                    flags.get(key))
+        c.check(flags.get("cert-secret-namespace") == namespace and flags.get("cert-secret-name") in named,
+                f"{where}: --cert-secret-name is the Secret its Role names", flags.get("cert-secret-name"))
+        hosts = (flags.get("cert-hosts") or "").split(",")
+        c.check(any(f"{s}.{namespace}.svc" in hosts for s in services), f"{where}: --cert-hosts names the webhook Service",
+                flags.get("cert-hosts"))
+    for cert in find(objs, "Certificate"):
+        spec = cert.get("spec") or {}
+        if spec.get("isCA"):
+            continue
+        c.check(any(f"{s}.{namespace}.svc" in (spec.get("dnsNames") or []) for s in services),
+                f"{where}: {show(cert)} names the webhook Service", json.dumps(spec.get("dnsNames")))
+        mounted = {(v.get("secret") or {}).get("secretName") for d in deps.values()
+                   for v in d["spec"]["template"]["spec"].get("volumes") or []}
+        c.check(spec.get("secretName") in mounted, f"{where}: {show(cert)} writes the Secret the admission controller mounts")
+        for h in hooks:
+            c.check(((h.get("metadata") or {}).get("annotations") or {}).get(INJECT_CA) == f"{namespace}/{ident(cert)[2]}",
+                    f"{where}: {show(h)} takes its CA from {show(cert)}")
+    for p in find(objs, "ValidatingAdmissionPolicy"):
+        conds = (p.get("spec") or {}).get("matchConditions") or []
+        users = re.findall(r"system:serviceaccount:([^:']+):([^']+)", json.dumps(conds))
+        c.check(len(users) == 1 and users[0][0] == namespace and users[0][1] in dep_sas,
+                f"{where}: {show(p)} matches the updater's ServiceAccount of the release", str(users))
+    for b in find(objs, "ValidatingAdmissionPolicyBinding"):
+        c.check(("ValidatingAdmissionPolicy", None, (b.get("spec") or {}).get("policyName")) in by_id,
+                f"{where}: {show(b)} binds a policy of the release")
+    for sm in find(objs, "ServiceMonitor"):
+        sel = ((sm.get("spec") or {}).get("selector") or {}).get("matchLabels")
+        c.check(len([s for s in find(objs, "Service") if selects(sel, (s.get("metadata") or {}).get("labels") or {})]) == 1,
+                f"{where}: {show(sm)} selects one Service of the release")
+
+
+def check_release(c, rendered_dir, load):
+    """The chart installed as release "platform" in namespace "autoscaling"
+    (hack/deploy/verify-manifests.sh): every object named after the release
+    (platform-vpa-inplace-...), in that namespace, every name it gives
+    another object resolving within the release; a second release in the
+    same namespace shares no object and selects none of the first's pods;
+    ServiceAccounts of your own are used and not created; as a subchart,
+    the chart renders with the parent's global values."""
+    namespace, prefix = "autoscaling", "platform-vpa-inplace"
+    cases = {}
+    for name in ("platform-default", "platform-full", "tenant-default", "platform-existing-sa", "subchart"):
+        path = os.path.join(rendered_dir, name + ".yaml")
+        if c.check(os.path.exists(path), f"chart release {name} is rendered"):
+            cases[name] = [o for o in load.docs(path) if isinstance(o, dict)]
+    for name in ("platform-default", "platform-full", "platform-existing-sa", "subchart"):
+        objs = cases.get(name)
+        if not objs:
+            continue
+        where = f"chart release {name}"
+        for o in objs:
+            md = o.get("metadata") or {}
+            c.check(md.get("name", "").startswith(prefix), f"{where}: {show(o)} is named after the release")
+            if o.get("kind") not in CLUSTER_SCOPED:
+                c.check(md.get("namespace") == namespace, f"{where}: {show(o)} is in the release's namespace")
+        text = json.dumps(objs)
+        c.check(NAMESPACE not in text, f"{where}: nothing names {NAMESPACE}")
+        release_refs(c, where, objs, namespace)
+    full = cases.get("platform-full") or []
+    c.check({"Certificate", "Issuer", "ServiceMonitor", "PrometheusRule", "NetworkPolicy", "ConfigMap"}
+            <= {o.get("kind") for o in full}, "chart release platform-full renders every optional object")
+    existing = cases.get("platform-existing-sa") or []
+    if existing:
+        c.check(not find(existing, "ServiceAccount"), "chart release platform-existing-sa creates no ServiceAccount")
+        c.check({d["spec"]["template"]["spec"].get("serviceAccountName") for d in find(existing, "Deployment")}
+                == {"autoscaler", "webhook-server"}, "chart release platform-existing-sa runs as the ServiceAccounts named")
+    a, b = cases.get("platform-default") or [], cases.get("tenant-default") or []
+    if a and b:
+        shared = {ident(o) for o in a} & {ident(o) for o in b}
+        c.check(not shared, "chart: two releases in one namespace share no object", str(sorted(shared))[:300])
+        for d in find(a, "Deployment"):
+            sel = d["spec"]["selector"]["matchLabels"]
+            c.check(not any(selects(sel, e["spec"]["template"]["metadata"]["labels"]) for e in find(b, "Deployment")),
+                    f"chart: {show(d)} of one release selects none of another's pods")
+
+
+def check_components(c, rendered_dir, rendered, load):
+    """The components no overlay uses, rendered on top of
+    overlays/self-managed-certs: each changes only what it says."""
+    base = rendered.get("overlays/self-managed-certs")
+    path = os.path.join(rendered_dir, "quantity-check-fail-closed.yaml")
+    if base is None or not c.check(os.path.exists(path), "components/quantity-check-fail-closed renders"):
+        return
+    objs = load.docs(path)
+    hooks = find(objs, "ValidatingWebhookConfiguration", VPA_WEBHOOK)
+    ok = len(hooks) == 1 and len(hooks[0]["webhooks"]) == 2
+    c.check(ok and hooks[0]["webhooks"][1]["failurePolicy"] == "Fail" and hooks[0]["webhooks"][0]["failurePolicy"] == "Fail",
+            "components/quantity-check-fail-closed: the quantity check fails closed")
+    if ok:
+        hooks[0]["webhooks"][1]["failurePolicy"] = "Ignore"
+    c.check(canonical(objs) == canonical(base), "components/quantity-check-fail-closed changes nothing else")
+
+
+def check_runbooks(c, where, rule, runbooks="docs/runbooks.md"):
+    """Each alert links its section of docs/runbooks.md (a heading named
+    after the alert, whose anchor is the name in lower case)."""
+    try:
+        with open(runbooks, encoding="utf-8") as f:
+            headings = set(re.findall(r"(?m)^## (\w+)\s*$", f.read()))
+    except OSError:
+        headings = set()
+    for group in (rule.get("spec") or {}).get("groups") or []:
+        for r in group.get("rules") or []:
+            alert = r.get("alert")
+            url = (r.get("annotations") or {}).get("runbook_url", "")
+            c.check(url.endswith(f"{runbooks}#{(alert or '').lower()}") and alert in headings,
+                    f"{where}: {alert} links its runbook, a section of {runbooks}", url)
 
 
 def metric_names(sources):
@@ -912,6 +1233,8 @@ def main():
     ap.add_argument("--chart-rendered-dir")
     ap.add_argument("--metrics-source", action="append", default=[])
     ap.add_argument("--vpa-module-dir", help="the source of k8s.io/autoscaler/vertical-pod-autoscaler (go list -m)")
+    ap.add_argument("--release-rendered-dir", help="helm template output of the chart as other releases (check_release)")
+    ap.add_argument("--component-rendered-dir", help="kustomize output of the components no overlay uses")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     c = Checker(args.verbose)
@@ -970,7 +1293,8 @@ def main():
             check_updater_rbac(c, root, objs)
             check_admission_policies(c, root, objs, vpa_module_dir=args.vpa_module_dir)
         if find(objs, "ServiceAccount", ADMISSION_SA):
-            check_admission_rbac(c, root, objs)
+            # overlays/local grants both modes: the e2e suite runs both.
+            check_admission_rbac(c, root, objs, self_managed_certs=root == "overlays/local" or self_managed(objs))
         if find(objs, "MutatingWebhookConfiguration") or find(objs, "ValidatingWebhookConfiguration"):
             check_webhooks(c, root, objs, local=root.endswith("overlays/local"), mode=ca_mode(root, objs))
         if root != "overlays/local":
@@ -991,13 +1315,16 @@ def main():
         for kind in ("Deployment", "Service", "Secret"):
             c.check(not find(local, kind), f"overlays/local: has no {kind} (binaries run outside the cluster)")
         shared = [o for o in local if o["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")]
-        base_by_id = {ident(o): o for o in base}
+        base_by_id = {ident(o): o for o in base + rendered.get("overlays/self-managed-certs", [])}
         for o in shared:
-            c.check(base_by_id.get(ident(o)) == o, f"overlays/local: {show(o)} is identical to base")
+            c.check(base_by_id.get(ident(o)) == o, f"overlays/local: {show(o)} is identical to base (or overlays/self-managed-certs)")
         for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
                      "CustomResourceDefinition") + POLICY_KINDS:
-            c.check({ident(o) for o in find(local, kind)} == {ident(o) for o in find(base, kind)},
-                    f"overlays/local: has every {kind} of base")
+            extra = {ident(o) for o in find(local, kind)} - {ident(o) for o in find(base, kind)}
+            c.check({ident(o) for o in find(local, kind)} >= {ident(o) for o in find(base, kind)}
+                    and all(i[2] == CERT_ROLE for i in extra),
+                    f"overlays/local: has every {kind} of base, and only the RBAC of --cert-mode=self-managed besides",
+                    str(sorted(extra)))
         hooks = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
         c.check(canonical(strip_client_config([o for o in local if o["kind"] in hooks]))
                 == canonical(strip_client_config([o for o in base if o["kind"] in hooks])),
@@ -1030,10 +1357,11 @@ def main():
             except Exception as e:  # pylint: disable=broad-except
                 c.check(False, f"chart ({case}): rendered objects parse", str(e).splitlines()[0])
                 continue
-            check_chart(c, case, objs, json.loads(json.dumps(base)), values)
+            check_chart(c, case, objs, rendered, values)
             for rule in find(objs, "PrometheusRule"):
                 monitored = True
                 check_metric_names(c, f"chart ({case}): {show(rule)}", json.dumps(rule["spec"]), known)
+                check_runbooks(c, f"chart ({case}): {show(rule)}", rule)
             for cm in find(objs, "ConfigMap", "vpa-inplace-dashboard"):
                 monitored = True
                 text = (cm.get("data") or {}).get("vpa-inplace.json", "")
@@ -1043,7 +1371,15 @@ def main():
                 except ValueError as e:
                     c.check(False, f"chart ({case}): the dashboard is JSON", str(e))
                 check_metric_names(c, f"chart ({case}): the dashboard", text, known)
+                missing = [m for m in DASHBOARD_METRICS if m not in text]
+                c.check(not missing, f"chart ({case}): the dashboard shows the leader, the certificate's expiry, suspended "
+                        "Jobs, startup boosts, worker panics and records write failures", ", ".join(missing))
         c.check(monitored, "chart: some values case renders the PrometheusRule and the dashboard")
+
+    if args.release_rendered_dir:
+        check_release(c, args.release_rendered_dir, load)
+    if args.component_rendered_dir:
+        check_components(c, args.component_rendered_dir, rendered, load)
 
     if c.failed:
         print(f"verify-deploy: FAIL ({c.failed} of {c.total} checks failed)")

@@ -17,7 +17,9 @@ const (
 	MetricStartupBoosts     = "vpa_inplace_admission_startup_boosts_total"
 )
 
-// Endpoint label values.
+// Webhook label values: the endpoint that answered. The label is named
+// webhook, not endpoint: a Prometheus Operator scrape sets its own endpoint
+// label on every series and would rename ours exported_endpoint.
 const (
 	EndpointValidateVPAs          = "validate-vpas"
 	EndpointValidateVPAQuantities = "validate-vpa-quantities"
@@ -102,13 +104,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricRequests,
-			Help: "Admission requests handled, by endpoint and outcome (allowed, patched, rejected, bad_request, error, throttled, namespace_throttled).",
-		}, []string{"endpoint", "outcome"}),
+			Help: "Admission requests handled, by webhook (endpoint) and outcome (allowed, patched, rejected, bad_request, error, throttled, namespace_throttled).",
+		}, []string{"webhook", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    MetricRequestDuration,
-			Help:    "Time to handle an admission request, by endpoint.",
+			Help:    "Time to handle an admission request, by webhook (endpoint).",
 			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
-		}, []string{"endpoint"}),
+		}, []string{"webhook"}),
 		mutations: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricPodMutations,
 			Help: "New pods of InPlace VPAs whose resources were set from the recommendation.",

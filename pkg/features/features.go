@@ -5,6 +5,7 @@ package features
 import (
 	"k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
 )
 
 // Feature gates are listed in alphabetical order. Each names the components
@@ -36,10 +37,13 @@ var defaultFeatureGates = map[featuregate.Feature]featuregate.FeatureSpec{
 }
 
 // NewFeatureGate returns a new mutable gate with every feature of this
-// project registered at its default. Binaries and tests each own one, so no
-// global state leaks between them.
+// project registered at its default, and component-base's logging gates
+// (LoggingAlphaOptions, LoggingBetaOptions, ContextualLogging), which guard
+// logging flags both binaries offer, such as --log-json-split-stream.
+// Binaries and tests each own one, so no global state leaks between them.
 func NewFeatureGate() featuregate.MutableFeatureGate {
 	gate := featuregate.NewFeatureGate()
 	runtime.Must(gate.Add(defaultFeatureGates))
+	runtime.Must(logsapi.AddFeatureGates(gate))
 	return gate
 }

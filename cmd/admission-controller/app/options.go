@@ -294,7 +294,7 @@ func (o *Options) Validate() []error {
 	if slices.Contains(o.IgnoredVPAObjectNamespaces, "") {
 		errs = append(errs, errors.New("--ignored-vpa-object-namespaces must not contain an empty name"))
 	}
-	if err := logsapi.Validate(o.Logs, nil, nil).ToAggregate(); err != nil {
+	if err := logsapi.Validate(o.Logs, o.FeatureGate, nil).ToAggregate(); err != nil {
 		errs = append(errs, fmt.Errorf("logging: %w", err))
 	}
 	return errs

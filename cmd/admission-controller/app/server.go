@@ -71,7 +71,7 @@ const (
 // configurations: those ship with the deployment manifests. With
 // --cert-mode=self-managed it patches their caBundle, and nothing else.
 func Run(ctx context.Context, opts *Options) error {
-	if err := logsapi.ValidateAndApply(opts.Logs, nil); err != nil {
+	if err := logsapi.ValidateAndApply(opts.Logs, opts.FeatureGate); err != nil {
 		return fmt.Errorf("applying the logging options: %w", err)
 	}
 	config, err := restConfig(opts)

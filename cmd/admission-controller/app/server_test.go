@@ -168,7 +168,7 @@ func TestRunServesTheWebhooks(t *testing.T) {
 	t.Run("metrics count both", func(t *testing.T) {
 		code, body := httpGet(plain, probes+"/metrics")
 		assert.Equal(t, http.StatusOK, code)
-		assert.Contains(t, body, fmt.Sprintf(`%s{endpoint="mutate-pods",outcome="patched"} 1`, admission.MetricRequests))
+		assert.Contains(t, body, fmt.Sprintf(`%s{outcome="patched",webhook="mutate-pods"} 1`, admission.MetricRequests))
 		assert.Contains(t, body, fmt.Sprintf(`%s{reason="feature_gate"} 1`, admission.MetricVPARejections))
 		assert.Contains(t, body, fmt.Sprintf(`%s 1`, admission.MetricPodMutations))
 		assert.Contains(t, body, "go_goroutines")

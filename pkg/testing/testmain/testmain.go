@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -59,4 +60,30 @@ func RequireJSONLines(t *testing.T, args, want string) {
 	require.NoError(t, scanner.Err())
 	require.Positive(t, lines, "no log line")
 	assert.Contains(t, logged, `"msg":"`+want+`"`)
+}
+
+// Result is what one run of main printed, and how it exited.
+type Result struct {
+	Stdout, Stderr string
+	// ExitCode is the process's exit status (0 when main returned).
+	ExitCode int
+}
+
+// Exec runs main with args (split on spaces) and returns what it printed
+// on each stream and its exit status.
+func Exec(t *testing.T, args string) Result {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), argsEnv+"="+args)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := Result{Stdout: stdout.String(), Stderr: stderr.String()}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		res.ExitCode = exit.ExitCode()
+	} else {
+		require.NoError(t, err, "running main")
+	}
+	return res
 }
