@@ -2,7 +2,8 @@
 # Checks the documentation (make verify): every relative link and anchor of
 # every Markdown file resolves (hack/docs/check-links.py), and the flag
 # reference, docs/flags.md, is what the binaries' --help says
-# (hack/docs/flags.sh). Both checkers' own tests run first.
+# (hack/docs/flags.sh), and README.md stays within 250 lines. Both checkers'
+# own tests run first.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/../.."
 
@@ -16,4 +17,11 @@ for t in hack/docs/check_links_test.py hack/docs/flags_test.py; do
 done
 hack/docs/check-links.py
 hack/docs/flags.sh --verify
-echo "docs: ok (links, flags reference)"
+# The README is the front door: its depth belongs in docs/.
+readme_max=250
+readme_lines=$(wc -l <README.md)
+if ((readme_lines > readme_max)); then
+  echo "README.md has ${readme_lines} lines, more than ${readme_max}: move the depth into docs/" >&2
+  exit 1
+fi
+echo "docs: ok (links, flags reference, README ${readme_lines} lines)"
