@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -497,6 +498,13 @@ func TestRegistryCommandServesPushesUntilStopped(t *testing.T) {
 	if got := strings.TrimSpace(runOK(t, "push", out, ref)); got != ref+"@"+built {
 		t.Errorf("push printed %q, want %q", got, ref+"@"+built)
 	}
+	// A connection opened and never used, as a client's spare dial leaves
+	// one: the registry still stops, without error.
+	spare, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spare.Close()
 	cancel()
 	select {
 	case err := <-done:
