@@ -21,7 +21,7 @@ go build -o "${work}/" ./cmd/updater ./cmd/admission-controller
 helps=()
 for bin in updater admission-controller; do
   # --help prints the usage and exits 0; the text goes to stderr.
-  # POD_NAMESPACE is unset: it changes the updater's --records-namespace default.
+  # POD_NAMESPACE is unset: it changes the defaults of the namespace flags.
   env -u POD_NAMESPACE "${work}/${bin}" --help >"${work}/${bin}.help" 2>&1
   helps+=("${bin}=${work}/${bin}.help")
 done

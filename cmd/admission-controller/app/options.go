@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -33,12 +34,27 @@ const (
 
 // Defaults of the self-managed certificate options.
 const (
-	DefaultCertSecretName      = "vpa-inplace-admission-certs"
-	DefaultCertSecretNamespace = "vpa-inplace-system"
+	DefaultCertSecretName = "vpa-inplace-admission-certs"
 	// DefaultCertService is the Service whose DNS names the certificate
 	// holds when --cert-hosts is not set.
 	DefaultCertService = "vpa-inplace-webhook"
 )
+
+// FallbackNamespace is the admission controller's namespace when it does
+// not know its own (run outside a pod): the namespace of deploy/.
+const FallbackNamespace = "vpa-inplace-system"
+
+// DefaultNamespace is the admission controller's own namespace, from the
+// POD_NAMESPACE environment variable (lookup) that the Deployment sets
+// through the downward API, or FallbackNamespace when it is unset: the
+// default of --cert-secret-namespace, and so of the names --cert-hosts
+// holds by default.
+func DefaultNamespace(lookup func(string) (string, bool)) string {
+	if ns, ok := lookup("POD_NAMESPACE"); ok && ns != "" {
+		return ns
+	}
+	return FallbackNamespace
+}
 
 // Defaults of the options.
 const (
@@ -124,7 +140,7 @@ func NewOptions() *Options {
 		TLSMinVersion:                       DefaultTLSMinVersion,
 		CertMode:                            CertModeFiles,
 		CertSecretName:                      DefaultCertSecretName,
-		CertSecretNamespace:                 DefaultCertSecretNamespace,
+		CertSecretNamespace:                 DefaultNamespace(os.LookupEnv),
 		CertMutatingWebhookConfigurations:   []string{"vpa-inplace-pods"},
 		CertValidatingWebhookConfigurations: []string{"vpa-inplace-vpas"},
 		CertValidity:                        selfcert.DefaultValidity,
@@ -161,7 +177,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CertSecretName, "cert-secret-name", o.CertSecretName,
 		"--cert-mode=self-managed: name of the Secret holding the CA and the serving certificate.")
 	fs.StringVar(&o.CertSecretNamespace, "cert-secret-namespace", o.CertSecretNamespace,
-		"--cert-mode=self-managed: namespace of that Secret (the admission controller's own).")
+		"--cert-mode=self-managed: namespace of that Secret. Default: the admission controller's own namespace, from the POD_NAMESPACE "+
+			"environment variable (the Deployment sets it from the downward API), or "+FallbackNamespace+" when it is unset.")
 	fs.StringSliceVar(&o.CertHosts, "cert-hosts", o.CertHosts,
 		"--cert-mode=self-managed: comma-separated DNS names and IP addresses of the serving certificate. Empty: "+
 			DefaultCertService+".<--cert-secret-namespace>.svc and its .svc.cluster.local name. A change applies at the next rotation.")

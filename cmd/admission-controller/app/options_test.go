@@ -177,3 +177,24 @@ func TestCertModeFlags(t *testing.T) {
 		})
 	}
 }
+
+// The self-managed certificate's Secret, and the names its certificate
+// holds by default, are in the admission controller's own namespace, as the
+// downward API tells it (POD_NAMESPACE), like the updater's Lease, kill
+// switch and records: an install elsewhere that is not given
+// --cert-secret-namespace does not look for its Secret in
+// vpa-inplace-system.
+func TestCertSecretNamespaceDefaultsToThePodsNamespace(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "autoscaling")
+	opts, _ := parse(t, "--cert-mode=self-managed")
+	require.Empty(t, opts.Validate())
+	cfg := opts.SelfCertConfig()
+	assert.Equal(t, "autoscaling", cfg.Namespace)
+	assert.Equal(t, []string{"vpa-inplace-webhook.autoscaling.svc", "vpa-inplace-webhook.autoscaling.svc.cluster.local"}, cfg.Hosts)
+	opts, _ = parse(t, "--cert-mode=self-managed", "--cert-secret-namespace=ops")
+	assert.Equal(t, "ops", opts.SelfCertConfig().Namespace, "the flag wins")
+
+	t.Setenv("POD_NAMESPACE", "")
+	opts, _ = parse(t, "--cert-mode=self-managed")
+	assert.Equal(t, FallbackNamespace, opts.SelfCertConfig().Namespace, "outside a pod")
+}

@@ -229,7 +229,7 @@ func TestRunSelfManagedServesWhatItPublishes(t *testing.T) {
 		bundle = config.Webhooks[0].ClientConfig.CABundle
 		return len(bundle) > 0
 	}, 30*time.Second, 20*time.Millisecond, "the caBundle is patched")
-	secret, err := kube.CoreV1().Secrets(DefaultCertSecretNamespace).Get(ctx, DefaultCertSecretName, metav1.GetOptions{})
+	secret, err := kube.CoreV1().Secrets(opts.CertSecretNamespace).Get(ctx, DefaultCertSecretName, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, string(secret.Data["ca.crt"]), string(bundle))
 

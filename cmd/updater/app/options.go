@@ -45,23 +45,29 @@ type Options struct {
 	LeaderElection            componentbaseconfig.LeaderElectionConfiguration
 }
 
-// FallbackRecordsNamespace is the default of --records-namespace when the
-// updater does not know its own namespace (run outside a pod).
-const FallbackRecordsNamespace = "vpa-inplace-system"
+// FallbackNamespace is the updater's namespace when it does not know its
+// own (run outside a pod): the namespace of deploy/.
+const FallbackNamespace = "vpa-inplace-system"
 
-// DefaultRecordsNamespace is the default of --records-namespace: the
-// updater's own namespace, from the POD_NAMESPACE environment variable
-// (lookup) that the Deployment sets through the downward API, or
-// FallbackRecordsNamespace when it is unset.
-func DefaultRecordsNamespace(lookup func(string) (string, bool)) string {
+// DefaultKillSwitchName is the name of the kill switch ConfigMap in the
+// default of --config-map.
+const DefaultKillSwitchName = "vpa-inplace-updater-config"
+
+// DefaultNamespace is the updater's own namespace, from the POD_NAMESPACE
+// environment variable (lookup) that the Deployment sets through the
+// downward API, or FallbackNamespace when it is unset: the default
+// namespace of its records (--records-namespace), its Lease
+// (--leader-elect-resource-namespace) and its kill switch (--config-map).
+func DefaultNamespace(lookup func(string) (string, bool)) string {
 	if ns, ok := lookup("POD_NAMESPACE"); ok && ns != "" {
 		return ns
 	}
-	return FallbackRecordsNamespace
+	return FallbackNamespace
 }
 
 // NewOptions returns the defaults.
 func NewOptions(gate featuregate.MutableFeatureGate) *Options {
+	namespace := DefaultNamespace(os.LookupEnv)
 	return &Options{
 		KubeAPIQPS:                50,
 		KubeAPIBurst:              100,
@@ -73,8 +79,8 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		ReversalHold:              15 * time.Minute,
 		Address:                   ":8943",
 		DeferredWarningAfter:      10 * time.Minute,
-		ConfigMap:                 "vpa-inplace-system/vpa-inplace-updater-config",
-		RecordsNamespace:          DefaultRecordsNamespace(os.LookupEnv),
+		ConfigMap:                 namespace + "/" + DefaultKillSwitchName,
+		RecordsNamespace:          namespace,
 		FeatureGate:               gate,
 		MemoryLimitDecreaseMargin: 0.2,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
@@ -84,7 +90,7 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 			RetryPeriod:       metav1.Duration{Duration: 2 * time.Second},
 			ResourceLock:      "leases",
 			ResourceName:      "vpa-inplace-updater",
-			ResourceNamespace: "vpa-inplace-system",
+			ResourceNamespace: namespace,
 		},
 	}
 }
@@ -124,13 +130,17 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.DeferredWarningAfter, "deferred-warning-after", o.DeferredWarningAfter,
 		"How long the kubelet may hold a resize Deferred before a warning event on the pod and its VPA. The pod keeps waiting and is never evicted. 0 disables the warning.")
 	fs.StringVar(&o.ConfigMap, "config-map", o.ConfigMap,
-		`Namespace/name of the ConfigMap whose key paused: "true" pauses every resize cluster-wide, without a redeploy. Empty: no cluster-wide switch.`)
+		`Namespace/name of the ConfigMap whose key paused: "true" pauses every resize cluster-wide, without a redeploy. Default: `+DefaultKillSwitchName+` in the updater's own namespace (POD_NAMESPACE, as for --records-namespace). Empty: no cluster-wide switch.`)
 	fs.StringVar(&o.RecordsNamespace, "records-namespace", o.RecordsNamespace,
-		"Namespace of the ConfigMaps holding the records of resizes that cannot succeed (one ConfigMap per VPA and kind of record), so that a restart or a new leader does not send them again. Default: the updater's own namespace, from the POD_NAMESPACE environment variable (the Deployment sets it from the downward API), or "+FallbackRecordsNamespace+" when it is unset (run outside the cluster with --kubeconfig). It must exist and the updater must be allowed to create ConfigMaps there, or the updater does not start. Tenants must not be able to write there.")
+		"Namespace of the ConfigMaps holding the records of resizes that cannot succeed (one ConfigMap per VPA and kind of record), so that a restart or a new leader does not send them again. Default: the updater's own namespace, from the POD_NAMESPACE environment variable (the Deployment sets it from the downward API), or "+FallbackNamespace+" when it is unset (run outside the cluster with --kubeconfig). It must exist and the updater must be allowed to create ConfigMaps there, or the updater does not start. Tenants must not be able to write there.")
 	fs.Float64Var(&o.MemoryLimitDecreaseMargin, "memory-limit-decrease-margin", o.MemoryLimitDecreaseMargin,
 		"A container's memory limit is lowered in place only to a value above its memory in use times (1 + this margin), with the usage read from the metrics API (metrics.k8s.io) when it is served; otherwise the limit is kept and the rest of the resize is applied. 0.2 means 20%. Without the metrics API, the kubelet's own check (1.34+) decides, and its refusal is recorded and not tried again.")
 	o.FeatureGate.AddFlag(fs)
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
+	if f := fs.Lookup("leader-elect-resource-namespace"); f != nil {
+		f.Usage = "Namespace of the leader election Lease. Default: the updater's own namespace (POD_NAMESPACE, as for --records-namespace), or " +
+			FallbackNamespace + " when it is unset."
+	}
 }
 
 // Validate returns every problem with the options.

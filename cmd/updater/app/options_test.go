@@ -22,6 +22,7 @@ func parse(t *testing.T, args ...string) *Options {
 }
 
 func TestDefaultsAreValid(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "")
 	o := parse(t)
 	assert.Empty(t, o.Validate())
 	assert.Equal(t, time.Minute, o.UpdaterInterval)
@@ -142,11 +143,29 @@ func TestRecordsNamespaceDefaultsToThePodsNamespace(t *testing.T) {
 	env := func(vars map[string]string) func(string) (string, bool) {
 		return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
 	}
-	assert.Equal(t, "autoscaling", DefaultRecordsNamespace(env(map[string]string{"POD_NAMESPACE": "autoscaling"})))
-	assert.Equal(t, FallbackRecordsNamespace, DefaultRecordsNamespace(env(nil)), "outside a pod")
-	assert.Equal(t, FallbackRecordsNamespace, DefaultRecordsNamespace(env(map[string]string{"POD_NAMESPACE": ""})))
+	assert.Equal(t, "autoscaling", DefaultNamespace(env(map[string]string{"POD_NAMESPACE": "autoscaling"})))
+	assert.Equal(t, FallbackNamespace, DefaultNamespace(env(nil)), "outside a pod")
+	assert.Equal(t, FallbackNamespace, DefaultNamespace(env(map[string]string{"POD_NAMESPACE": ""})))
 
 	t.Setenv("POD_NAMESPACE", "autoscaling")
 	assert.Equal(t, "autoscaling", parse(t).RecordsNamespace)
 	assert.Equal(t, "elsewhere", parse(t, "--records-namespace=elsewhere").RecordsNamespace, "the flag wins")
+}
+
+// The Lease and the kill switch are in the updater's own namespace too, as
+// the downward API tells it: an updater installed elsewhere that is not
+// given these flags does not look for them in vpa-inplace-system.
+func TestLeaseAndKillSwitchDefaultToThePodsNamespace(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "autoscaling")
+	o := parse(t)
+	assert.Equal(t, "autoscaling", o.LeaderElection.ResourceNamespace)
+	assert.Equal(t, "autoscaling/vpa-inplace-updater-config", o.ConfigMap)
+	o = parse(t, "--leader-elect-resource-namespace=elsewhere", "--config-map=other/switch")
+	assert.Equal(t, "elsewhere", o.LeaderElection.ResourceNamespace, "the flag wins")
+	assert.Equal(t, "other/switch", o.ConfigMap, "the flag wins")
+
+	t.Setenv("POD_NAMESPACE", "")
+	o = parse(t)
+	assert.Equal(t, FallbackNamespace, o.LeaderElection.ResourceNamespace, "outside a pod")
+	assert.Equal(t, FallbackNamespace+"/vpa-inplace-updater-config", o.ConfigMap, "outside a pod")
 }
