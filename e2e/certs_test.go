@@ -50,8 +50,10 @@ const (
 // chart ships, plus a grant for this test's webhook configuration name),
 // makes its CA and certificate, has the API server trust it through the
 // caBundle it patches (failurePolicy Fail: a pod is created only if the
-// call succeeded), repairs a cleared caBundle and a deleted Secret, and
-// rotates every 30 s without one failed webhook call.
+// call succeeded), repairs a cleared caBundle, fills the Secret the
+// manifests ship empty (it may not create one) and, deleted and applied
+// again, writes it back with the CA in use, and rotates every 30 s without
+// one failed webhook call.
 func TestSelfManagedCertificates(t *testing.T) {
 	binary, kubeconfig := os.Getenv("E2E_ADMISSION_BINARY"), os.Getenv("E2E_ADMISSION_KUBECONFIG")
 	if binary == "" || kubeconfig == "" {
@@ -61,6 +63,9 @@ func TestSelfManagedCertificates(t *testing.T) {
 	ns := newNamespace(t, nil)
 	cleanupSelfManaged(t)
 	t.Cleanup(func() { cleanupSelfManaged(t) })
+	// The Secret as the manifests ship it (overlays/local applied it; the
+	// cleanup above deleted what an earlier run left in it).
+	shipEmptySecret(t)
 
 	// The test's configuration name is not in the shipped RBAC: grant the
 	// same verbs on it.
@@ -117,14 +122,21 @@ func TestSelfManagedCertificates(t *testing.T) {
 		createMutated(t, ns, template)
 	})
 
-	t.Run("a deleted Secret is written back with the CA in use", func(t *testing.T) {
+	t.Run("a deleted Secret, applied again, is written back with the CA in use", func(t *testing.T) {
 		require.NoError(t, kube.CoreV1().Secrets(certSecretNamespace).Delete(ctx, certSecretName, metav1.DeleteOptions{}))
+		// The admission controller may not create it: it keeps serving
+		// until the manifests are applied again.
+		time.Sleep(2 * time.Second)
+		_, err := kube.CoreV1().Secrets(certSecretNamespace).Get(ctx, certSecretName, metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "not created again: %v", err)
+		createMutated(t, ns, template)
+		shipEmptySecret(t)
 		start := time.Now()
 		var secret *corev1.Secret
 		waitFor(t, repairWithin, "the Secret written back", func(ctx context.Context) (bool, error) {
 			var err error
 			secret, err = kube.CoreV1().Secrets(certSecretNamespace).Get(ctx, certSecretName, metav1.GetOptions{})
-			return err == nil, nil
+			return err == nil && len(secret.Data["ca.crt"]) > 0, nil
 		})
 		t.Logf("Secret written back after %s", time.Since(start).Round(time.Millisecond))
 		require.NoError(t, verifyServed(port, secret.Data["ca.crt"]), "the certificate served is signed by a CA of the Secret written back")
@@ -214,6 +226,16 @@ func waitCABundle(t *testing.T, what string, within time.Duration) []byte {
 		return len(bundle) > 0, nil
 	})
 	return bundle
+}
+
+// shipEmptySecret creates the certificate Secret as the manifests ship it:
+// no data, no type (deploy/base/admission-controller/certs-rbac).
+func shipEmptySecret(t *testing.T) {
+	t.Helper()
+	_, err := kube.CoreV1().Secrets(certSecretNamespace).Create(ctxFor(t), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: certSecretName, Namespace: certSecretNamespace},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 // cleanupSelfManaged removes what the test creates outside its namespace.

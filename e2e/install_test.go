@@ -391,10 +391,27 @@ func TestChartInstall(t *testing.T) {
 
 	// helm uninstall: the processes stop with their pods.
 	bins.stop()
+	requireRecordsOwnedByTheLease(t, rel)
 	command(t, helmEnv, helm, "uninstall", name, "--namespace", ns, "--wait", "--timeout", "2m")
 	installed = false
 	requireGone(t, manifest)
-	requireOnlyRuntimeObjects(t, rel)
+	requireOnlyCRDs(t, rel)
+}
+
+// requireRecordsOwnedByTheLease checks that the release's records exist (the
+// infeasible resize proveWorking recorded) and are owned by the release's
+// Lease, which the manifests ship, so that deleting it deletes them.
+func requireRecordsOwnedByTheLease(t *testing.T, rel release) {
+	t.Helper()
+	lease, err := kube.CoordinationV1().Leases(rel.namespace).Get(ctxFor(t), rel.fullname+"-updater", metav1.GetOptions{})
+	require.NoError(t, err, "the release's Lease")
+	cms, err := kube.CoreV1().ConfigMaps(rel.namespace).List(ctxFor(t), metav1.ListOptions{LabelSelector: records.LabelStore})
+	require.NoError(t, err)
+	require.NotEmpty(t, cms.Items, "records written in the release's namespace")
+	for _, cm := range cms.Items {
+		assert.Equal(t, []metav1.OwnerReference{{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Name: lease.Name, UID: lease.UID}},
+			cm.OwnerReferences, "the owner of records ConfigMap %s", cm.Name)
+	}
 }
 
 // requireGone checks that none of objs exists any more.
@@ -418,55 +435,35 @@ func requireGone(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 }
 
-// requireOnlyRuntimeObjects checks that nothing of the release is left in
-// the cluster but what its binaries made while they ran, in its namespace,
-// which the chart's README tells how to delete: the updater's Lease, its
-// records and the self-managed certificate's Secret. It deletes those the
-// way the README says, and checks the namespace is then as it was created.
-func requireOnlyRuntimeObjects(t *testing.T, rel release) {
+// requireOnlyCRDs checks that nothing of the release is left in the
+// cluster but the CRDs: in its namespace, nothing but what every namespace
+// has (the Lease and the certificate Secret went with the release, the
+// records with the Lease, through the garbage collector); cluster-wide,
+// nothing with the release's labels (rel.selector), and for a release of
+// another name than deploy/'s, nothing named after it.
+func requireOnlyCRDs(t *testing.T, rel release) {
 	t.Helper()
-	ctx := ctxFor(t)
-	runtime := func(o unstructured.Unstructured) bool {
-		switch {
-		case o.GetKind() == "Lease" && o.GetName() == rel.fullname+"-updater":
-		case o.GetKind() == "Secret" && o.GetName() == rel.fullname+"-admission-certs":
-		case o.GetKind() == "ConfigMap" && o.GetLabels()[records.LabelStore] != "":
-		default:
-			return false
-		}
-		return true
-	}
+	selector := labels.SelectorFromSet(rel.selector)
 	var left []string
-	waitFor(t, eventually, "nothing of the release left but its runtime objects", func(ctx context.Context) (bool, error) {
-		left = nil
-		for _, o := range clusterObjects(t, rel.namespace) {
-			if o.GetNamespace() == rel.namespace && !runtime(o) && !namespaceDefault(o) {
-				left = append(left, describe(o))
-			}
-			if o.GetNamespace() == "" && o.GetKind() != "CustomResourceDefinition" && o.GetKind() != "Namespace" &&
-				(o.GetLabels()["app.kubernetes.io/instance"] == rel.name || strings.Contains(o.GetName(), rel.fullname)) {
-				left = append(left, describe(o))
-			}
-		}
-		return len(left) == 0, nil
-	})
-	assert.Empty(t, left)
-
-	// What the chart's README tells to delete after an uninstall.
-	require.NoError(t, ignoreNotFound(kube.CoordinationV1().Leases(rel.namespace).Delete(ctx, rel.fullname+"-updater", metav1.DeleteOptions{})))
-	require.NoError(t, ignoreNotFound(kube.CoreV1().Secrets(rel.namespace).Delete(ctx, rel.fullname+"-admission-certs", metav1.DeleteOptions{})))
-	require.NoError(t, kube.CoreV1().ConfigMaps(rel.namespace).DeleteCollection(ctx, metav1.DeleteOptions{},
-		metav1.ListOptions{LabelSelector: records.LabelStore}))
-	waitFor(t, eventually, "the namespace as it was created", func(context.Context) (bool, error) {
+	start := time.Now()
+	for {
 		left = nil
 		for _, o := range clusterObjects(t, rel.namespace) {
 			if o.GetNamespace() == rel.namespace && !namespaceDefault(o) {
 				left = append(left, describe(o))
 			}
+			if o.GetNamespace() == "" && o.GetKind() != "CustomResourceDefinition" && o.GetKind() != "Namespace" &&
+				(selector.Matches(labels.Set(o.GetLabels())) || (rel.fullname != "vpa-inplace" && strings.Contains(o.GetName(), rel.fullname))) {
+				left = append(left, describe(o))
+			}
 		}
-		return len(left) == 0, nil
-	})
-	assert.Empty(t, left)
+		if len(left) == 0 || time.Since(start) > eventually {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	require.Empty(t, left, "nothing of the release left but the CRDs, %s after the uninstall", time.Since(start).Round(time.Millisecond))
+	t.Logf("nothing but the CRDs left %s after the uninstall", time.Since(start).Round(time.Millisecond))
 }
 
 // namespaceDefault tells the objects every namespace has, and events.
@@ -574,11 +571,25 @@ func TestKustomizeInstall(t *testing.T) {
 	bins = rel.run(t, updaterBinary, admissionBinary)
 	rel.proveWorking(t, bins)
 
-	// Deleted, all but the CRDs: the namespace, and with it everything the
-	// binaries made in it.
+	// Deleted, all but the CRDs: first all but the namespace, after which
+	// nothing is left in it (the records go with the Lease), then the
+	// namespace.
 	bins.stop()
-	deleteObjects(t, applied, true)
-	requireGone(t, withoutCRDs(applied))
+	requireRecordsOwnedByTheLease(t, rel)
+	var namespace, rest []*unstructured.Unstructured
+	for _, o := range withoutCRDs(applied) {
+		if o.GetKind() == "Namespace" {
+			namespace = append(namespace, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	require.Len(t, namespace, 1, "the overlay's namespace")
+	deleteObjects(t, rest, true)
+	requireGone(t, rest)
+	requireOnlyCRDs(t, rel)
+	deleteObjects(t, namespace, true)
+	requireGone(t, namespace)
 	var left []string
 	for _, o := range clusterObjects(t, rel.namespace) {
 		if o.GetNamespace() == "" && o.GetKind() != "CustomResourceDefinition" && o.GetLabels()["app.kubernetes.io/part-of"] == "vpa-inplace" {

@@ -3,7 +3,8 @@
 # processes on this machine, with exactly the permissions they have in a
 # cluster deploy:
 #   1. applies deploy/overlays/local (namespace, CRDs, ServiceAccounts, RBAC,
-#      the updater's admission policies, webhooks that call
+#      the updater's admission policies and Lease, the self-managed
+#      certificate's empty Secret, webhooks that call
 #      https://127.0.0.1:WEBHOOK_PORT) with curl and
 #      server-side apply, as the cluster admin; no kubectl or kustomize needed;
 #   2. generates the webhook serving certificate (SAN 127.0.0.1);
@@ -28,8 +29,9 @@
 #   DEPLOY_FROM=chart       apply, instead of deploy/overlays/local, what the
 #                           Helm chart renders (`helm template`, the pinned helm
 #                           of hack/tools/install.sh): its CRDs, ServiceAccounts,
-#                           RBAC, admission policies and webhooks
-#                           (its default values), the
+#                           RBAC, admission policies, the updater's Lease, the
+#                           self-managed certificate's empty Secret and the
+#                           webhooks (its default values), the
 #                           webhooks' Service replaced by https://127.0.0.1:PORT,
 #                           and deploy/base's namespace. Its Deployments,
 #                           Services and PodDisruptionBudgets are only sent
@@ -124,7 +126,7 @@ chart_objects() {
 
 # What a process outside the cluster needs; the namespace is deploy/base's
 # (a chart installs into a namespace that exists).
-readonly chart_local_kinds='CustomResourceDefinition|ServiceAccount|ClusterRole|ClusterRoleBinding|Role|RoleBinding|MutatingWebhookConfiguration|ValidatingWebhookConfiguration|ValidatingAdmissionPolicy|ValidatingAdmissionPolicyBinding'
+readonly chart_local_kinds='CustomResourceDefinition|ServiceAccount|ClusterRole|ClusterRoleBinding|Role|RoleBinding|Lease|Secret|MutatingWebhookConfiguration|ValidatingWebhookConfiguration|ValidatingAdmissionPolicy|ValidatingAdmissionPolicyBinding'
 # What runs in a cluster: validated by the API server (dry run) only.
 readonly chart_workload_kinds='Deployment|Service|PodDisruptionBudget'
 

@@ -10,9 +10,11 @@
 #     vpa-inplace-updater-pods (the updater's patch on pods, which only the
 #     admission policy of that name narrows) are further switched by
 #     updater.admissionPolicy.enabled;
-#   - templates/admission-controller/certs-rbac.yaml: the RBAC of
-#     deploy/base/admission-controller/certs-rbac, granted only with
-#     certificates.mode self-managed;
+#   - templates/updater/lease.yaml: the updater's Lease of
+#     deploy/base/updater/lease, switched by updater.enabled;
+#   - templates/admission-controller/certs-rbac.yaml: the RBAC and the empty
+#     certificate Secret of deploy/base/admission-controller/certs-rbac,
+#     rendered only with certificates.mode self-managed;
 #   - README.md: README.tpl.md with the table of values.yaml
 #     (hack/deploy/chart_readme.py);
 #   - templates/updater/admission-policy.yaml: the ValidatingAdmissionPolicies
@@ -51,6 +53,7 @@ mkdir -p "${work}/crds" "${work}/templates/updater" "${work}/templates/admission
 cp deploy/base/crd/vpa-v1-crd-gen.yaml "${work}/crds/vpa-v1-crd-gen.yaml"
 template updater/rbac --enabled .Values.updater.enabled --extra-rules vpa-inplace-updater \
   --switch vpa-inplace-updater-pods=.Values.updater.admissionPolicy.enabled >"${work}/templates/updater/rbac.yaml"
+template updater/lease --enabled .Values.updater.enabled >"${work}/templates/updater/lease.yaml"
 template admission-controller/rbac --enabled .Values.admissionController.enabled \
   --extra-rules vpa-inplace-admission-controller >"${work}/templates/admission-controller/rbac.yaml"
 template admission-controller/certs-rbac \
@@ -65,7 +68,7 @@ if grep -n "${DEPLOY_NAMESPACE}" "${work}"/templates/*/*.yaml; then
 fi
 
 status=0
-for f in crds/vpa-v1-crd-gen.yaml templates/updater/rbac.yaml templates/admission-controller/rbac.yaml \
+for f in crds/vpa-v1-crd-gen.yaml templates/updater/rbac.yaml templates/updater/lease.yaml templates/admission-controller/rbac.yaml \
   templates/admission-controller/certs-rbac.yaml templates/updater/admission-policy.yaml; do
   if [[ ${mode} == verify ]]; then
     if ! cmp -s "${work}/${f}" "${chart}/${f}"; then
@@ -85,6 +88,6 @@ else
   python3 hack/deploy/chart_readme.py "${chart}"
 fi
 if [[ ${mode} == verify && ${status} -eq 0 ]]; then
-  echo "OK: the chart's CRDs, RBAC and admission policies are deploy/'s, its README is values.yaml's"
+  echo "OK: the chart's CRDs, RBAC, Lease, certificate Secret and admission policies are deploy/'s, its README is values.yaml's"
 fi
 exit "${status}"

@@ -41,6 +41,8 @@ WEBHOOK_PORT = "__WEBHOOK_PORT__"
 POD_WEBHOOK = "vpa-inplace-pods"
 VPA_WEBHOOK = "vpa-inplace-vpas"
 UPDATER_CONFIG = "vpa-inplace-updater-config"
+# The updater's leader election Lease, shipped empty (deploy/base/updater/lease).
+LEASE = "vpa-inplace-updater"
 CERTIFICATE = "vpa-inplace-admission"
 INJECT_CA = "cert-manager.io/inject-ca-from"
 # Metrics the dashboard must show.
@@ -195,12 +197,11 @@ def check_rbac_hygiene(c, where, objs):
             c.check(not set(verbs) & {"escalate", "bind", "impersonate"},
                     f"{where}: {show(role)} grants no escalate/bind/impersonate", json.dumps(rule))
             # Secrets: only the admission controller's own certificate
-            # Secret, by name (create cannot be limited by name).
+            # Secret, by name; no create (the manifests ship it).
             own = (role.get("kind") == "Role" and ident(role)[2] == CERT_ROLE
                    and (role.get("metadata") or {}).get("namespace") == NAMESPACE
                    and groups == [""] and resources == ["secrets"]
-                   and ((rule.get("resourceNames") == [CERT_SECRET] and set(verbs) <= {"get", "list", "watch", "update"})
-                        or (verbs == ["create"] and not rule.get("resourceNames"))))
+                   and rule.get("resourceNames") == [CERT_SECRET] and set(verbs) <= {"get", "list", "watch", "update"})
             c.check(own or not rule_covers(rule, "", "secrets"),
                     f"{where}: {show(role)} grants nothing on secrets but Secret {CERT_SECRET} to its Role",
                     json.dumps(rule))
@@ -262,9 +263,12 @@ def check_updater_rbac(c, where, objs):
             c.check(allows(rules, group, "events", verb), f"{w} can {verb} {group or 'core'} events")
     c.check(not any(rule_covers(r, "coordination.k8s.io", "leases") for r in cluster),
             f"{w} has no cluster-wide access to leases")
-    for verb in ("get", "create", "update"):
-        c.check(allows(namespaced, "coordination.k8s.io", "leases", verb),
-                f"{w} can {verb} leases in {NAMESPACE}")
+    leases = [r for r in namespaced if rule_covers(r, "coordination.k8s.io", "leases")]
+    for verb in ("get", "update"):
+        c.check(allows(leases, "coordination.k8s.io", "leases", verb), f"{w} can {verb} its Lease in {NAMESPACE}")
+    c.check(all(r.get("resourceNames") == [LEASE] and set(r.get("verbs") or []) <= {"get", "update"} for r in leases),
+            f"{w} can only get and update Lease {LEASE}, by name (no create or delete: the manifests ship it)",
+            json.dumps(leases))
     c.check(not any(rule_covers(r, "", "configmaps") for r in cluster),
             f"{w} has no cluster-wide access to configmaps")
     for verb in READ:
@@ -308,14 +312,29 @@ def check_admission_rbac(c, where, objs, self_managed_certs):
         else:
             c.check(not covering, f"{w} has no access to {resource} (its certificate is not self-managed)",
                     json.dumps(covering))
-    for verb in ("get", "watch", "update", "create"):
+    for verb in ("get", "watch", "update"):
         if self_managed_certs:
             c.check(allows(namespaced, "", "secrets", verb), f"{w} can {verb} its certificate Secret in {NAMESPACE}")
         else:
             c.check(not allows(rules, "", "secrets", verb),
                     f"{w} cannot {verb} secrets (its certificate is not self-managed)")
     c.check(not any(rule_covers(r, "", "secrets") for r in cluster), f"{w} has no cluster-wide access to secrets")
-    c.check(not allows(rules, "", "secrets", "delete"), f"{w} cannot delete secrets")
+    for verb in ("create", "delete"):
+        c.check(not allows(rules, "", "secrets", verb),
+                f"{w} cannot {verb} secrets (the manifests ship its certificate Secret)")
+    # The certificate Secret ships with the rights on it, empty: no data
+    # for an apply to overwrite, no type (a kubernetes.io/tls Secret must
+    # hold a pair; the type of one the admission controller made is kept).
+    secrets = find(objs, "Secret", CERT_SECRET)
+    if self_managed_certs:
+        if c.check(len(secrets) == 1 and ident(secrets[0])[1] == NAMESPACE,
+                   f"{w}: ships its certificate Secret {NAMESPACE}/{CERT_SECRET}", str([ident(o) for o in secrets])):
+            sec = secrets[0]
+            c.check(not sec.get("data") and not sec.get("stringData") and "type" not in sec,
+                    f"{w}: its certificate Secret ships with no data and no type",
+                    json.dumps({k: sec.get(k) for k in ("data", "stringData", "type")}))
+    else:
+        c.check(not secrets, f"{w}: no certificate Secret {CERT_SECRET} (its certificate is not self-managed)")
     for verb in READ:
         c.check(allows(rules, "autoscaling.k8s.io", "verticalpodautoscalers", verb),
                 f"{w} can {verb} verticalpodautoscalers")
@@ -537,6 +556,8 @@ def check_workloads(c, where, objs, chart=False, values=None):
             # the Role vpa-inplace-updater-records).
             c.check(flag(container, "records-namespace") == NAMESPACE,
                     f"{where}: updater keeps its records in {NAMESPACE}, where its Role is", flag(container, "records-namespace"))
+            c.check(flag(container, "records-owner") == LEASE and find(objs, "Lease", LEASE),
+                    f"{where}: updater's records are owned by the Lease {LEASE} the manifests ship", flag(container, "records-owner"))
             if chart:
                 c.check(dep["spec"].get("replicas", 1) <= 1 or flag(container, "leader-elect") == "true",
                         f"{where}: more than one updater replica only with --leader-elect=true")
@@ -589,6 +610,18 @@ def check_workloads(c, where, objs, chart=False, values=None):
             sp = svc.get("ports") or []
             c.check(len(sp) == 1 and sp[0].get("port") == 443 and sp[0].get("targetPort") in ("webhook", 8000),
                     f"{where}: Service {SERVICE} maps 443 to the webhook port", json.dumps(sp))
+
+
+def check_lease(c, where, objs):
+    """The updater's Lease ships with its Role (which may only read and
+    renew it), empty: an apply or an upgrade then leaves alone the spec the
+    updater writes."""
+    leases = find(objs, "Lease")
+    c.check(len(leases) == 1 and ident(leases[0]) == ("Lease", NAMESPACE, LEASE),
+            f"{where}: ships the updater's Lease {NAMESPACE}/{LEASE}", str([ident(o) for o in leases]))
+    for lease in leases:
+        c.check(not lease.get("spec"), f"{where}: {show(lease)} sets no spec (the updater's renewals are its own)",
+                json.dumps(lease.get("spec")))
 
 
 # ---------------------------------------------------------------- admission policies
@@ -828,11 +861,12 @@ def check_certificate_overlay(c, where, objs, base):
         certs_rbac = [o for o in objs if ident(o)[2] == CERT_ROLE]
         c.check({o["kind"] for o in certs_rbac} == {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"},
                 f"{where}: adds the RBAC of --cert-mode=self-managed ({CERT_ROLE})")
-        c.check(canonical(without_certificate_flags([o for o in objs if o not in certs_rbac]))
+        cert_secret = find(objs, "Secret", CERT_SECRET)
+        c.check(canonical(without_certificate_flags([o for o in objs if o not in certs_rbac and o not in cert_secret]))
                 == canonical(without_certificate_flags(base)),
                 f"{where}: base's objects, apart from the webhooks' caBundle and the certificate flags and volume")
-        c.check(not find(objs, "Secret") and not find(objs, "Certificate"),
-                f"{where}: ships no Secret or Certificate (the admission controller creates its Secret)")
+        c.check([ident(o)[2] for o in find(objs, "Secret")] == [CERT_SECRET] and not find(objs, "Certificate"),
+                f"{where}: ships no Secret but the empty {CERT_SECRET} the admission controller fills in, and no Certificate")
         return
     extra = {"Issuer", "Certificate", "Secret"}
     c.check(canonical(without_ca([o for o in objs if o["kind"] not in extra])) == canonical(without_ca(base)),
@@ -966,9 +1000,13 @@ def check_chart(c, case, objs, rendered, values):
             c.check(not find(objs, "Deployment", f"vpa-inplace-{component}"), f"{where}: no {component} when disabled")
             if component == "updater":
                 c.check(not [o for o in objs if o["kind"] in POLICY_KINDS], f"{where}: no admission policies without the updater")
+                c.check(not find(objs, "Lease"), f"{where}: no Lease without the updater")
             continue
         if component == "updater":
             check_updater_rbac(c, where, objs)
+            check_lease(c, where, objs)
+            c.check(canonical(without_labels(find(objs, "Lease"))) == canonical(without_labels(find(base, "Lease"))),
+                    f"{where}: the updater's Lease is deploy/base's")
             policies = [o for o in objs if o["kind"] in POLICY_KINDS]
             on = policy_on
             c.check(canonical(without_labels(policies))
@@ -1084,6 +1122,13 @@ def release_refs(c, where, objs, namespace):
         updater = [d for d in deps.values() if d["spec"]["template"]["spec"]["containers"][0]["name"] == "updater"]
         c.check(bool(updater) and flags.get("leader-elect-resource-name") == ident(updater[0])[2],
                 f"{where}: the Lease is named after the updater's Deployment", flags.get("leader-elect-resource-name"))
+        c.check(flags.get("leader-elect-resource-name") in {ident(o)[2] for o in find(objs, "Lease")}
+                and flags.get("leader-elect-resource-name") in named,
+                f"{where}: --leader-elect-resource-name is the release's Lease, which its Role names",
+                flags.get("leader-elect-resource-name"))
+        c.check(flags.get("records-owner") == flags.get("leader-elect-resource-name"),
+                f"{where}: --records-owner is the release's Lease (uninstall deletes the records with it)",
+                flags.get("records-owner"))
     hooks = find(objs, "MutatingWebhookConfiguration") + find(objs, "ValidatingWebhookConfiguration")
     services = {ident(s)[2] for s in find(objs, "Service")}
     for h in hooks:
@@ -1291,6 +1336,7 @@ def main():
         check_rbac_hygiene(c, root, objs)
         if find(objs, "ServiceAccount", UPDATER_SA):
             check_updater_rbac(c, root, objs)
+            check_lease(c, root, objs)
             check_admission_policies(c, root, objs, vpa_module_dir=args.vpa_module_dir)
         if find(objs, "ServiceAccount", ADMISSION_SA):
             # overlays/local grants both modes: the e2e suite runs both.
@@ -1312,8 +1358,11 @@ def main():
             c.check(len(find(base, kind)) >= 1, f"base: has a {kind}")
     local = rendered.get("overlays/local")
     if c.check(local is not None, "deploy/overlays/local is rendered") and base is not None:
-        for kind in ("Deployment", "Service", "Secret"):
+        for kind in ("Deployment", "Service"):
             c.check(not find(local, kind), f"overlays/local: has no {kind} (binaries run outside the cluster)")
+        c.check([ident(o)[2] for o in find(local, "Secret")] == [CERT_SECRET],
+                f"overlays/local: no Secret but the empty certificate Secret of --cert-mode=self-managed",
+                str([ident(o) for o in find(local, "Secret")]))
         shared = [o for o in local if o["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")]
         base_by_id = {ident(o): o for o in base + rendered.get("overlays/self-managed-certs", [])}
         for o in shared:

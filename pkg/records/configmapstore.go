@@ -90,6 +90,12 @@ type ConfigMapStoreConfig struct {
 	// IgnoredNamespaces are namespaces whose VPAs this updater does not
 	// serve: their records and ConfigMaps are left to the updater that does.
 	IgnoredNamespaces []string
+	// Owner, when set, is the owner reference every ConfigMap is written
+	// with (at each create and update, so that one written before gets it
+	// too): an object of the install (the updater's Lease) whose deletion,
+	// at uninstall, has the garbage collector delete the records. It must
+	// live in Namespace. nil: the ConfigMaps have no owner.
+	Owner *metav1.OwnerReference
 	// MaxBytes bounds each ConfigMap's value; 0 means
 	// DefaultMaxCompactBytes.
 	MaxBytes int
@@ -491,6 +497,9 @@ func (s *ConfigMapStore) putConfigMap(ctx context.Context, id string, owner Owne
 			},
 		},
 		Data: map[string]string{ConfigMapDataKey: value},
+	}
+	if s.cfg.Owner != nil {
+		cm.OwnerReferences = []metav1.OwnerReference{*s.cfg.Owner}
 	}
 	client := s.configMaps.ConfigMaps(s.cfg.Namespace)
 	var got *corev1.ConfigMap

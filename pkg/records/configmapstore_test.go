@@ -200,6 +200,43 @@ func TestConfigMapStoreDeletesTheConfigMapWhenNoRecordIsLeft(t *testing.T) {
 	require.Eventually(t, func() bool { return len(f.configMaps()) == 0 }, wait, tick)
 }
 
+// With an owner (the updater's Lease, --records-owner), every ConfigMap is
+// written owned by it, the one written before without an owner included, so
+// that deleting the Lease (helm uninstall, kubectl delete -k) has the
+// garbage collector delete every record.
+func TestConfigMapStoreWritesTheOwnerReference(t *testing.T) {
+	owner := &metav1.OwnerReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Name: "vpa-inplace-updater", UID: "lease-uid"}
+	ownerOf := func(f *cmFixture, uid types.UID) []metav1.OwnerReference {
+		cm, err := f.kube.CoreV1().ConfigMaps(recordsNamespace).Get(context.Background(), ConfigMapName(StoreInfeasible, uid), metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		return cm.OwnerReferences
+	}
+	t.Run("created", func(t *testing.T) {
+		f := newCMFixture(t, nil, vpa("web"))
+		s, _ := f.startCM(ConfigMapStoreConfig{Owner: owner})
+		s.Put(webVPA, "pod-a", rec(KindNodeCapacity, "8", "", t0))
+		require.Eventually(t, func() bool { return len(ownerOf(f, webVPA.UID)) == 1 }, wait, tick)
+		assert.Equal(t, []metav1.OwnerReference{*owner}, ownerOf(f, webVPA.UID))
+	})
+	t.Run("written before without an owner: updated", func(t *testing.T) {
+		old := recordsConfigMap(StoreInfeasible, webVPA, map[types.UID]*Record{"pod-a": rec(KindNodeCapacity, "8", "", t0)})
+		f := newCMFixture(t, []runtime.Object{old}, vpa("web"))
+		s, _ := f.startCM(ConfigMapStoreConfig{Owner: owner})
+		s.Put(webVPA, "pod-b", rec(KindNodeCapacity, "8", "", t0))
+		require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 2 }, wait, tick)
+		assert.Equal(t, []metav1.OwnerReference{*owner}, ownerOf(f, webVPA.UID))
+	})
+	t.Run("no owner", func(t *testing.T) {
+		f := newCMFixture(t, nil, vpa("web"))
+		s, _ := f.startCM(ConfigMapStoreConfig{})
+		s.Put(webVPA, "pod-a", rec(KindNodeCapacity, "8", "", t0))
+		require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 1 }, wait, tick)
+		assert.Empty(t, ownerOf(f, webVPA.UID))
+	})
+}
+
 // deleteVPA deletes a VPA from the API and waits until the cache has seen
 // it go, as the controller does before it calls ForgetOwner.
 func (f *cmFixture) deleteVPA(name string) {

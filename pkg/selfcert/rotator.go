@@ -61,9 +61,9 @@ func (r *rotator) sync(ctx context.Context, published func(bundle []byte) bool) 
 		if secret != nil {
 			var perr error
 			if st, perr = parseState(secret.Data, secret.Annotations); perr != nil {
-				if secret.Labels[LabelManagedBy] != ManagedBy {
-					return nil, 0, fmt.Errorf("the Secret %s/%s is not usable (%w) and has no label %s=%s: it is not overwritten",
-						r.ns, r.name, perr, LabelManagedBy, ManagedBy)
+				if !ours(secret) {
+					return nil, 0, fmt.Errorf("the Secret %s/%s is not usable (%w) and has neither the label %s=%s nor the annotation %s=%s: it is not overwritten",
+						r.ns, r.name, perr, LabelManagedBy, ManagedBy, AnnotationWrittenBy, ManagedBy)
 				}
 				logger.Info("Replacing an unusable certificate Secret", "secret", klog.KObj(secret), "err", perr)
 			}
@@ -78,7 +78,7 @@ func (r *rotator) sync(ctx context.Context, published func(bundle []byte) bool) 
 				r.logKept(ctx, st)
 				return st, wait, nil
 			}
-			next, err := r.plan(action, st, now)
+			next, err := r.plan(action, st, now, secret != nil && len(secret.Data) == 0)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -99,15 +99,17 @@ func (r *rotator) sync(ctx context.Context, published func(bundle []byte) bool) 
 	return nil, 0, fmt.Errorf("the Secret %s/%s: more than %d writes in one sync", r.ns, r.name, maxWrites)
 }
 
-// plan returns the state that action makes of st.
-func (r *rotator) plan(action Action, st *State, now time.Time) (*State, error) {
+// plan returns the state that action makes of st. empty tells that the
+// Secret exists and holds nothing: the manifests' copy, applied again after
+// it was deleted, is filled like a Secret created.
+func (r *rotator) plan(action Action, st *State, now time.Time, empty bool) (*State, error) {
 	switch action {
 	case ActionCreate:
-		if last := r.remembered(); last != nil && now.Before(last.NotAfter()) {
-			return last, nil
-		}
-		return r.fresh(now)
+		return r.writeBack(now)
 	case ActionReplace:
+		if empty {
+			return r.writeBack(now)
+		}
 		return r.fresh(now)
 	case ActionStage:
 		g, err := generate(now, r.hosts, r.validity)
@@ -129,6 +131,15 @@ func (r *rotator) plan(action Action, st *State, now time.Time) (*State, error) 
 	return nil, fmt.Errorf("unknown action %q", action)
 }
 
+// writeBack returns the state last served, still valid, which the API
+// server trusts already; a fresh generation if there is none.
+func (r *rotator) writeBack(now time.Time) (*State, error) {
+	if last := r.remembered(); last != nil && now.Before(last.NotAfter()) {
+		return last, nil
+	}
+	return r.fresh(now)
+}
+
 func (r *rotator) fresh(now time.Time) (*State, error) {
 	g, err := generate(now, r.hosts, r.validity)
 	if err != nil {
@@ -144,7 +155,12 @@ func (r *rotator) write(ctx context.Context, current *corev1.Secret, st *State) 
 	if current == nil {
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: r.ns}}
 		st.apply(secret)
-		return secrets.Create(ctx, secret, metav1.CreateOptions{})
+		created, err := secrets.Create(ctx, secret, metav1.CreateOptions{})
+		if apierrors.IsForbidden(err) {
+			// The manifests ship the Secret and grant no create.
+			return nil, fmt.Errorf("the Secret does not exist and may not be created (apply the manifests again, which ship it empty): %w", err)
+		}
+		return created, err
 	}
 	secret := current.DeepCopy()
 	if secret.ResourceVersion == "" {

@@ -2,6 +2,7 @@ package selfcert
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -234,6 +235,27 @@ func TestDeletedSecretIsWrittenBackAsItWas(t *testing.T) {
 	assert.Equal(t, before.current.certPEM, stored(t, client).current.certPEM)
 }
 
+// The manifests ship the Secret and grant no create: a Secret deleted by
+// hand comes back empty when they are applied again, and is filled with
+// the CA in use, not a new one.
+func TestReappliedEmptySecretIsWrittenBackAsItWas(t *testing.T) {
+	client, v := newVersionedClient(t)
+	clk := testingclock.NewFakeClock(t0)
+	r := newRotator(client, v, clk)
+	before, _, err := r.sync(context.Background(), func([]byte) bool { return true })
+	require.NoError(t, err)
+
+	require.NoError(t, client.CoreV1().Secrets(testNS).Delete(context.Background(), testSecret, metav1.DeleteOptions{}))
+	_, err = client.CoreV1().Secrets(testNS).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: testSecret, Namespace: testNS, Labels: map[string]string{LabelManagedBy: "Helm"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	after, _, err := r.sync(context.Background(), func([]byte) bool { return true })
+	require.NoError(t, err)
+	assert.Equal(t, before.Bundle(), after.Bundle(), "the CA served and published is written back, not a new one")
+	assert.Equal(t, before.current.certPEM, stored(t, client).current.certPEM)
+}
+
 func TestUnusableSecret(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -355,4 +377,70 @@ func TestStaleStagedPairIsRestaged(t *testing.T) {
 	require.Len(t, st.cas, 2, "the bundle holds the served pair's CA and the new one, not the stale staged one's")
 	assert.NotContains(t, string(st.Bundle()), string(staged.cas[1].pem))
 	assert.Equal(t, stored(t, client).Bundle(), st.Bundle())
+}
+
+// The manifests ship the Secret empty (type Opaque: a kubernetes.io/tls
+// Secret must hold a pair) and grant get and update on it, no create. The
+// chart's copy carries Helm's managed-by label, which Helm checks at every
+// upgrade. The first sync fills it in place: no create, the type and the
+// label kept, the annotation saying who wrote it added.
+func TestShippedEmptySecretIsFilled(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		labels    map[string]string
+		wantLabel string
+	}{
+		{name: "chart (Helm's label)", labels: map[string]string{LabelManagedBy: "Helm"}, wantLabel: "Helm"},
+		{name: "kustomize (no label)", wantLabel: ManagedBy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, v := newVersionedClient(t)
+			_, err := client.CoreV1().Secrets(testNS).Create(context.Background(), &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: testSecret, Namespace: testNS, Labels: tc.labels},
+				Type:       corev1.SecretTypeOpaque,
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			var creates atomic.Int32
+			client.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+				creates.Add(1)
+				return true, nil, apierrors.NewForbidden(secretsGVR.GroupResource(), "", errors.New("RBAC: no create"))
+			})
+			st, _, err := newRotator(client, v, testingclock.NewFakeClock(t0)).sync(context.Background(), func([]byte) bool { return true })
+			require.NoError(t, err)
+			assert.Zero(t, creates.Load(), "nothing created")
+			secret, err := client.CoreV1().Secrets(testNS).Get(context.Background(), testSecret, metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, corev1.SecretTypeOpaque, secret.Type, "the type cannot change")
+			assert.Equal(t, tc.wantLabel, secret.Labels[LabelManagedBy])
+			assert.Equal(t, ManagedBy, secret.Annotations[AnnotationWrittenBy])
+			assert.Equal(t, st.Bundle(), stored(t, client).Bundle())
+		})
+	}
+}
+
+// A shipped Secret deleted by hand cannot be created again without the
+// right: the error says what to do, and the sync is retried.
+func TestMissingSecretNotCreatableSaysSo(t *testing.T) {
+	client, v := newVersionedClient(t)
+	client.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(secretsGVR.GroupResource(), "", errors.New("RBAC: no create"))
+	})
+	_, _, err := newRotator(client, v, testingclock.NewFakeClock(t0)).sync(context.Background(), func([]byte) bool { return true })
+	require.ErrorContains(t, err, "apply the manifests again")
+	assert.True(t, apierrors.IsForbidden(err))
+}
+
+// A Secret written by this package that Helm's label now marks (a release
+// that took over the Secret) is still replaced when not usable.
+func TestUnusableSecretWrittenHereUnderHelmsLabel(t *testing.T) {
+	client, v := newVersionedClient(t)
+	_, err := client.CoreV1().Secrets(testNS).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: testSecret, Namespace: testNS, Labels: map[string]string{LabelManagedBy: "Helm"},
+			Annotations: map[string]string{AnnotationWrittenBy: ManagedBy}},
+		Data: map[string][]byte{KeyCert: []byte("not a certificate")},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, _, err = newRotator(client, v, testingclock.NewFakeClock(t0)).sync(context.Background(), func([]byte) bool { return true })
+	require.NoError(t, err)
+	assert.Len(t, stored(t, client).cas, 1)
 }

@@ -28,10 +28,15 @@ const (
 
 	// AnnotationStagedAt is when the next pair was staged (RFC 3339).
 	AnnotationStagedAt = "vpa-inplace.dev/staged-at"
-	// LabelManagedBy marks the Secrets this package writes; an unusable
-	// Secret without it is never overwritten.
+	// LabelManagedBy marks the Secrets this package writes, unless the
+	// Secret already carries it (a chart's Secret: Helm); an unusable
+	// Secret with neither it nor AnnotationWrittenBy, and with data, is
+	// never overwritten.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
-	// ManagedBy is the value of LabelManagedBy.
+	// AnnotationWrittenBy, ManagedBy, marks every Secret this package
+	// wrote, whoever manages it.
+	AnnotationWrittenBy = "vpa-inplace.dev/written-by"
+	// ManagedBy is the value of LabelManagedBy and AnnotationWrittenBy.
 	ManagedBy = "vpa-inplace-admission-controller"
 )
 
@@ -177,8 +182,16 @@ func (s *State) data() map[string][]byte {
 
 // apply writes the state into secret (data, the staged-at annotation and
 // the managed-by label), keeping its other metadata.
+//
+// The type and a managed-by label the Secret has are kept: the manifests
+// ship it empty, so of type Opaque (a kubernetes.io/tls Secret must hold a
+// pair), which cannot be changed, and labelled by whoever applies them
+// (Helm refuses an upgrade over a Secret whose label says otherwise). A
+// Secret created here is a kubernetes.io/tls Secret.
 func (s *State) apply(secret *corev1.Secret) {
-	secret.Type = corev1.SecretTypeTLS
+	if secret.Type == "" {
+		secret.Type = corev1.SecretTypeTLS
+	}
 	secret.Data = s.data()
 	secret.StringData = nil
 	secret.Annotations = maps.Clone(secret.Annotations)
@@ -190,11 +203,21 @@ func (s *State) apply(secret *corev1.Secret) {
 	} else {
 		delete(secret.Annotations, AnnotationStagedAt)
 	}
+	secret.Annotations[AnnotationWrittenBy] = ManagedBy
 	secret.Labels = maps.Clone(secret.Labels)
 	if secret.Labels == nil {
 		secret.Labels = map[string]string{}
 	}
-	secret.Labels[LabelManagedBy] = ManagedBy
+	if secret.Labels[LabelManagedBy] == "" {
+		secret.Labels[LabelManagedBy] = ManagedBy
+	}
+}
+
+// ours tells whether secret may be overwritten when it is not usable: this
+// package wrote it, or it holds nothing (the manifests ship it empty).
+func ours(secret *corev1.Secret) bool {
+	return secret.Labels[LabelManagedBy] == ManagedBy || secret.Annotations[AnnotationWrittenBy] == ManagedBy ||
+		(len(secret.Data) == 0 && len(secret.StringData) == 0)
 }
 
 // stateOf builds the state of a fresh generation.

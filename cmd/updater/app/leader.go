@@ -22,7 +22,8 @@ var errLeadershipLost = errors.New("leader election lost")
 // runAsLeader runs work only while holding the Lease. Losing the lease
 // cancels work's context and, once work has returned, returns
 // errLeadershipLost. Cancelling ctx releases the lease. leader (may be nil)
-// is 1 from winning the lease until losing or releasing it.
+// is 1 from winning the lease until losing or releasing it. A Lease that is
+// missing and may not be created ends the election with errLeaseMissing.
 func runAsLeader(ctx context.Context, kube kubernetes.Interface, cfg componentbaseconfig.LeaderElectionConfiguration, leader *leaderGauge, work func(context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	identity := os.Getenv("POD_NAME")
@@ -36,12 +37,15 @@ func runAsLeader(ctx context.Context, kube kubernetes.Interface, cfg componentba
 	identity += "_" + string(uuid.NewUUID())
 
 	leading := make(chan context.Context, 1)
+	electorCtx, stopElector := context.WithCancel(ctx)
+	defer stopElector()
+	lock := newLeaseLock(&resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.ResourceNamespace, Name: cfg.ResourceName},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}, stopElector)
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.ResourceNamespace, Name: cfg.ResourceName},
-			Client:     kube.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
-		},
+		Lock:            lock,
 		LeaseDuration:   cfg.LeaseDuration.Duration,
 		RenewDeadline:   cfg.RenewDeadline.Duration,
 		RetryPeriod:     cfg.RetryPeriod.Duration,
@@ -67,8 +71,6 @@ func runAsLeader(ctx context.Context, kube kubernetes.Interface, cfg componentba
 		return fmt.Errorf("configuring leader election: %w", err)
 	}
 	logger.Info("Waiting for the lease", "lease", klog.KRef(cfg.ResourceNamespace, cfg.ResourceName), "identity", identity)
-	electorCtx, stopElector := context.WithCancel(ctx)
-	defer stopElector()
 	electorDone := make(chan struct{})
 	go func() {
 		defer close(electorDone)
@@ -77,7 +79,10 @@ func runAsLeader(ctx context.Context, kube kubernetes.Interface, cfg componentba
 
 	select {
 	case <-electorDone:
-		// Never led: shut down before winning the lease.
+		// Never led: the Lease is missing, or shut down before winning it.
+		if err := lock.Missing(); err != nil {
+			return err
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -85,8 +90,9 @@ func runAsLeader(ctx context.Context, kube kubernetes.Interface, cfg componentba
 	case leaderCtx := <-leading:
 		logger.Info("Became the leader", "identity", identity)
 		workErr := work(leaderCtx)
-		// Work returns when the lease is lost or ctx is cancelled, or on
-		// its own error; in each case give the lease up and wait.
+		// Work returns when the lease is lost (or deleted) or ctx is
+		// cancelled, or on its own error; in each case give the lease up
+		// and wait.
 		stopElector()
 		<-electorDone
 		switch {
@@ -94,8 +100,11 @@ func runAsLeader(ctx context.Context, kube kubernetes.Interface, cfg componentba
 			return workErr
 		case ctx.Err() != nil:
 			return nil
-		default:
-			return errLeadershipLost
 		}
+		if err := lock.Missing(); err != nil {
+			// The Lease was deleted under the leader.
+			return err
+		}
+		return errLeadershipLost
 	}
 }

@@ -99,6 +99,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"--config-map=no-namespace"}, "--config-map must be namespace/name"},
 		{[]string{"--config-map=/name"}, "--config-map must be namespace/name"},
 		{[]string{"--config-map=a/b/c"}, "--config-map must be namespace/name"},
+		{[]string{"--records-owner=Not_A_Name"}, "--records-owner"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -85,12 +85,27 @@ func Run(ctx context.Context, o *Options) error {
 	logger.Info("Starting vpa-inplace updater", "inPlaceGate", o.FeatureGate.Enabled("InPlace"), "serverMinor", minor,
 		"dryRun", o.DryRun, "killSwitch", o.ConfigMap, "gcPercent", gcPercent, "gcPercentFromEnv", gcFromEnv)
 
+	// The leader election Lease ships with the manifests, and the updater
+	// may only read and update it: one that is missing is created if RBAC
+	// allows (older manifests), or the updater does not start.
+	if o.LeaderElection.LeaderElect {
+		if err := ensureLease(ctx, kube.CoordinationV1(), o.LeaderElection.ResourceNamespace, o.LeaderElection.ResourceName); err != nil {
+			return err
+		}
+	}
+
 	// A records namespace that is missing or not writable is a startup
 	// error: every resize sent would have its failure recorded nowhere, and
 	// be sent again after a restart. A dry run records nothing.
+	var recordsOwner *metav1.OwnerReference
 	if !o.DryRun {
 		if err := checkRecordsNamespace(ctx, kube.CoreV1(), o.RecordsNamespace); err != nil {
 			return err
+		}
+		if o.RecordsOwner != "" {
+			if recordsOwner, err = leaseOwnerReference(ctx, kube.CoordinationV1(), o.RecordsNamespace, o.RecordsOwner); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -162,7 +177,7 @@ func Run(ctx context.Context, o *Options) error {
 		newStore := func(name, annotation string) (records.Store, error) {
 			return records.NewConfigMapStore(kube.CoreV1(), vpaClient.AutoscalingV1(), vpaInformer.Lister(), records.ConfigMapStoreConfig{
 				Namespace: o.RecordsNamespace, Store: name, AnnotationKey: annotation,
-				VPANamespace: namespace, IgnoredNamespaces: o.IgnoredVPANamespaces,
+				VPANamespace: namespace, IgnoredNamespaces: o.IgnoredVPANamespaces, Owner: recordsOwner,
 				Metrics: recordsMetrics, Now: time.Now, Live: live,
 			})
 		}
