@@ -131,10 +131,11 @@ func trimPod(p *corev1.Pod, in func(corev1.ResourceList) corev1.ResourceList) {
 	st.AllocatedResources = nil
 }
 
-// keptConditions are the pod conditions read: readiness and the two resize
-// conditions. The others (scheduled, initialized, ...) are a third of a
-// running pod's status.
-var keptConditions = sets.New(corev1.PodReady, corev1.PodResizePending, corev1.PodResizeInProgress)
+// keptConditions are the pod conditions read: readiness, the two resize
+// conditions and DisruptionTarget (a victim of the scheduler's resize
+// preemption, pkg/updater/preemption). The others (scheduled, initialized,
+// ...) are a third of a running pod's status.
+var keptConditions = sets.New(corev1.PodReady, corev1.PodResizePending, corev1.PodResizeInProgress, corev1.DisruptionTarget)
 
 // trimContainerStatus keeps a container's name, state, readiness, restart
 // count and its actual and allocated resources (interned).

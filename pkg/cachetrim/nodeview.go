@@ -17,7 +17,8 @@ var _ cache.TransformFunc = NodeView
 // or kube-system's as well. Of a pod it keeps what k8s.io/component-helpers'
 // PodRequests reads, the pod's status resources included, as the kubelet
 // and the scheduler count a pod whose resize is under way: its identity,
-// generation and node; each container's and init container's name, requests
+// generation and node; its priority and preemption policy, and its
+// DisruptionTarget condition (resize preemption, pkg/updater/preemption); each container's and init container's name, requests
 // and restart policy (a sidecar adds to the containers); the pod's overhead
 // and pod-level requests; its phase, its PodResizePending condition (an
 // Infeasible resize counts at what the pod has, not its spec) and each
@@ -41,10 +42,12 @@ func nodeView(p *corev1.Pod, in func(corev1.ResourceList) corev1.ResourceList) *
 			Generation: p.Generation, DeletionTimestamp: p.DeletionTimestamp,
 		},
 		Spec: corev1.PodSpec{
-			NodeName:       p.Spec.NodeName,
-			Overhead:       in(p.Spec.Overhead),
-			InitContainers: requestsOnly(p.Spec.InitContainers, in),
-			Containers:     requestsOnly(p.Spec.Containers, in),
+			NodeName:         p.Spec.NodeName,
+			Priority:         p.Spec.Priority,
+			PreemptionPolicy: p.Spec.PreemptionPolicy,
+			Overhead:         in(p.Spec.Overhead),
+			InitContainers:   requestsOnly(p.Spec.InitContainers, in),
+			Containers:       requestsOnly(p.Spec.Containers, in),
 		},
 		Status: corev1.PodStatus{
 			Phase:                 p.Status.Phase,
@@ -56,8 +59,12 @@ func nodeView(p *corev1.Pod, in func(corev1.ResourceList) corev1.ResourceList) *
 		out.Spec.Resources = &corev1.ResourceRequirements{Requests: in(p.Spec.Resources.Requests)}
 	}
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodResizePending {
+		switch c.Type {
+		case corev1.PodResizePending:
 			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason})
+		case corev1.DisruptionTarget:
+			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason,
+				LastTransitionTime: c.LastTransitionTime})
 		}
 	}
 	return out

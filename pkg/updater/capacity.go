@@ -145,6 +145,9 @@ func (c *Controller) watchNodePods(logger klog.Logger, deps Deps) error {
 			if okOld && ok && freesRoom(old, pod) {
 				c.enqueueWaitingOnNode(pod.Spec.NodeName)
 			}
+			if okOld && ok {
+				c.observePreemption(logger, old, pod)
+			}
 		},
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -152,6 +155,7 @@ func (c *Controller) watchNodePods(logger klog.Logger, deps Deps) error {
 			}
 			if pod, ok := obj.(*corev1.Pod); ok {
 				c.enqueueWaitingOnNode(pod.Spec.NodeName)
+				c.preemptionGone(pod)
 			}
 		},
 	}); err != nil {

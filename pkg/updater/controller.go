@@ -50,6 +50,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/noderoom"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/preemption"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
@@ -200,6 +201,9 @@ type Controller struct {
 	// room holds the node room of resizes sent and not yet in the cache
 	// (capacity.go); nil without a node cache.
 	room *noderoom.Ledger
+	// preempted holds the pods the scheduler preempted on the nodes of
+	// Deferred resizes (preempted.go).
+	preempted *preemption.Ledger
 	// queue holds pod keys; vpaQueue VPA keys whose pods and Jobs are to be
 	// queued (and killSwitchKey); statusQueue VPA keys whose condition may
 	// need writing; jobQueue Job keys.
@@ -275,6 +279,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		metrics:   deps.Metrics,
 		ignored:   sets.New(cfg.IgnoredNamespaces...),
 		budget:    disruption.New(disruption.Config{Tolerance: cfg.EvictionTolerance, Timeout: cfg.RestartReservationTimeout}, deps.Clock),
+		preempted: preemption.New(deps.Clock),
 		minReady:  deps.MinReady,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
@@ -407,12 +412,13 @@ func (c *Controller) conditionSummary(vpa *vpatypes.VerticalPodAutoscaler) (cond
 		}
 	}
 	return condition.Summary{
-		Pods:       c.tracker.Of(key),
-		Jobs:       c.jobTracker.Of(key),
-		Paused:     c.pausedWhy(vpa),
-		GateOff:    !c.gate.Enabled(features.InPlace),
-		DryRun:     c.cfg.DryRun,
-		NotDurable: notDurable,
+		Pods:        c.tracker.Of(key),
+		Jobs:        c.jobTracker.Of(key),
+		Paused:      c.pausedWhy(vpa),
+		GateOff:     !c.gate.Enabled(features.InPlace),
+		DryRun:      c.cfg.DryRun,
+		NotDurable:  notDurable,
+		Preemptions: c.preemptionsOf(key),
 	}, true
 }
 

@@ -64,6 +64,8 @@ func (c *Controller) onPod(logger klog.Logger, oldObj, obj any) {
 		// Whatever its namespace: its node's room is every pod's.
 		c.enqueueWaitingOnNode(pod.Spec.NodeName)
 	}
+	// Whatever its namespace too: a victim of the scheduler's preemption.
+	c.observePreemption(logger, old, pod)
 	if c.ignored.Has(pod.Namespace) || (isUpdate && !relevantPodChange(old, pod)) {
 		return
 	}
@@ -139,6 +141,7 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	if c.budget.Forget(pod.UID) {
 		c.restartEnded(pod, disruption.EndGone)
 	}
+	c.preemptionGone(pod)
 	if c.room != nil {
 		c.room.Release(pod)
 	}

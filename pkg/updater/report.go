@@ -37,6 +37,7 @@ func (c *Controller) report(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.
 	case state.PodDeferred:
 		c.warnDeferred(ctx, pod, vpa, rs)
 	}
+	c.reportPreemptions(ctx, pod, vpa)
 }
 
 // warnDeferred sends, once per Deferred episode, a warning on the pod and

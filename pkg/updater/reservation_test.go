@@ -203,7 +203,7 @@ func TestDeferredRestartingResizeHoldsItsPlaceForALimitedTime(t *testing.T) {
 	require.NoError(t, f.sync("p1"))
 	assert.Equal(t, []string{"p0"}, f.resizedPods(), "p0 may still restart: p1 waits")
 	assert.Contains(t, f.events(), "Pod/p1 Normal "+report.EventResizeWaitingForBudget+
-		" Resize restarts containers; waiting for the eviction tolerance: 1 of 2 pods of the workload are restarting or not Ready, and the eviction tolerance allows 1 at once"+
+		" Resize restarts containers; waiting for the eviction tolerance: 1 of 2 pods of the workload are restarting, not Ready or being deleted, and the eviction tolerance allows 1 at once"+
 		" (p0: resize Deferred by the kubelet, its place held until 2027-01-15T08:10:00Z at the latest)")
 	wait, ok := f.podQueue.of("default/p0")
 	require.True(t, ok, "p0 is looked at again when its hold ends")

@@ -86,7 +86,7 @@ func TestRestartedPodHoldsTheBudgetUntilReadyForMinReady(t *testing.T) {
 	require.NoError(t, f.sync("p1"))
 	require.Len(t, f.resizePatches(), 1, "one of two pods at once")
 	assert.Contains(t, f.events(), "Pod/p1 Normal "+report.EventResizeWaitingForBudget+
-		" Resize restarts containers; waiting for the eviction tolerance: 1 of 2 pods of the workload are restarting or not Ready, and the eviction tolerance allows 1 at once"+
+		" Resize restarts containers; waiting for the eviction tolerance: 1 of 2 pods of the workload are restarting, not Ready or being deleted, and the eviction tolerance allows 1 at once"+
 		" (p0: resize sent, not seen on the pod yet, its place held until 2027-01-15T08:10:00Z at the latest)")
 
 	// The kubelet applied the resize and the containers are Ready again.

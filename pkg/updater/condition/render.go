@@ -81,6 +81,9 @@ type Summary struct {
 	// NotDurable says why the records of the VPA's pods cannot be written
 	// (records.Store.WriteError), "" while they are.
 	NotDurable string
+	// Preemptions are the pods the scheduler preempted on the nodes of the
+	// VPA's pods with a Deferred resize (preemption.go).
+	Preemptions []Preemption
 }
 
 // maxNotDurable bounds what the error of a records write adds to the
@@ -159,6 +162,7 @@ func Blocked(s Summary) vpatypes.VerticalPodAutoscalerCondition {
 		}
 		blocked(ReasonDeferred, fmt.Sprintf("Deferred: oldest pending %s since %s (%s); the pod keeps waiting and is not evicted%s.",
 			oldest.Name, oldest.Since.UTC().Format(time.RFC3339), oldest.Message, more(ps)))
+		blocked(ReasonDeferred, preemptions(s.Preemptions, ps))
 	}
 	if ps := byState[state.PodWaitingForNode]; len(ps) > 0 {
 		blocked(ReasonWaitingForNodeCapacity, fmt.Sprintf("Waiting for node capacity: %s is not sent its resize until %s has room (%s); it never shows PodResizePending%s.",

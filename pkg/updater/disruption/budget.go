@@ -4,8 +4,11 @@
 // and it is limited the way operators already limit those:
 //
 //   - the eviction tolerance: at most max(1, floor(tolerance x pods)) pods of
-//     a workload are down at once, counting pods that are not Ready and pods
-//     whose restarting resize has not yet come back;
+//     a workload are down at once, counting pods that are not Ready, pods
+//     being deleted and pods whose restarting resize has not yet come back;
+//     a pod being deleted (evicted, preempted by the scheduler, replaced by a
+//     rollout) is down but not one of the pods the share is taken of: its
+//     replacement is;
 //   - every PodDisruptionBudget whose selector matches the pod: it must allow
 //     one more disruption once the restarting resizes of ours it has not yet
 //     counted are taken off its status.disruptionsAllowed.
@@ -189,7 +192,7 @@ func (b *Budget) Reserve(req Request) Verdict {
 	if req.Workload != "" {
 		if ok, down, allowed, holders := b.toleranceAllows(req, now); !ok {
 			return Verdict{Blocker: "the eviction tolerance",
-				Message: fmt.Sprintf("%d of %d pods of the workload are restarting or not Ready, and the eviction tolerance allows %d at once%s",
+				Message: fmt.Sprintf("%d of %d pods of the workload are restarting, not Ready or being deleted, and the eviction tolerance allows %d at once%s",
 					down, countLive(req.Siblings), allowed, holders)}
 		}
 	}
@@ -241,8 +244,12 @@ func (b *Budget) Adopt(req Request, since time.Time) {
 }
 
 // toleranceAllows counts the pods of the workload that are down (not
-// Ready, or reserved) besides the one asking, and describes the
-// reservations among them. Callers hold b.mu.
+// Ready, being deleted, or reserved) besides the one asking, and describes
+// the reservations among them. The share is taken of the pods not being
+// deleted: one on its way out (a scheduler's preemption, an eviction, a
+// rollout) is down, and counted once more in the workload's size it would
+// make room for one more restart of ours than the pods that stay allow.
+// Callers hold b.mu.
 func (b *Budget) toleranceAllows(req Request, now time.Time) (ok bool, down, allowed int, holders string) {
 	total := 0
 	var held []*reservation
@@ -250,7 +257,10 @@ func (b *Budget) toleranceAllows(req Request, now time.Time) (ok bool, down, all
 		if terminal(p) {
 			continue
 		}
-		total++
+		leaving := p.DeletionTimestamp != nil
+		if !leaving {
+			total++
+		}
 		if p.UID == req.Pod.UID {
 			continue
 		}
@@ -258,7 +268,7 @@ func (b *Budget) toleranceAllows(req Request, now time.Time) (ok bool, down, all
 		if isHeld {
 			held = append(held, r)
 		}
-		if isHeld || !podReady(p) {
+		if isHeld || leaving || !podReady(p) {
 			down++
 		}
 	}
@@ -546,10 +556,12 @@ func terminal(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
+// countLive counts the pods the tolerance's share is taken of: neither
+// terminated nor being deleted.
 func countLive(pods []*corev1.Pod) int {
 	n := 0
 	for _, p := range pods {
-		if !terminal(p) {
+		if !terminal(p) && p.DeletionTimestamp == nil {
 			n++
 		}
 	}

@@ -226,7 +226,7 @@ func TestPendingResizeHoldsItsPlaceForTheTimeout(t *testing.T) {
 	assert.Equal(t, map[string]int{HeldPending: 1}, b.Counts())
 	v := b.Reserve(Request{Pod: siblings[1], Workload: "w", Siblings: siblings})
 	assert.False(t, v.Allowed)
-	assert.Equal(t, "1 of 2 pods of the workload are restarting or not Ready, and the eviction tolerance allows 1 at once"+
+	assert.Equal(t, "1 of 2 pods of the workload are restarting, not Ready or being deleted, and the eviction tolerance allows 1 at once"+
 		" (p0: resize Deferred by the kubelet, its place held until 2027-01-15T08:10:00Z at the latest)", v.Message)
 
 	clk.Step(6 * time.Minute)

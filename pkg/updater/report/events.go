@@ -47,6 +47,13 @@ const EventRestartReservationExpired = "InPlaceResizeRestartReservationExpired"
 // not fit the node now; once per pod and node.
 const EventResizeWaitingForNodeCapacity = "InPlaceResizeWaitingForNodeCapacity"
 
+// EventResizePreemption: the scheduler preempted a pod of lower priority on
+// the node of the pod's Deferred resize, which it may have done to make room
+// for it (KEP-5836, alpha in Kubernetes 1.37). Normal, on the pod and its
+// VPA, once per victim. The preemption is the scheduler's: the updater
+// evicts nothing and counts it as none of its disruptions.
+const EventResizePreemption = "InPlaceResizePreemption"
+
 // EventWorkerPanic: a worker recovered from a panic while handling an item
 // of the VPA (its pod, its Job, its pods' queueing or its condition); the
 // item is retried with backoff, and the updater's log has the stack.

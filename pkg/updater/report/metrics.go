@@ -51,6 +51,9 @@ const (
 	MetricRestartReservations      = "vpa_inplace_updater_restart_reservations"
 	MetricRestartReservationsEnded = "vpa_inplace_updater_restart_reservations_ended_total"
 	MetricNodeRoomHolds            = "vpa_inplace_updater_node_room_holds"
+	// MetricResizePreemptions: victims of the scheduler's preemption for
+	// Deferred resizes (pkg/updater/preemption).
+	MetricResizePreemptions = "vpa_inplace_updater_resize_preemptions_total"
 )
 
 // failureKubeletInfeasible is the failure reason of a resize the API server
@@ -87,6 +90,7 @@ type Metrics struct {
 	panics           *prometheus.CounterVec
 	boostDuration    prometheus.Histogram
 	restartsEnded    *prometheus.CounterVec
+	preemptions      prometheus.Counter
 	gauges           *gaugeCollector
 }
 
@@ -175,13 +179,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: MetricRestartReservationsEnded,
 			Help: "Places under --eviction-tolerance and PodDisruptionBudgets given back by resizes that restart containers, by reason: Back (Ready again for minReady), Infeasible (the kubelet will not apply it), Expired (not applied within --restart-reservation-timeout while the pod stayed Ready), Refused (the patch was refused or failed before it could be applied), Recorded, Withheld, Gone.",
 		}, []string{"reason"}),
+		preemptions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricResizePreemptions,
+			Help: "Pods the scheduler preempted on the node of a Deferred resize of an InPlace VPA's pod of higher priority (resize preemption, KEP-5836, alpha in Kubernetes 1.37), as the victims' DisruptionTarget condition shows them; each victim once. The scheduler's disruptions, not the updater's.",
+		}),
 		gauges: newGaugeCollector(),
 	}
 	for _, reason := range disruption.EndReasons {
 		m.restartsEnded.WithLabelValues(string(reason))
 	}
 	for _, c := range []prometheus.Collector{m.decisions, m.decisionDuration, m.sent, m.completed, m.failures, m.withheld, m.recommendation, m.apiErrors,
-		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.panics, m.boostDuration, m.restartsEnded, m.gauges} {
+		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.panics, m.boostDuration, m.restartsEnded, m.preemptions, m.gauges} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -220,6 +228,15 @@ func (m *Metrics) Settled(outcome string) {
 	case state.OutcomeKubeletMemoryLimitRefused:
 		m.failures.WithLabelValues(failureKubeletMemory).Inc()
 	}
+}
+
+// ResizePreemption counts a victim of the scheduler's preemption for a
+// Deferred resize.
+func (m *Metrics) ResizePreemption() {
+	if m == nil {
+		return
+	}
+	m.preemptions.Inc()
 }
 
 func (m *Metrics) StaleCacheRead() {
