@@ -1,6 +1,7 @@
 package resize
 
 import (
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,6 +64,13 @@ func ReadStatus(pod *corev1.Pod) Status {
 		}
 		switch c.Reason {
 		case corev1.PodReasonInfeasible:
+			// The kubelet's verdict on the spec of the condition's
+			// generation: it stays on the pod until the kubelet looks at a
+			// resize sent since (seen on 1.34), which it does not refuse.
+			if c.ObservedGeneration > 0 && c.ObservedGeneration < pod.Generation {
+				return Status{State: StateUnknown, Reason: "GenerationNotObserved",
+					Message: fmt.Sprintf("the kubelet's Infeasible is about generation %d; it has not observed generation %d yet", c.ObservedGeneration, pod.Generation)}
+			}
 			return Status{State: StateInfeasible, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}
 		case corev1.PodReasonDeferred:
 			return Status{State: StateDeferred, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}

@@ -28,6 +28,19 @@ func TestReadStatus(t *testing.T) {
 		{"PodResizeInProgress without reason", testpod.New("p").Running().Condition(corev1.PodResizeInProgress, "", "").Obj(), StateInProgress},
 		{"PodResizeInProgress Error", testpod.New("p").Running().Condition(corev1.PodResizeInProgress, corev1.PodReasonError, "").Obj(), StateError},
 		{"pending Infeasible wins over an older in-progress resize", testpod.New("p").Running().Condition(corev1.PodResizeInProgress, "", "").Condition(corev1.PodResizePending, corev1.PodReasonInfeasible, "").Obj(), StateInfeasible},
+		// Kubernetes 1.34 (v1.34 e2e profile): the kubelet's Infeasible of
+		// the last spec stays on the pod until it looks at the next one; a
+		// resize sent since is not refused by it.
+		{"PodResizePending Infeasible about an older generation", func() *corev1.Pod {
+			p := testpod.New("p").Running().Generation(3).ObservedGeneration(2).Condition(corev1.PodResizePending, corev1.PodReasonInfeasible, "").Obj()
+			p.Status.Conditions[len(p.Status.Conditions)-1].ObservedGeneration = 2
+			return p
+		}(), StateUnknown},
+		{"PodResizePending Infeasible about the current generation", func() *corev1.Pod {
+			p := testpod.New("p").Running().Generation(3).ObservedGeneration(3).Condition(corev1.PodResizePending, corev1.PodReasonInfeasible, "").Obj()
+			p.Status.Conditions[len(p.Status.Conditions)-1].ObservedGeneration = 3
+			return p
+		}(), StateInfeasible},
 		{"legacy status.resize Proposed", testpod.New("p").Running().LegacyResizeStatus("Proposed").Obj(), StateUnknown},
 		{"observedGeneration behind generation", testpod.New("p").Running().Generation(2).ObservedGeneration(1).Obj(), StateUnknown},
 		{"1.33 without observedGeneration, settled", legacyNoGen(func(*corev1.Pod) {}), StateNone},
