@@ -99,11 +99,11 @@ CLUSTER_PROFILE ?= v1.37
 export CLUSTER_PROFILE
 
 .PHONY: cluster-build
-cluster-build: ## Build the local cluster binaries for CLUSTER_PROFILE (v1.37 or v1.35-kubelet) into _output/cluster/bin.
+cluster-build: ## Build the local cluster binaries for CLUSTER_PROFILE (v1.37, v1.35-kubelet or v1.34) into _output/cluster/bin.
 	hack/cluster/build.sh
 
 .PHONY: cluster-up
-cluster-up: ## Start the local cluster (CLUSTER_PROFILE=v1.37|v1.35-kubelet); then `. _output/cluster/run/env.sh`.
+cluster-up: ## Start the local cluster (CLUSTER_PROFILE=v1.37|v1.35-kubelet|v1.34); then `. _output/cluster/run/env.sh`.
 	hack/cluster/up.sh
 
 .PHONY: cluster-down
@@ -123,6 +123,10 @@ cluster-status: ## Show the local cluster's processes and their memory.
 .PHONY: e2e
 e2e: ## Run the e2e suite on the local cluster, profiles v1.37 and v1.35-kubelet (E2E_PROFILES, E2E_RUN to narrow).
 	hack/e2e.sh
+
+.PHONY: e2e-v1.34
+e2e-v1.34: ## Run the AEP core scenarios of the e2e suite on the v1.34 profile: control plane and kubelets v1.34 (E2E_RUN to narrow).
+	E2E_PROFILES=v1.34 hack/e2e.sh
 
 .PHONY: demo
 demo: ## Bring up the local cluster, deploy, run both binaries and show a pod resized in place; leaves it running.

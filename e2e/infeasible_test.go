@@ -44,9 +44,10 @@ func infeasibleSetup(t *testing.T) (ns string, pod corev1.Pod, before snapshot) 
 func TestInfeasibleStatusStorage(t *testing.T) {
 	ns := newNamespace(t, nil)
 	var pod corev1.Pod
-	switch profile {
-	case profileV135Kubelet:
-		// The 1.35 kubelet itself refuses a resize beyond node capacity.
+	switch {
+	case kubeletRefusesOverCapacity(t):
+		// Kubelets up to 1.35 themselves refuse a resize beyond node
+		// capacity, when the API server lets it through.
 		pods := deploy(t, ns, workload{name: "web", requests: rl("100m", "100Mi")})
 		pod = pods[0]
 		newVPA(t, ns, "web", vpatypes.UpdateModeInPlace, nil)
@@ -65,6 +66,10 @@ func TestInfeasibleStatusStorage(t *testing.T) {
 	waitFor(t, eventually, "kubelet Infeasible", func(context.Context) (bool, error) {
 		return strings.Contains(resizeConditions(getPod(t, ns, pod.Name)), "Infeasible"), nil
 	})
+	if kubeletRefusesOverCapacity(t) {
+		// The kubelet's own capacity check (1.33 to 1.35; gone in 1.36).
+		assert.Contains(t, resizeConditions(getPod(t, ns, pod.Name)), "PodResizePending/Infeasible(Node didn't have enough capacity: cpu, requested: 8000")
+	}
 	waitEvent(t, ns, pod.Name, eventInfeasible, 1)
 	assert.Equal(t, pod.Generation+1, getPod(t, ns, pod.Name).Generation, "the attempt was patched once")
 	requireStable(t, ns, pod.Name)
@@ -75,8 +80,9 @@ func TestInfeasibleStatusStorage(t *testing.T) {
 // AEP-8818 infeasible tracking: Infeasible Patch Rejection with NodeCapacity
 // Cause (1.36+). The attempted recommendation is stored and the pod skipped.
 func TestInfeasiblePatchRejectionWithNodeCapacityCause(t *testing.T) {
-	if profile != profileV137 {
-		t.Skipf("profile %s has no admission-time capacity check (PodResizeValidator is disabled)", profile)
+	if !admissionRefusesOverCapacity(t) {
+		requireServerMinor(t, 36, "the PodResizeValidator admission plugin refuses over-capacity resizes from 1.36 (TestInfeasibleStatusStorage covers the kubelet's Infeasible before it)")
+		t.Skipf("profile %s disables the PodResizeValidator admission plugin: its kubelets mark over-capacity resizes Infeasible (TestInfeasibleStatusStorage)", profile)
 	}
 	ns, pod, before := infeasibleSetup(t)
 	got := getPod(t, ns, pod.Name)

@@ -151,15 +151,16 @@ func TestFailedUpdateRetrySuccess(t *testing.T) {
 
 // AEP-8818 test plan, InPlace mode: Infeasible Resize Handling. The kubelet
 // marks the resize Infeasible: the pod waits, is not evicted, and is not
-// patched again. On v1.35-kubelet the kubelet itself refuses a resize beyond
-// the node's capacity; on v1.37 (where the API server refuses those first)
-// a CPU resize of a Guaranteed pod under the static CPU manager is used.
+// patched again. On v1.35-kubelet and v1.34 the kubelet itself refuses a
+// resize beyond the node's capacity; on v1.37 (where the API server refuses
+// those first) a CPU resize of a Guaranteed pod under the static CPU manager
+// is used.
 func TestInfeasibleResizeHandling(t *testing.T) {
 	ns := newNamespace(t, nil)
 	w := workload{name: "db", node: env("E2E_STATIC_NODE", "hollow-static"), tolerate: true,
 		requests: rl("1", "100Mi"), limits: rl("1", "100Mi")}
 	cpu := "2"
-	if profile == profileV135Kubelet {
+	if kubeletRefusesOverCapacity(t) {
 		w = workload{name: "db", requests: rl("100m", "100Mi")}
 		cpu = "8"
 	}

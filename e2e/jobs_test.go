@@ -17,6 +17,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -25,10 +26,16 @@ import (
 )
 
 // Suspended Jobs (KEP-5440): the recommendation goes into the pod template of
-// a suspended Job, so that its pods start with it on resume. The local
-// cluster runs Kubernetes 1.37 (gate MutablePodResourcesForSuspendedJobs on
-// by default) and kube-controller-manager, whose Job controller sets the
-// Suspended condition.
+// a suspended Job, so that its pods start with it on resume. The v1.37 and
+// v1.35-kubelet profiles run API server 1.37 (gate
+// MutablePodResourcesForSuspendedJobs on by default), the v1.34 profile
+// API server 1.34 (no such gate: templates immutable); each runs
+// kube-controller-manager, whose Job controller sets the Suspended
+// condition.
+
+// jobTemplatesMutable is why the tests that write a suspended Job's
+// template need Kubernetes 1.36.
+const jobTemplatesMutable = "a suspended Job's container resources are mutable from 1.36 by default (KEP-5440, gate MutablePodResourcesForSuspendedJobs, beta; alpha and off in 1.35); TestSuspendedJobTemplateNotSentBefore135 covers 1.34"
 
 const (
 	eventJobUpdated  = "InPlaceJobTemplateUpdated"
@@ -122,6 +129,7 @@ func requireJobStable(t *testing.T, ns, name string, generation int64) {
 }
 
 func TestSuspendedJobStartsRightSized(t *testing.T) {
+	requireServerMinor(t, 36, jobTemplatesMutable)
 	ns := newNamespace(t, nil)
 	created := createSuspendedJob(t, ns, &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "train"},
@@ -161,6 +169,7 @@ func TestSuspendedJobStartsRightSized(t *testing.T) {
 }
 
 func TestCronJobsSuspendedJobGetsTheCronJobVPA(t *testing.T) {
+	requireServerMinor(t, 36, jobTemplatesMutable)
 	ns := newNamespace(t, nil)
 	template := jobTemplate("nightly")
 	cron, err := kube.BatchV1().CronJobs(ns).Create(ctxFor(t), &batchv1.CronJob{
@@ -202,6 +211,7 @@ func TestCronJobsSuspendedJobGetsTheCronJobVPA(t *testing.T) {
 // "field is immutable". Both are refusals to the updater; the unit tests
 // cover the 422 itself.
 func TestSuspendedJobRefusalIsReportedOnce(t *testing.T) {
+	requireServerMinor(t, 35, "the updater sends a template write only to API servers that may take it (1.35+, KEP-5440); TestSuspendedJobTemplateNotSentBefore135 covers older ones")
 	ns := newNamespace(t, nil)
 	denyJobTemplateChanges(t, ns)
 	createSuspendedJob(t, ns, &batchv1.Job{
@@ -295,4 +305,43 @@ func denyJobTemplateChanges(t *testing.T, ns string) {
 	t.Cleanup(func() {
 		_ = kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
+}
+
+// Before 1.35 a Job's pod template is immutable, suspended or not: the API
+// server refuses a change of its containers' resources (422, "field is
+// immutable"), whatever the values. The updater sends nothing, records it
+// once per generation of the Job and reports it (events on the Job and the
+// VPA, the condition JobTemplateRejected), also across resyncs.
+func TestSuspendedJobTemplateNotSentBefore135(t *testing.T) {
+	requireServerMinorBelow(t, 35, "suspended Jobs' templates became mutable with KEP-5440 (1.35 alpha, 1.36 beta); TestSuspendedJobStartsRightSized covers those servers")
+	ns := newNamespace(t, nil)
+	created := createSuspendedJob(t, ns, &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "train"},
+		Spec:       batchv1.JobSpec{Template: jobTemplate("train")},
+	})
+
+	// The API server itself: a change of the template's resources of a
+	// suspended Job (Suspended condition True, no active pod) is refused.
+	j := created.DeepCopy()
+	j.Spec.Template.Spec.Containers[0].Resources.Requests = rl("250m", "200Mi")
+	_, err := kube.BatchV1().Jobs(ns).Update(ctxFor(t), j, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+	require.Error(t, err, "a 1.34 API server refuses the template change")
+	assert.True(t, apierrors.IsInvalid(err), "422 Invalid: %v", err)
+	assert.Contains(t, err.Error(), "field is immutable")
+
+	newTargetVPA(t, ns, "train-vpa", &autoscalingv1.CrossVersionObjectReference{APIVersion: "batch/v1", Kind: "Job", Name: "train"})
+	writesBefore := updaterMetric(t, metricJobWrites)
+	recommend(t, ns, "train-vpa", "250m", "200Mi")
+	waitEvent(t, ns, "train", eventJobRejected, 1)
+	waitVPAEvent(t, ns, "train-vpa", eventJobRejected)
+	c := waitCondition(t, ns, "train-vpa", "JobTemplateRejected")
+	assert.Equal(t, corev1.ConditionTrue, c.Status)
+	assert.Contains(t, c.Message, "Kubernetes 1.34 cannot change the pod template of a Job")
+	assert.InDelta(t, writesBefore, updaterMetric(t, metricJobWrites), 0, "nothing sent")
+
+	// Resyncs every 5s: nothing is sent, nothing reported again.
+	requireJobStable(t, ns, "train", created.Generation)
+	assert.InDelta(t, writesBefore, updaterMetric(t, metricJobWrites), 0, "still nothing sent")
+	assert.Equal(t, int32(1), eventCount(t, ns, "train", eventJobRejected), "reported once")
+	assert.Equal(t, "100m", getJob(t, ns, "train").Spec.Template.Spec.Containers[0].Resources.Requests.Cpu().String())
 }

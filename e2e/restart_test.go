@@ -232,14 +232,15 @@ func TestRestartingResizesOfCustomControllerPods(t *testing.T) {
 // resize (which the kubelet refuses too). Held, the place would keep the
 // rest of the workload waiting for as long as the pod lives. On v1.37 a
 // Guaranteed pod under the static CPU manager has its CPU resize refused;
-// on v1.35-kubelet the kubelet refuses a resize beyond the node's capacity.
+// on v1.35-kubelet and v1.34 the kubelet refuses a resize beyond the node's
+// capacity.
 func TestInfeasibleRestartingResizeGivesItsPlaceBack(t *testing.T) {
 	ns := newNamespace(t, nil)
 	policy := restartingWorkload("db").policy
 	w := workload{name: "db", replicas: 2, node: env("E2E_STATIC_NODE", "hollow-static"), tolerate: true,
 		requests: rl("1", "100Mi"), limits: rl("1", "100Mi"), policy: policy}
 	cpu := "2"
-	if profile == profileV135Kubelet {
+	if kubeletRefusesOverCapacity(t) {
 		w = workload{name: "db", replicas: 2, requests: rl("100m", "100Mi"), policy: policy}
 		cpu = "8"
 	}

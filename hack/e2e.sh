@@ -13,8 +13,16 @@
 # TestFitsNodeServingOneNamespaceCountsTheOthers one more updater, serving
 # E2E_SCOPED_NAMESPACE only, from E2E_UPDATER_BINARY.
 #
+# Profiles (hack/cluster/up.sh): v1.37 (control plane and kubelets v1.37),
+# v1.35-kubelet (kubelets v1.35) and v1.34 (control plane and kubelets v1.34),
+# which runs the AEP core scenarios only (profile_tests below) and is not a
+# default profile: `make e2e-v1.34` (its cold build does not fit CI's budget). A test a
+# profile's Kubernetes cannot run skips and says why; every skip is listed in
+# the profile's summary and never counts as a pass, and a skip of a test the
+# profile must run (required_tests) fails the profile.
+#
 # Env: E2E_PROFILES (default "v1.37 v1.35-kubelet"), E2E_RUN (go test -run
-# pattern), E2E_KEEP=1 keeps the last cluster running for inspection,
+# pattern, within each profile's tests), E2E_KEEP=1 keeps the last cluster running for inspection,
 # E2E_DEPLOY_FROM=deploy applies deploy/overlays/local instead of the chart,
 # E2E_STEADY_DURATION (default 10m; empty: not run) how long the steady-usage scenario counts resizes,
 # E2E_UPDATER_KUBECONFIG= (empty) makes the policy test impersonate the updater instead of using its token.
@@ -54,10 +62,77 @@ go build -o _output/bin/ ./cmd/...
 # install phase's, each narrowed by E2E_RUN.
 readonly install_tests='^(TestChartInstall|TestKustomizeInstall)$'
 mapfile -t listed < <(go test -tags e2e -list "${E2E_RUN:-.}" ./e2e/ | grep '^Test')
-suite_run=() install_run=()
-for name in "${listed[@]}"; do
-  if [[ ${name} =~ ${install_tests} ]]; then install_run+=("${name}"); else suite_run+=("${name}"); fi
-done
+
+# The AEP-8818 core scenarios on a v1.34 control plane and kubelets: resizes
+# in place, Deferred (waited for, completed when room frees), Infeasible
+# (marked by the kubelet: before 1.36 there is no admission-time refusal),
+# the retry rules of the infeasible records, records across an updater
+# restart, restarting resizes, a memory-limit decrease (allowed with
+# NotRequired since 1.34, refused by the kubelet below the memory in use)
+# and suspended Jobs (templates immutable before 1.35: nothing sent,
+# reported once); the chart installs.
+readonly core_v134='^(TestBasicInPlaceUpdate|TestNoEvictionOnFailure|TestRecommendationAppliedAtPodCreation|TestSingleReplicaDeploymentResized|TestIndefiniteWaitForDeferredUpdate|TestDeferredResizeCompletesWhenCapacityFrees|TestVPAConditionDeferred|TestInfeasibleResizeHandling|TestInfeasibleStatusStorage|TestVPAConditionInfeasible|TestNoRetryForUnchangedRecommendation|TestRetryAfterRecommendationChange|TestSuccessfulUpdateClearsStoredAttempt|TestStaleEntryCleanup|TestFailedUpdateRetrySuccess|TestInfeasibleRecordSurvivesRestart|TestRestartingResizesRespectTheTolerance|TestInfeasibleRestartingResizeGivesItsPlaceBack|TestKubeletRefusedMemoryLimitDecrease|TestSuspendedJobTemplateNotSentBefore135|TestChartInstall)$'
+# profile_tests PROFILE: the tests a profile runs (a pattern; empty: all).
+profile_tests() {
+  case $1 in
+    v1.34) echo "${core_v134}" ;;
+    *) echo "" ;;
+  esac
+}
+# required_tests PROFILE: the tests that must pass on a profile when they
+# run: a skip of one fails the profile.
+required_tests() {
+  case $1 in
+    v1.34) echo "${core_v134}" ;;
+    *) echo '^$' ;;
+  esac
+}
+# tests_of PROFILE SUITE|INSTALL: the listed tests the profile runs in that phase.
+tests_of() {
+  local name pattern
+  pattern=$(profile_tests "$1")
+  for name in "${listed[@]}"; do
+    [[ -z ${pattern} || ${name} =~ ${pattern} ]] || continue
+    if [[ ${name} =~ ${install_tests} ]]; then
+      [[ $2 == install ]] && echo "${name}"
+    else
+      [[ $2 == suite ]] && echo "${name}"
+    fi
+  done
+  return 0
+}
+
+# summarize LOG PROFILE: counts the passes, failures and skips of a go test
+# -v log, lists every skip with its message, and fails when a test the
+# profile requires was skipped.
+summarize() {
+  python3 - "$1" "$(required_tests "$2")" <<'PY'
+import re, sys
+log, required = sys.argv[1], re.compile(sys.argv[2])
+current, said, results = None, {}, {}
+for line in open(log, errors="replace"):
+    m = re.match(r"=== (?:RUN|CONT|PAUSE|NAME)\s+(\S+)", line)
+    if m:
+        current = m.group(1)
+        continue
+    m = re.match(r"\s*--- (PASS|FAIL|SKIP): (\S+)", line)
+    if m:
+        results[m.group(2)] = m.group(1)
+        continue
+    m = re.match(r"\s+\S+_test\.go:\d+: (.*)", line)
+    if m and current:
+        said[current] = m.group(1)
+top = {k: v for k, v in results.items() if "/" not in k}
+count = lambda r: sum(1 for v in top.values() if v == r)
+print("  %d passed, %d failed, %d skipped (a skip is not a pass)" % (count("PASS"), count("FAIL"), count("SKIP")))
+bad = False
+for name in sorted(k for k, v in top.items() if v == "SKIP"):
+    must = required.search(name) is not None
+    bad = bad or must
+    print("  SKIP %s%s: %s" % (name, " (REQUIRED on this profile)" if must else "", said.get(name, "")))
+sys.exit(1 if bad else 0)
+PY
+}
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
@@ -144,6 +219,13 @@ SCRIPT
 run_profile() {
   local profile=$1 logs=${root}/_output/e2e/$1
   rm -rf "${logs}" && mkdir -p "${logs}"
+  local suite_run install_run
+  mapfile -t suite_run < <(tests_of "${profile}" suite)
+  mapfile -t install_run < <(tests_of "${profile}" install)
+  if ((${#suite_run[@]} + ${#install_run[@]} == 0)); then
+    echo "== profile ${profile}: no test selected"
+    return 0
+  fi
   echo "== profile ${profile}: cluster up"
   CLUSTER_PROFILE=${profile} hack/cluster/up.sh
   # shellcheck disable=SC1091
@@ -198,7 +280,11 @@ run_profile() {
 
   local rc=0
   if ((${#suite_run[@]} > 0)); then
-    echo "== profile ${profile}: go test -tags e2e ./e2e/"
+    local suite_pattern
+    suite_pattern="^($(IFS='|'; echo "${suite_run[*]}"))\$"
+    # A subtest pattern of E2E_RUN (TestX/sub) narrows within the tests.
+    [[ ${E2E_RUN:-} == */* ]] && suite_pattern+="/${E2E_RUN#*/}"
+    echo "== profile ${profile}: go test -tags e2e ./e2e/ (${#suite_run[@]} tests)"
     if ! KUBECONFIG=${KUBECONFIG} E2E_PROFILE=${profile} E2E_UPDATER_METRICS="http://127.0.0.1:${updater_metrics}/metrics" \
       E2E_UPDATER_RESTART="${logs}/restart-updater-a.sh" E2E_UPDATER_PIDFILE="${logs}/updater-a.pid" \
       E2E_UPDATER_KUBECONFIG="${E2E_UPDATER_KUBECONFIG-${out}/updater.kubeconfig}" \
@@ -208,9 +294,11 @@ run_profile() {
       E2E_ADMISSION_BINARY="${root}/_output/bin/admission-controller" E2E_ADMISSION_KUBECONFIG="${out}/admission-controller.kubeconfig" \
       E2E_UPDATER_BINARY="${root}/_output/bin/updater" E2E_SCOPED_NAMESPACE="${scoped_namespace}" \
       E2E_LOG_DIR="${logs}" E2E_STEADY_NAMESPACE="${steady_namespace}" E2E_STEADY_DURATION="${E2E_STEADY_DURATION-10m}" \
-      go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "${E2E_RUN}"} ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
+      go test -tags e2e -count=1 -v -timeout 30m -run "${suite_pattern}" ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
       rc=1
     fi
+    echo "== profile ${profile}: suite"
+    summarize "${logs}/go-test.log" "${profile}" || rc=1
   fi
   stop_binaries
   if ((${#install_run[@]} > 0)); then
@@ -231,6 +319,8 @@ run_profile() {
       E2E_LOG_DIR="${logs}" go test -tags e2e -count=1 -v -timeout 15m -run "${run}" ./e2e/ 2>&1 | tee "${logs}/go-test-install.log"; then
       rc=1
     fi
+    echo "== profile ${profile}: install phase"
+    summarize "${logs}/go-test-install.log" "${profile}" || rc=1
   fi
   if [[ ${E2E_KEEP:-0} != 1 ]]; then hack/cluster/down.sh --purge >/dev/null; fi
   echo "== profile ${profile}: $( ((rc == 0)) && echo PASS || echo FAIL) (logs in _output/e2e/${profile})"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the binaries of the local cluster harness from the Go module proxy.
 #
-#   hack/cluster/build.sh [v1.37 | v1.35-kubelet | all]     (default: $CLUSTER_PROFILE, else v1.37)
+#   hack/cluster/build.sh [v1.37 | v1.35-kubelet | v1.34 | all]     (default: $CLUSTER_PROFILE, else v1.37)
 #
 # Build sets, one `go build` invocation each (shared packages compile once, links run in
 # parallel):
@@ -10,6 +10,9 @@
 #                  (+ kubectl with CLUSTER_BUILD_KUBECTL=1)
 #   kubelet-v1.35  (module hack/cluster/kubelet-v1.35, k8s.io/kubernetes v1.35.x):
 #                  hollow-node-v1.35        (needed by CLUSTER_PROFILE=v1.35-kubelet)
+#   control-plane-v1.34 (module hack/cluster/control-plane-v1.34, k8s.io/kubernetes v1.34.x):
+#                  etcd, kube-apiserver, kube-controller-manager, kube-scheduler, hollow-node
+#                  (needed by CLUSTER_PROFILE=v1.34)
 #   metrics-server (module hack/cluster/metrics-server, sigs.k8s.io/metrics-server pinned there):
 #                  metrics-server           (unless CLUSTER_METRICS_SERVER=0)
 #   recommender    (module bench, k8s.io/autoscaler/vertical-pod-autoscaler pinned there):
@@ -54,17 +57,21 @@ build_set() { # set dest-tmp
       [[ ${CLUSTER_BUILD_KUBECTL:-0} == 1 ]] && pkgs+=(k8s.io/kubernetes/cmd/kubectl)
       ;;
     kubelet-v1.35) pkgs=(./cmd/hollow-node) ;;
+    control-plane-v1.34)
+      pkgs=(go.etcd.io/etcd/server/v3 k8s.io/kubernetes/cmd/kube-apiserver
+        k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler ./cmd/hollow-node)
+      ;;
     metrics-server) pkgs=(.) ;;
     recommender) pkgs=(k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender) ;;
   esac
   local ldf="-s -w"
   case ${set} in
-    control-plane | kubelet-v1.35) ldf=$(ldflags_for "${dir}") ;;
+    control-plane | kubelet-v1.35 | control-plane-v1.34) ldf=$(ldflags_for "${dir}") ;;
   esac
   (cd "${dir}" && go build -buildvcs=false -ldflags "${ldf}" -o "${out}/" "${pkgs[@]}")
   case ${set} in
     # etcd's main package is the module root go.etcd.io/etcd/server/v3, so `-o dir/` names it "server"
-    control-plane) mv "${out}/server" "${out}/etcd" ;;
+    control-plane | control-plane-v1.34) mv "${out}/server" "${out}/etcd" ;;
     kubelet-v1.35) mv "${out}/hollow-node" "${out}/hollow-node-v1.35" ;;
     metrics-server) ;;
     recommender) mv "${out}/recommender" "${out}/vpa-recommender" ;;

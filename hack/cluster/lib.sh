@@ -37,19 +37,22 @@ cluster::python_init() {
 # cluster::profile_check: fails on an unknown CLUSTER_PROFILE.
 cluster::profile_check() {
   case ${CLUSTER_PROFILE} in
-    v1.37 | v1.35-kubelet) ;;
-    *) cluster::die "unknown CLUSTER_PROFILE '${CLUSTER_PROFILE}' (want v1.37 or v1.35-kubelet)" ;;
+    v1.37 | v1.35-kubelet | v1.34) ;;
+    *) cluster::die "unknown CLUSTER_PROFILE '${CLUSTER_PROFILE}' (want v1.37, v1.35-kubelet or v1.34)" ;;
   esac
 }
 
 # Build sets. "control-plane" is the v1.37 module (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, hollow-node); "kubelet-v1.35" is the second module (hollow-node-v1.35);
+# "control-plane-v1.34" is the v1.34 module (the same five binaries, all v1.34, for the v1.34
+# profile);
 # "metrics-server" is the module hack/cluster/metrics-server (metrics-server); "recommender" is
 # the bench module, which pins upstream VPA (vpa-recommender).
 cluster::set_module_dir() {
   case $1 in
     control-plane) echo "${CLUSTER_HACK_DIR}" ;;
     kubelet-v1.35) echo "${CLUSTER_HACK_DIR}/kubelet-v1.35" ;;
+    control-plane-v1.34) echo "${CLUSTER_HACK_DIR}/control-plane-v1.34" ;;
     metrics-server) echo "${CLUSTER_HACK_DIR}/metrics-server" ;;
     recommender) echo "${CLUSTER_REPO_ROOT}/bench" ;;
     *) cluster::die "unknown build set $1" ;;
@@ -71,7 +74,8 @@ cluster::sets_for_profile() {
   case $1 in
     v1.37) echo "control-plane$(cluster::addons)" ;;
     v1.35-kubelet) echo "control-plane kubelet-v1.35$(cluster::addons)" ;;
-    all) echo "control-plane kubelet-v1.35$(cluster::addons)" ;;
+    v1.34) echo "control-plane-v1.34$(cluster::addons)" ;;
+    all) echo "control-plane kubelet-v1.35 control-plane-v1.34$(cluster::addons)" ;;
     *) cluster::die "unknown profile $1" ;;
   esac
 }
@@ -90,7 +94,7 @@ cluster::key() {
     {
       for f in go.mod go.sum; do echo "== ${f}"; cat "${f}"; done
       case ${set} in
-        control-plane | kubelet-v1.35) find cmd -name '*.go' ;;
+        control-plane | kubelet-v1.35 | control-plane-v1.34) find cmd -name '*.go' ;;
         metrics-server) find . -maxdepth 1 -name '*.go' ;;
       esac | LC_ALL=C sort | while read -r f; do echo "== ${f}"; cat "${f}"; done
       echo "== build.sh"; cat "${CLUSTER_HACK_DIR}/build.sh"

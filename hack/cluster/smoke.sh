@@ -7,6 +7,8 @@
 #   2. an over-allocatable resize:
 #        v1.37         -> 403 Forbidden, cause NodeCapacity (PodResizeValidator admission)
 #        v1.35-kubelet -> accepted, then PodResizePending reason Infeasible (kubelet v1.35)
+#        v1.34         -> accepted, then PodResizePending reason Infeasible (no such admission
+#                         plugin before 1.36; kubelet v1.34)
 #   3. with a filler pod on the node, a resize ends PodResizePending/Deferred, and completes on
 #      its own once the filler is deleted
 #   4. on the static CPU manager node, a CPU resize of a Guaranteed pod is Infeasible
@@ -149,10 +151,10 @@ case ${CLUSTER_PROFILE} in
     must 200 GET "/api/v1/namespaces/${NS}/pods/${POD}"
     [[ $(json 'd["metadata"]["generation"]') == "${gen}" ]] || fail "pod generation changed by a refused resize"
     ;;
-  v1.35-kubelet)
+  v1.35-kubelet | v1.34)
     say "2) over-allocatable resize (cpu ${over}) is marked Infeasible by the kubelet"
     code=$(resize "${POD}" c "${over}" 120Mi)
-    [[ ${code} == 200 ]] || fail "want HTTP 200 (PodResizeValidator is disabled), got ${code}: $(head -c 600 "${LAST}")"
+    [[ ${code} == 200 ]] || fail "want HTTP 200 (no PodResizeValidator), got ${code}: $(head -c 600 "${LAST}")"
     expect_state "${POD}" "true PodResizePending/Infeasible 300m 120Mi" 30
     must 200 GET "/api/v1/namespaces/${NS}/pods/${POD}"
     say "  message: $(json '[c["message"] for c in d["status"]["conditions"] if c["type"] == "PodResizePending"][0]')"

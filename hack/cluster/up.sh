@@ -9,6 +9,10 @@
 #   CLUSTER_PROFILE=v1.35-kubelet same control plane with --disable-admission-plugins=
 #                                 PodResizeValidator, hollow nodes built from kubelet v1.35
 #                                 (over-allocatable resizes end PodResizePending/Infeasible)
+#   CLUSTER_PROFILE=v1.34         control plane and kubelets v1.34 (module control-plane-v1.34):
+#                                 no PodResizeValidator (over-allocatable resizes end
+#                                 PodResizePending/Infeasible), suspended Jobs' templates
+#                                 immutable, no KEP-5836
 #
 # Writes $CLUSTER_DIR/env.sh (default _output/cluster/run/env.sh); see README.md for its
 # contract and for all the knobs below.
@@ -26,6 +30,10 @@
 #   cluster whose kubelets run elsewhere).
 # Control plane: CLUSTER_APISERVER_ARGS, CLUSTER_KCM_ARGS, CLUSTER_SCHEDULER_ARGS,
 #   CLUSTER_ETCD_ARGS (extra flags); CLUSTER_LOG_LEVEL (klog -v, default 1).
+# Feature gates: CLUSTER_FEATURE_GATES (Gate=true,...; default none) is given to the API server,
+#   the controller-manager, the scheduler and every hollow node, e.g.
+#   InPlacePodVerticalScalingSchedulerPreemption=true (alpha in v1.37, KEP-5836). A gate the
+#   profile's Kubernetes does not know stops the component at start.
 # Add-ons, started once the nodes are Ready, each with a ServiceAccount token of its own:
 #   metrics-server (CLUSTER_METRICS_SERVER=1 by default; serves metrics.k8s.io through the
 #   aggregation layer, scraping the hollow kubelets' /metrics/resource; CLUSTER_METRICS_SERVER_ARGS),
@@ -62,7 +70,7 @@ CP_BIN="" KUBELET_BIN="" METRICS_SERVER_BIN="" RECOMMENDER_BIN=""
 built=$("${CLUSTER_HACK_DIR}/build.sh" "${CLUSTER_PROFILE}")
 while read -r set dir; do
   case ${set} in
-    control-plane) CP_BIN=${dir} ;;
+    control-plane | control-plane-v1.34) CP_BIN=${dir} ;;
     kubelet-v1.35) KUBELET_BIN=${dir} ;;
     metrics-server) METRICS_SERVER_BIN=${dir}/metrics-server ;;
     recommender) RECOMMENDER_BIN=${dir}/vpa-recommender ;;
@@ -70,7 +78,7 @@ while read -r set dir; do
 done <<<"${built}"
 [[ -n ${CP_BIN} ]] || cluster::die "build.sh did not report the control-plane binaries"
 case ${CLUSTER_PROFILE} in
-  v1.37) HOLLOW=${CP_BIN}/hollow-node ;;
+  v1.37 | v1.34) HOLLOW=${CP_BIN}/hollow-node ;;
   v1.35-kubelet) HOLLOW=${KUBELET_BIN:-missing}/hollow-node-v1.35 ;;
 esac
 for b in "${CP_BIN}"/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler} "${HOLLOW}"; do
@@ -192,6 +200,12 @@ waitfor() { # desc timeout-seconds "pid-names..." cmd...  (fails early if one of
 }
 api() { curl -sS --fail --max-time 10 --cacert "${PKI}/ca.crt" --cert "${PKI}/admin.crt" --key "${PKI}/admin.key" "${APISERVER}$1"; }
 V=${CLUSTER_LOG_LEVEL:-1}
+GATES=()
+if [[ -n ${CLUSTER_FEATURE_GATES:-} ]]; then
+  [[ ${CLUSTER_FEATURE_GATES} =~ ^[A-Za-z0-9]+=(true|false)(,[A-Za-z0-9]+=(true|false))*$ ]] ||
+    cluster::die "CLUSTER_FEATURE_GATES must read Gate=true|false[,...] (got '${CLUSTER_FEATURE_GATES}')"
+  GATES=(--feature-gates "${CLUSTER_FEATURE_GATES}")
+fi
 NODE_NICE=${CLUSTER_NODE_NICE:-0}
 if ! [[ ${NODE_NICE} =~ ^[0-9]+$ ]] || ((NODE_NICE > 19)); then
   cluster::die "CLUSTER_NODE_NICE must be a number from 0 to 19 (got '${NODE_NICE}')"
@@ -225,7 +239,7 @@ start kube-apiserver "${CP_BIN}/kube-apiserver" \
   --service-account-key-file "${PKI}/sa.pub" --service-account-signing-key-file "${PKI}/sa.key" \
   --service-cluster-ip-range 10.0.0.0/24 \
   --authorization-mode Node,RBAC \
-  "${admission[@]}" \
+  "${admission[@]}" "${GATES[@]}" \
   --allow-privileged=true --profiling=false --v="${V}" \
   ${CLUSTER_APISERVER_ARGS:-}
 waitfor "kube-apiserver ready (${APISERVER})" 180 kube-apiserver api /readyz
@@ -238,13 +252,13 @@ start kube-controller-manager "${CP_BIN}/kube-controller-manager" \
   --bind-address 127.0.0.1 --secure-port "${KCM_PORT}" \
   --service-account-private-key-file "${PKI}/sa.key" --root-ca-file "${PKI}/ca.crt" \
   --cluster-signing-cert-file "${PKI}/ca.crt" --cluster-signing-key-file "${PKI}/ca.key" \
-  --use-service-account-credentials=true --leader-elect=false --v="${V}" \
+  --use-service-account-credentials=true --leader-elect=false "${GATES[@]}" --v="${V}" \
   ${CLUSTER_KCM_ARGS:-}
 sched_cfg=${CLUSTER_DIR}/kube-scheduler.kubeconfig
 # shellcheck disable=SC2086
 start kube-scheduler "${CP_BIN}/kube-scheduler" \
   --kubeconfig "${sched_cfg}" --authentication-kubeconfig "${sched_cfg}" --authorization-kubeconfig "${sched_cfg}" \
-  --bind-address 127.0.0.1 --secure-port "${SCHED_PORT}" --leader-elect=false --v="${V}" \
+  --bind-address 127.0.0.1 --secure-port "${SCHED_PORT}" --leader-elect=false "${GATES[@]}" --v="${V}" \
   ${CLUSTER_SCHEDULER_ARGS:-}
 ts "kube-controller-manager (:${KCM_PORT}) and kube-scheduler (:${SCHED_PORT}) started"
 
@@ -261,6 +275,11 @@ for i in "${!NODE_NAMES[@]}"; do
       ;;
     *) cluster::die "node ${n}: unknown kind '${kind}' (want static or nothing)" ;;
   esac
+  # A v1.34 kubelet reports a running container's CPU request from the runtime only: when the
+  # runtime reports none (the fake CRI by default) it keeps the value reported before, so
+  # status.containerStatuses[].resources never shows a CPU resize. v1.35+ fall back to the
+  # actuated values. The fake CRI then echoes what was applied, as containerd reports it.
+  [[ ${CLUSTER_PROFILE} == v1.34 ]] && args+=(--report-runtime-resources)
   per_node="CLUSTER_NODE_ARGS_${n//-/_}"
   # shellcheck disable=SC2086
   start "node-${n}" "${niced[@]}" "${NODE_NICE}" "${HOLLOW}" --name "${n}" --kubeconfig "${CLUSTER_DIR}/nodes/${n}.kubeconfig" \
@@ -268,7 +287,7 @@ for i in "${!NODE_NAMES[@]}"; do
     --cores "${CLUSTER_NODE_CORES:-4}" --memory "${CLUSTER_NODE_MEMORY:-8Gi}" \
     --reserved-cpu "${CLUSTER_NODE_RESERVED_CPU:-500m}" --reserved-memory "${CLUSTER_NODE_RESERVED_MEMORY:-512Mi}" \
     --max-pods "${CLUSTER_NODE_MAX_PODS:-110}" --node-labels "${labels}" \
-    "${args[@]}" ${CLUSTER_NODE_ARGS:-} ${!per_node:-} --v="${V}"
+    "${args[@]}" "${GATES[@]}" ${CLUSTER_NODE_ARGS:-} ${!per_node:-} --v="${V}"
 done
 ts "${#NODE_NAMES[@]} hollow nodes started ($(basename "${HOLLOW}"))"
 
@@ -382,6 +401,7 @@ fi
 
 # ---------- env.sh ----------
 kube_version=$(cluster::kube_version "${CLUSTER_HACK_DIR}")
+[[ ${CLUSTER_PROFILE} == v1.34 ]] && kube_version=$(cluster::kube_version "${CLUSTER_HACK_DIR}/control-plane-v1.34")
 kubelet_version=${kube_version}
 [[ ${CLUSTER_PROFILE} == v1.35-kubelet ]] && kubelet_version=$(cluster::kube_version "${CLUSTER_HACK_DIR}/kubelet-v1.35")
 cat >"${CLUSTER_DIR}/env.sh.tmp" <<EOF
@@ -397,6 +417,7 @@ export CLUSTER_ADMIN_KEY=${PKI}/admin.key
 export CLUSTER_NODES="${NODE_NAMES[*]}"
 export CLUSTER_KUBE_VERSION=${kube_version}
 export CLUSTER_KUBELET_VERSION=${kubelet_version}
+export CLUSTER_FEATURE_GATES=${CLUSTER_FEATURE_GATES:-}
 export CLUSTER_BIN_DIR=${CP_BIN}
 export CLUSTER_METRICS_SERVER=$([[ -n ${METRICS_SERVER_BIN} ]] && echo 1 || echo 0)
 export CLUSTER_RECOMMENDER=$([[ -n ${RECOMMENDER_BIN} ]] && echo 1 || echo 0)

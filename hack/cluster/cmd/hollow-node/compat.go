@@ -61,3 +61,6 @@ func (c *fakeCadvisor) ContainerInfoV2(name string, options cadvisorapi.RequestO
 		Stats: []*cadvisorapi.ContainerStats{st},
 	}}, nil
 }
+
+// podContainerManager: fakePCM has this kubelet's PodContainerManager method set as it is.
+func podContainerManager(f *fakePCM) cm.PodContainerManager { return f }

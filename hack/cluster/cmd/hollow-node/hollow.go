@@ -2,10 +2,11 @@
 // fake CRI runtime, fake cadvisor, stub container manager) that can complete in-place
 // pod resizes.
 //
-// This file is shared, unchanged, by the two hollow-node builds of the cluster harness:
-// hack/cluster/cmd/hollow-node (kubelet v1.37) and hack/cluster/kubelet-v1.35/cmd/hollow-node
-// (kubelet v1.35, where this file is a symlink). Code that depends on kubelet APIs that differ
-// between the two versions lives in compat.go next to it; the flag set is identical.
+// This file is shared, unchanged, by the three hollow-node builds of the cluster harness:
+// hack/cluster/cmd/hollow-node (kubelet v1.37), hack/cluster/kubelet-v1.35/cmd/hollow-node
+// (kubelet v1.35) and hack/cluster/control-plane-v1.34/cmd/hollow-node (kubelet v1.34); in the
+// last two this file is a symlink. Code that depends on kubelet APIs that differ between the
+// versions lives in compat.go next to it; the flag set is identical.
 //
 // Differences from k8s.io/kubernetes/cmd/kubemark --morph=kubelet:
 //   - fake pod "cgroups" (fakePCM): the stub PodContainerManager returns "not implemented"
@@ -58,6 +59,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -141,7 +143,7 @@ func (r *hollowCM) GetNodeConfig() cm.NodeConfig {
 }
 
 func (r *hollowCM) NewPodContainerManager() cm.PodContainerManager {
-	return &fakePCM{PodContainerManager: r.ContainerManager.NewPodContainerManager(), cg: r.cgroups}
+	return podContainerManager(&fakePCM{PodContainerManager: r.ContainerManager.NewPodContainerManager(), cg: r.cgroups})
 }
 
 const podCgroupPrefix = "/kubepods/pod"
@@ -426,6 +428,7 @@ func main() {
 		syncFrequency                                                                               time.Duration
 		usageSeed                                                                                   uint64
 		labels                                                                                      = map[string]string{}
+		gates                                                                                       = map[string]bool{}
 	)
 	fs := pflag.CommandLine
 	klog.InitFlags(nil)
@@ -451,7 +454,11 @@ func main() {
 	fs.DurationVar(&syncFrequency, "sync-frequency", 10*time.Second, "how often every running pod is synced again (the kubelet's syncFrequency); longer: less CPU per pod")
 	nl := cliflag.ConfigurationMap(labels)
 	fs.Var(&nl, "node-labels", "extra node labels k=v,...")
+	fs.Var(cliflag.NewMapStringBool(&gates), "feature-gates", "kubelet feature gates, Gate=true|false,...")
 	pflag.Parse()
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(gates); err != nil {
+		klog.Fatalf("--feature-gates: %v", err)
+	}
 
 	registerTaints, _, err := taints.ParseTaints(taintSpecs)
 	if err != nil {
@@ -532,6 +539,7 @@ func main() {
 	c.RegisterNode = true
 	c.RegisterWithTaints = registerTaints
 	c.LocalStorageCapacityIsolation = true
+	c.FeatureGates = gates
 
 	heartbeatCfg := *restCfg
 	heartbeatCfg.Timeout = c.NodeStatusUpdateFrequency.Duration

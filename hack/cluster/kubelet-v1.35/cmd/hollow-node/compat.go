@@ -62,3 +62,6 @@ func (c *fakeCadvisor) ContainerInfoV2(name string, options cadvisorapiv2.Reques
 		Stats: []*cadvisorapiv2.ContainerStats{st},
 	}}, nil
 }
+
+// podContainerManager: fakePCM has this kubelet's PodContainerManager method set as it is.
+func podContainerManager(f *fakePCM) cm.PodContainerManager { return f }
