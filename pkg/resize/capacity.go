@@ -38,7 +38,11 @@ func FitsNode(node *corev1.Node, others []*corev1.Pod, held map[types.UID]corev1
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		requests := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true})
+		// A pod's pod-level requests count at the larger of its spec and what
+		// its status shows (allocated, actual) as well, as the scheduler and
+		// the kubelet count them; the status is empty where the kubelet does
+		// not resize them.
+		requests := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true})
 		if h, ok := held[p.UID]; ok {
 			requests = Larger(requests, h)
 		}
@@ -89,10 +93,18 @@ func Larger(a, b corev1.ResourceList) corev1.ResourceList {
 	return out
 }
 
-// withRequests returns a copy of pod whose containers request what target
-// says.
+// withRequests returns a copy of pod whose containers, and pod level,
+// request what target says.
 func withRequests(pod *corev1.Pod, target resources.Resources) *corev1.Pod {
 	out := pod.DeepCopy()
+	if t, ok := target[resources.PodLevel]; ok && out.Spec.Resources != nil {
+		for name, q := range t.Requests {
+			if out.Spec.Resources.Requests == nil {
+				out.Spec.Resources.Requests = corev1.ResourceList{}
+			}
+			out.Spec.Resources.Requests[name] = q
+		}
+	}
 	for i := range out.Spec.Containers {
 		c := &out.Spec.Containers[i]
 		t, ok := target[c.Name]

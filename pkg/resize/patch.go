@@ -24,13 +24,16 @@ type resourcesPatchDoc struct {
 type podPatch struct {
 	Spec struct {
 		Containers []containerPatch `json:"containers"`
+		// Resources are the pod-level values, set when they change.
+		Resources *resourcesPatchDoc `json:"resources,omitempty"`
 	} `json:"spec"`
 }
 
 // BuildPatch returns a strategic merge patch for the pods/resize subresource
 // that sets the cpu and memory requests and limits of target on the
-// containers whose values change. Containers are merged by name; resources
-// not named stay as they are.
+// containers whose values change, and the pod-level cpu and memory requests
+// and limits when target changes them. Containers are merged by name;
+// resources not named stay as they are.
 func BuildPatch(pod *corev1.Pod, target resources.Resources) ([]byte, error) {
 	var p podPatch
 	p.Spec.Containers = []containerPatch{}
@@ -46,6 +49,10 @@ func BuildPatch(pod *corev1.Pod, target resources.Resources) ([]byte, error) {
 			Name:      c.Name,
 			Resources: resourcesPatchDoc{Requests: t.Requests, Limits: t.Limits},
 		})
+	}
+	if t, ok := target[resources.PodLevel]; ok && pod.Spec.Resources != nil &&
+		!resources.Equal(resources.Resources{resources.PodLevel: cpuMemory(*pod.Spec.Resources)}, resources.Resources{resources.PodLevel: t}) {
+		p.Spec.Resources = &resourcesPatchDoc{Requests: t.Requests, Limits: t.Limits}
 	}
 	return json.Marshal(p)
 }
