@@ -127,15 +127,13 @@ type containerShape struct {
 // shape returns which maps of the pod's JSON exist.
 func (v *podView) shape() *podShape {
 	s := &podShape{metadata: v.Metadata != nil, spec: v.Spec != nil}
+	s.podLevel = v.podLevelShape()
 	if v.Metadata != nil {
 		s.annotations = v.Metadata.Annotations.present()
 		s.annotationsJSON = v.Metadata.Annotations
 	}
 	if v.Spec == nil {
 		return s
-	}
-	if r := v.Spec.Resources; r != nil {
-		s.podLevel = containerShape{resources: true, requests: r.Requests.present(), limits: r.Limits.present()}
 	}
 	if len(v.Spec.Containers) > 0 {
 		s.containers = make([]containerShape, len(v.Spec.Containers))

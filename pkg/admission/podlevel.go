@@ -124,3 +124,12 @@ func (b *patchBuilder) addPodLevelList(which string, exists bool, names []corev1
 		b.buf = append(b.buf, '}')
 	}
 }
+
+// podLevelShape is the shape of the pod-level resources (spec.resources).
+func (v *podView) podLevelShape() containerShape {
+	if v.Spec == nil || v.Spec.Resources == nil {
+		return containerShape{}
+	}
+	r := v.Spec.Resources
+	return containerShape{resources: true, requests: r.Requests.present(), limits: r.Limits.present()}
+}

@@ -93,18 +93,10 @@ func Larger(a, b corev1.ResourceList) corev1.ResourceList {
 	return out
 }
 
-// withRequests returns a copy of pod whose containers, and pod level,
-// request what target says.
+// withRequests returns a copy of pod whose containers request what target
+// says.
 func withRequests(pod *corev1.Pod, target resources.Resources) *corev1.Pod {
 	out := pod.DeepCopy()
-	if t, ok := target[resources.PodLevel]; ok && out.Spec.Resources != nil {
-		for name, q := range t.Requests {
-			if out.Spec.Resources.Requests == nil {
-				out.Spec.Resources.Requests = corev1.ResourceList{}
-			}
-			out.Spec.Resources.Requests[name] = q
-		}
-	}
 	for i := range out.Spec.Containers {
 		c := &out.Spec.Containers[i]
 		t, ok := target[c.Name]
@@ -118,6 +110,7 @@ func withRequests(pod *corev1.Pod, target resources.Resources) *corev1.Pod {
 			c.Resources.Requests[name] = q
 		}
 	}
+	setPodLevelRequests(out, target)
 	return out
 }
 

@@ -24,15 +24,14 @@ type resourcesPatchDoc struct {
 type podPatch struct {
 	Spec struct {
 		Containers []containerPatch `json:"containers"`
-		// Resources are the pod-level values, set when they change.
+		// Resources: the pod-level values (podlevel.go).
 		Resources *resourcesPatchDoc `json:"resources,omitempty"`
 	} `json:"spec"`
 }
 
 // BuildPatch returns a strategic merge patch for the pods/resize subresource
 // that sets the cpu and memory requests and limits of target on the
-// containers whose values change, and the pod-level cpu and memory requests
-// and limits when target changes them. Containers are merged by name;
+// containers whose values change. Containers are merged by name;
 // resources not named stay as they are.
 func BuildPatch(pod *corev1.Pod, target resources.Resources) ([]byte, error) {
 	var p podPatch
@@ -50,10 +49,7 @@ func BuildPatch(pod *corev1.Pod, target resources.Resources) ([]byte, error) {
 			Resources: resourcesPatchDoc{Requests: t.Requests, Limits: t.Limits},
 		})
 	}
-	if t, ok := target[resources.PodLevel]; ok && pod.Spec.Resources != nil &&
-		!resources.Equal(resources.Resources{resources.PodLevel: cpuMemory(*pod.Spec.Resources)}, resources.Resources{resources.PodLevel: t}) {
-		p.Spec.Resources = &resourcesPatchDoc{Requests: t.Requests, Limits: t.Limits}
-	}
+	p.Spec.Resources = podLevelPatch(pod, target)
 	return json.Marshal(p)
 }
 

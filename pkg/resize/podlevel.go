@@ -552,3 +552,30 @@ func sidecarsAndContainers(pod *corev1.Pod) []*corev1.Container {
 	}
 	return out
 }
+
+// setPodLevelRequests gives pod (a copy) the pod-level requests target
+// holds, for withRequests.
+func setPodLevelRequests(pod *corev1.Pod, target resources.Resources) {
+	t, ok := target[resources.PodLevel]
+	if !ok || pod.Spec.Resources == nil {
+		return
+	}
+	for name, q := range t.Requests {
+		if pod.Spec.Resources.Requests == nil {
+			pod.Spec.Resources.Requests = corev1.ResourceList{}
+		}
+		pod.Spec.Resources.Requests[name] = q
+	}
+}
+
+// podLevelPatch returns the pod-level part of BuildPatch's patch: the
+// pod-level cpu and memory requests and limits target holds, when they
+// change; nil otherwise.
+func podLevelPatch(pod *corev1.Pod, target resources.Resources) *resourcesPatchDoc {
+	t, ok := target[resources.PodLevel]
+	if !ok || pod.Spec.Resources == nil ||
+		resources.Equal(resources.Resources{resources.PodLevel: cpuMemory(*pod.Spec.Resources)}, resources.Resources{resources.PodLevel: t}) {
+		return nil
+	}
+	return &resourcesPatchDoc{Requests: t.Requests, Limits: t.Limits}
+}
