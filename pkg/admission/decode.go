@@ -48,8 +48,8 @@ type podMetaView struct {
 type podSpecView struct {
 	Containers     []*containerView `json:"containers"`
 	InitContainers []*containerView `json:"initContainers"`
-	// Resources are the pod-level resources; only their presence matters.
-	Resources rawValue `json:"resources"`
+	// Resources are the pod-level resources (nil when absent or null).
+	Resources *resourcesView `json:"resources"`
 }
 
 type containerView struct {
@@ -116,6 +116,8 @@ type podShape struct {
 	containers []containerShape
 	// nullContainer is a null element in spec.containers.
 	nullContainer bool
+	// podLevel is the shape of the pod-level resources (spec.resources).
+	podLevel containerShape
 }
 
 type containerShape struct {
@@ -125,6 +127,7 @@ type containerShape struct {
 // shape returns which maps of the pod's JSON exist.
 func (v *podView) shape() *podShape {
 	s := &podShape{metadata: v.Metadata != nil, spec: v.Spec != nil}
+	s.podLevel = v.podLevelShape()
 	if v.Metadata != nil {
 		s.annotations = v.Metadata.Annotations.present()
 		s.annotationsJSON = v.Metadata.Annotations
@@ -195,8 +198,8 @@ var errPodTooLarge = errors.New("too large")
 
 // pod returns the pod as the VPA lookup and the recommendation processing
 // read it: namespace, names, labels, owner references, and the containers'
-// names, resources, resize policies and restart policies. Pod-level
-// resources, when present, are an empty placeholder.
+// names, resources, resize policies and restart policies, and the pod-level
+// resources.
 func (v *podView) pod(namespace string) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}
 	pod.Namespace = namespace
@@ -225,8 +228,8 @@ func (v *podView) pod(namespace string) (*corev1.Pod, error) {
 	if s := v.Spec; s != nil {
 		pod.Spec.Containers = containers(s.Containers)
 		pod.Spec.InitContainers = containers(s.InitContainers)
-		if s.Resources.present() {
-			pod.Spec.Resources = &corev1.ResourceRequirements{}
+		if r := s.Resources; r != nil {
+			pod.Spec.Resources = &corev1.ResourceRequirements{Requests: r.Requests.resourceList(), Limits: r.Limits.resourceList()}
 		}
 	}
 	return pod, nil

@@ -224,13 +224,11 @@ func readPodSpec(r *jsonReader, pod *corev1.Pod, shape *podShape) bool {
 		case "initContainers":
 			ok = seen.once(1) && readContainers(r, &pod.Spec.InitContainers, nil)
 		case "resources":
-			// Pod-level resources: only their presence matters.
-			var v []byte
-			if ok = seen.once(2); ok {
-				v, ok = readRaw(r)
-			}
-			if v != nil {
-				pod.Spec.Resources = &corev1.ResourceRequirements{}
+			// Pod-level resources.
+			var res corev1.ResourceRequirements
+			ok = seen.once(2) && readResources(r, &res, &shape.podLevel)
+			if shape.podLevel.resources {
+				pod.Spec.Resources = &res
 			}
 		default:
 			ok = r.skip()

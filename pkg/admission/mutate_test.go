@@ -175,12 +175,6 @@ func TestMutatePods(t *testing.T) {
 			pod:  `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"bare","labels":{"app":"web"}},"spec":{"containers":` + appContainer + `}}`,
 		},
 		{
-			name: "a pod with pod-level resources is left unchanged",
-			vpas: []*vpatypes.VerticalPodAutoscaler{inPlace().Recommend("app", "300m", "300Mi").Obj()},
-			pod: strings.Replace(podJSON("", appContainer), `"spec":{`,
-				`"spec":{"resources":{"requests":{"cpu":"200m"},"limits":{"cpu":"400m"}},`, 1),
-		},
-		{
 			name:      "updates of pods are not mutated",
 			vpas:      []*vpatypes.VerticalPodAutoscaler{inPlace().Recommend("app", "300m", "300Mi").Obj()},
 			operation: "UPDATE",

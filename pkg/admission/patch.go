@@ -67,7 +67,8 @@ type patchBuilder struct {
 const maxNames = 4
 
 // build works out the patch of pod, whose JSON has shape. Nothing is added
-// when nothing changes.
+// when nothing changes. desired's resources.PodLevel entry, if any, is what
+// the pod-level resources get (podlevel.go).
 //
 // annotations are added beside ResourceUpdatesAnnotation (the startup
 // boosts' records), sorted by key, each key before ResourceUpdatesAnnotation
@@ -120,6 +121,7 @@ func (b *patchBuilder) build(shape *podShape, pod *corev1.Pod, desired recommend
 			b.note = append(append(b.note, n...), " limit"...)
 		}
 	}
+	b.addPodLevel(shape, pod, desired, noteStart)
 	note := len(b.note) > noteStart
 	if !note && len(annotations) == 0 {
 		return nil

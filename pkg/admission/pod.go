@@ -110,13 +110,6 @@ func (h *Handler) podPatch(ctx context.Context, b *patchBuilder, shape *podShape
 		klog.FromContext(ctx).V(4).Info("Leaving the pod to its VPA's mode", "vpa", klog.KObj(vpa), "updateMode", mode)
 		return vpa, nil, "", nil
 	}
-	if pod.Spec.Resources != nil {
-		// Container values are bounded by pod-level resources, which the
-		// recommendation processing does not know: setting them could make
-		// the pod invalid, and its creation fail.
-		klog.FromContext(ctx).V(2).Info("Leaving a pod with pod-level resources unchanged", "vpa", klog.KObj(vpa))
-		return vpa, nil, "", nil
-	}
 	step = FailureRecommendation
 	desired, err := h.cfg.Recommendations.ForPod(pod, vpa)
 	if err != nil {
@@ -135,6 +128,8 @@ func (h *Handler) podPatch(ctx context.Context, b *patchBuilder, shape *podShape
 		klog.FromContext(ctx).V(4).Info("The VPA has no recommendation for the pod yet", "vpa", klog.KObj(vpa))
 		return vpa, boosts, "", nil
 	}
+	// Container values bounded by pod-level resources: those follow them.
+	desired = withPodLevel(pod, desired)
 	step = FailurePatch
 	if err := b.build(shape, pod, desired, vpa.Name, annotations); err != nil {
 		return vpa, nil, step, fmt.Errorf("building the patch: %w", err)

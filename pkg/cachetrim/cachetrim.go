@@ -10,8 +10,9 @@
 //     each container's name, resources, resize policy and restart policy,
 //     the pod's OS, node and pod-level resources, and of its status the
 //     phase, QoS class, observed generation, resize status, the Ready and
-//     resize conditions, and each container's name, state, readiness,
-//     restart count and actual and allocated resources;
+//     resize conditions, each container's name, state, readiness, restart
+//     count and actual and allocated resources, and the pod-level actual
+//     and allocated resources of a pod with pod-level resources;
 //   - Deployments, ReplicaSets, StatefulSets, DaemonSets and
 //     ReplicationControllers: metadata, selector, replicas and status; never
 //     their pod template's spec;
@@ -125,10 +126,18 @@ func trimPod(p *corev1.Pod, in func(corev1.ResourceList) corev1.ResourceList) {
 	st.StartTime = nil
 	st.ResourceClaimStatuses = nil
 	st.ExtendedResourceClaimStatus = nil
-	// Pod-level resources are never resized here; their status (actual
-	// requests and limits, allocated resources) is three resource lists.
-	st.Resources = nil
-	st.AllocatedResources = nil
+	// The pod-level status (KEP-5419: what the pod cgroup has, what the
+	// kubelet allocated) is read when the pod has pod-level resources
+	// (pkg/resize/podlevel.go); dropped otherwise.
+	if s.Resources == nil {
+		st.Resources = nil
+		st.AllocatedResources = nil
+	} else {
+		if st.Resources != nil {
+			internRequirements(st.Resources, in)
+		}
+		st.AllocatedResources = in(st.AllocatedResources)
+	}
 }
 
 // keptConditions are the pod conditions read: readiness, the two resize

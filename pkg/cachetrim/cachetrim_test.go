@@ -226,8 +226,10 @@ func TestTransformPod(t *testing.T) {
 		assert.Nil(t, st.StartTime)
 		assert.Nil(t, st.ResourceClaimStatuses)
 		assert.Nil(t, st.ExtendedResourceClaimStatus)
-		assert.Nil(t, st.Resources)
-		assert.Nil(t, st.AllocatedResources)
+		// The pod-level status (KEP-5419) is kept: it says whether the
+		// pod's node resizes its pod-level values, and what it holds.
+		assert.Equal(t, full.Status.Resources, st.Resources)
+		assert.Equal(t, full.Status.AllocatedResources, st.AllocatedResources)
 	})
 	t.Run("idempotent", func(t *testing.T) {
 		again, err := Transform(pod.DeepCopy())

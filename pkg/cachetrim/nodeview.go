@@ -20,9 +20,10 @@ var _ cache.TransformFunc = NodeView
 // generation and node; its priority and preemption policy, and its
 // DisruptionTarget condition (resize preemption, pkg/updater/preemption); each container's and init container's name, requests
 // and restart policy (a sidecar adds to the containers); the pod's overhead
-// and pod-level requests; its phase, its PodResizePending condition (an
-// Infeasible resize counts at what the pod has, not its spec) and each
-// container's allocated and actual requests. Everything else goes: such a
+// and pod-level requests (with their allocated and actual values); its
+// phase, its PodResizePending condition (an Infeasible resize counts at what
+// the pod has, not its spec) and each container's allocated and actual
+// requests. Everything else goes: such a
 // pod costs a few hundred bytes. Resource lists are interned as Transform
 // interns them. Idempotent; tombstones are left as they are.
 func NodeView(obj any) (any, error) {
@@ -57,6 +58,12 @@ func nodeView(p *corev1.Pod, in func(corev1.ResourceList) corev1.ResourceList) *
 	}
 	if p.Spec.Resources != nil {
 		out.Spec.Resources = &corev1.ResourceRequirements{Requests: in(p.Spec.Resources.Requests)}
+	}
+	// The pod-level status (KEP-5419): what the pod's requests are counted
+	// at when the kubelet reports it, as PodRequests counts them.
+	out.Status.AllocatedResources = in(p.Status.AllocatedResources)
+	if p.Status.Resources != nil {
+		out.Status.Resources = &corev1.ResourceRequirements{Requests: in(p.Status.Resources.Requests)}
 	}
 	for _, c := range p.Status.Conditions {
 		switch c.Type {

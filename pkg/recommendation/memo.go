@@ -119,7 +119,8 @@ func (m *Memo) Len() int {
 // appendShape appends to out what ForPod reads of pod besides its namespace:
 // each container's name and its cpu and memory requests and limits, those
 // the kubelet reports in the container's status when it does, else those of
-// the spec (as upstream VPA reads them), in canonical form. Quantities read
+// the spec (as upstream VPA reads them), in canonical form, and the
+// resources the pod sets at pod level. Quantities read
 // from the API server are canonical, so equal strings are equal values of
 // the same format.
 func appendShape(out []byte, pod *corev1.Pod) []byte {
@@ -144,6 +145,20 @@ func appendShape(out []byte, pod *corev1.Pod) []byte {
 			}
 		}
 		out = append(out, 1)
+	}
+	// What the pod shares at pod level, and which containers set their own
+	// (SharedAtPodLevel reads the spec).
+	for _, r := range sharedByPod(pod) {
+		out = append(append(out, 2), r...)
+		for _, list := range [2][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range list {
+				b := byte('0')
+				if setsOwn(&list[i], r) {
+					b = '1'
+				}
+				out = append(out, b)
+			}
+		}
 	}
 	return out
 }

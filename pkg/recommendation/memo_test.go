@@ -225,3 +225,37 @@ func BenchmarkForPod(b *testing.B) {
 		})
 	}
 }
+
+// What SharedAtPodLevel reads is part of the shape: the resources set at
+// pod level, and which containers set their own in the spec (the kubelet's
+// report of what a container runs with may hide that).
+func TestMemoPodLevelShapes(t *testing.T) {
+	vpa := versioned(testvpa.New("v").InPlace().Recommend("c", "300m", "300Mi").Recommend("d", "300m", "300Mi"), "10")
+	base := func() *testpod.Builder {
+		return testpod.New("p").Container("c", "100m", "100Mi").Container("d", "", "100Mi")
+	}
+	sharing := base().PodLevel("1", "", "", "").Running().Obj()
+	ownCPU := base().PodLevel("1", "", "", "").Running().Obj()
+	ownCPU.Spec.Containers[1].Resources.Requests[corev1.ResourceCPU] = q("50m")
+	// The kubelet reports the same for d either way.
+	ownCPU.Status.ContainerStatuses[1].Resources = sharing.Status.ContainerStatuses[1].Resources.DeepCopy()
+	for _, tc := range []struct {
+		name        string
+		first, then *corev1.Pod
+	}{
+		{"pod-level resources set or not", base().Running().Obj(), sharing},
+		{"a container setting its own cpu or sharing the pod's", sharing, ownCPU},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calc := newCounting(limitrange.NewNoopLimitsCalculator())
+			memo := NewMemo(calc, nil)
+			_, err := memo.ForPod(tc.first, vpa)
+			require.NoError(t, err)
+			got, err := memo.ForPod(tc.then, vpa)
+			require.NoError(t, err)
+			want, err := NewCalculator(limitrange.NewNoopLimitsCalculator()).ForPod(tc.then, vpa)
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		})
+	}
+}

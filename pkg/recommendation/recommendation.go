@@ -118,7 +118,7 @@ func (c *Calculator) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler
 		}
 		desired = fit(pod, desired, ranges)
 	}
-	return desired, nil
+	return SharedAtPodLevel(pod, desired), nil
 }
 
 // onlyCPUAndMemory keeps the two resources that can be changed in place and

@@ -38,7 +38,11 @@ func FitsNode(node *corev1.Node, others []*corev1.Pod, held map[types.UID]corev1
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		requests := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true})
+		// A pod's pod-level requests count at the larger of its spec and what
+		// its status shows (allocated, actual) as well, as the scheduler and
+		// the kubelet count them; the status is empty where the kubelet does
+		// not resize them.
+		requests := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true})
 		if h, ok := held[p.UID]; ok {
 			requests = Larger(requests, h)
 		}
@@ -106,6 +110,7 @@ func withRequests(pod *corev1.Pod, target resources.Resources) *corev1.Pod {
 			c.Resources.Requests[name] = q
 		}
 	}
+	setPodLevelRequests(out, target)
 	return out
 }
 

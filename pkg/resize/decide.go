@@ -115,6 +115,12 @@ type Input struct {
 	ReversalHold time.Duration
 	// Now is the time of the decision, compared with LastResize.At.
 	Now time.Time
+	// NodeFeatures are the features the pod's node declares
+	// (node.status.declaredFeatures); NodeKnown tells whether the node was
+	// read. They say whether the pod's pod-level resources may change in
+	// place (podlevel.go).
+	NodeFeatures []string
+	NodeKnown    bool
 }
 
 // Decision is what to do and why.
@@ -158,7 +164,11 @@ func Decide(in Input) Decision {
 	if len(in.Desired) == 0 {
 		return Decision{Action: ActionSkip, Reason: ReasonNoRecommendation, Message: "no recommendation for any container of the pod"}
 	}
-	recommended := Target(pod, in.Desired)
+	// Pod-level resources bound the containers: the target holds the
+	// pod-level values that follow them, or container values kept within
+	// them (podlevel.go).
+	plan := planPodLevel(in, in.Record)
+	recommended := plan.fit(pod, Target(pod, in.Desired))
 	current := Current(pod, recommended)
 	status := ReadStatus(pod)
 
@@ -179,6 +189,7 @@ func Decide(in Input) Decision {
 	target, held := recommended, []HeldLimit(nil)
 	if checkMemory {
 		target, held = holdMemoryLimits(pod, recommended, in.MemoryUsage, in.MemoryLimitMargin, memRecord)
+		target, held = plan.fitHeld(in, target, held, memRecord)
 	}
 	record := in.Record
 	d := Decision{Target: target, Held: held, NewMemoryRecord: newMemRecord}
@@ -233,6 +244,9 @@ func Decide(in Input) Decision {
 		d.ClearRecord = true
 	}
 
+	if bound, ok := plan.bound(pod, d, current, recommended); ok && !resendRefused {
+		return bound
+	}
 	if !resendRefused && resources.Equal(current, recommended) {
 		return d.with(ActionSkip, ReasonUpToDate, "pod resources match the recommendation")
 	}
@@ -282,6 +296,9 @@ func Decide(in Input) Decision {
 	case len(held) > 0:
 		reason = ReasonMemoryLimitKept
 		msg = "resize to " + target.String() + ", " + heldString(held)
+	case plan.capped:
+		reason = ReasonPodLevelCapped
+		msg = "resize to " + target.String() + "; " + plan.cappedMessage(pod)
 	case retryInfeasible:
 		reason = ReasonRetryLowerThanRecord
 		msg = "recommendation lower than the infeasible values; resize to " + target.String()
@@ -337,7 +354,8 @@ func Target(pod *corev1.Pod, desired recommendation.Desired) resources.Resources
 }
 
 // CurrentRequests returns the pod's spec cpu and memory requests (no
-// limits) for the containers named in like: what LastResize.From needs.
+// limits) for the containers named in like, and its pod-level requests when
+// like has them: what LastResize.From needs.
 func CurrentRequests(pod *corev1.Pod, like resources.Resources) resources.Resources {
 	out := resources.Resources{}
 	for _, c := range pod.Spec.Containers {
@@ -345,11 +363,13 @@ func CurrentRequests(pod *corev1.Pod, like resources.Resources) resources.Resour
 			out[c.Name] = corev1.ResourceRequirements{Requests: cpuMemory(c.Resources).Requests}
 		}
 	}
+	podLevelCurrent(pod, like, true, out)
 	return out
 }
 
 // Current returns the pod's spec cpu and memory requests and limits for the
-// containers named in like.
+// containers named in like, and its pod-level ones when like has them
+// (resources.PodLevel).
 func Current(pod *corev1.Pod, like resources.Resources) resources.Resources {
 	out := resources.Resources{}
 	for _, c := range pod.Spec.Containers {
@@ -357,6 +377,7 @@ func Current(pod *corev1.Pod, like resources.Resources) resources.Resources {
 			out[c.Name] = cpuMemory(c.Resources)
 		}
 	}
+	podLevelCurrent(pod, like, false, out)
 	return out
 }
 
@@ -432,7 +453,8 @@ func requestChange(pod *corev1.Pod, desired recommendation.Desired,
 }
 
 // IsDisruptive reports whether applying target restarts a container: a
-// changed resource whose resizePolicy is RestartContainer.
+// changed resource whose resizePolicy is RestartContainer, its own or, for a
+// container without a limit of its own, the pod-level limit.
 func IsDisruptive(pod *corev1.Pod, target resources.Resources) bool {
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
@@ -449,7 +471,7 @@ func IsDisruptive(pod *corev1.Pod, target resources.Resources) bool {
 			}
 		}
 	}
-	return false
+	return podLevelRestarts(pod, target)
 }
 
 // PendingRestart reports whether the pod's spec holds a resize the kubelet
@@ -480,7 +502,7 @@ func PendingRestart(pod *corev1.Pod) bool {
 			}
 		}
 	}
-	return false
+	return podLevelPendingRestart(pod)
 }
 
 // sameRunning compares a spec value with the one a container runs with,
@@ -495,7 +517,8 @@ func sameRunning(name corev1.ResourceName, spec, running corev1.ResourceList) bo
 }
 
 // SpecOf renders the cpu and memory requests and limits of the pod's
-// containers, init containers included: a resize changes it, and a cached
+// containers, init containers included, and its pod-level ones: a resize
+// changes it, and a cached
 // pod that still renders as it did when a resize was decided does not show
 // that resize yet.
 func SpecOf(pod *corev1.Pod) string {
@@ -515,5 +538,6 @@ func SpecOf(pod *corev1.Pod) string {
 			b.WriteByte(';')
 		}
 	}
+	podLevelSpec(pod, &b)
 	return b.String()
 }

@@ -82,7 +82,11 @@ func (h HeldLimit) String() string {
 	if h.Refused != nil {
 		why = append(why, fmt.Sprintf("lowering it to %s or less was refused before", h.Refused.String()))
 	}
-	return fmt.Sprintf("container %s: %s instead of %s (%s)", h.Container, kept, h.Wanted.String(), strings.Join(why, "; "))
+	who := "container " + h.Container
+	if h.Container == resources.PodLevel {
+		who = "pod level"
+	}
+	return fmt.Sprintf("%s: %s instead of %s (%s)", who, kept, h.Wanted.String(), strings.Join(why, "; "))
 }
 
 func percent(f float64) string {
@@ -152,7 +156,7 @@ func NeedsMemoryUsage(pod *corev1.Pod, desired recommendation.Desired, serverMin
 			}
 		}
 	}
-	return false
+	return podLevelLowersMemoryLimit(pod, desired)
 }
 
 // holdMemoryLimits returns target with every unsafe memory-limit decrease
@@ -261,6 +265,7 @@ func refusedLimits(pod *corev1.Pod) resources.Resources {
 		}
 		out[c.Name] = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: spec.DeepCopy()}}
 	}
+	podLevelRefused(pod, out)
 	return out
 }
 

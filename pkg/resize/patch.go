@@ -24,13 +24,15 @@ type resourcesPatchDoc struct {
 type podPatch struct {
 	Spec struct {
 		Containers []containerPatch `json:"containers"`
+		// Resources: the pod-level values (podlevel.go).
+		Resources *resourcesPatchDoc `json:"resources,omitempty"`
 	} `json:"spec"`
 }
 
 // BuildPatch returns a strategic merge patch for the pods/resize subresource
 // that sets the cpu and memory requests and limits of target on the
-// containers whose values change. Containers are merged by name; resources
-// not named stay as they are.
+// containers whose values change. Containers are merged by name;
+// resources not named stay as they are.
 func BuildPatch(pod *corev1.Pod, target resources.Resources) ([]byte, error) {
 	var p podPatch
 	p.Spec.Containers = []containerPatch{}
@@ -47,6 +49,7 @@ func BuildPatch(pod *corev1.Pod, target resources.Resources) ([]byte, error) {
 			Resources: resourcesPatchDoc{Requests: t.Requests, Limits: t.Limits},
 		})
 	}
+	p.Spec.Resources = podLevelPatch(pod, target)
 	return json.Marshal(p)
 }
 

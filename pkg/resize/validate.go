@@ -24,8 +24,8 @@ func Validate(pod *corev1.Pod, target resources.Resources, serverMinor int) stri
 	if pod.Spec.OS != nil && pod.Spec.OS.Name == corev1.Windows {
 		return "windows pods cannot be resized"
 	}
-	if pod.Spec.Resources != nil && serverMinor >= 33 && serverMinor <= 35 {
-		return fmt.Sprintf("pods with pod-level resources cannot be resized in place on Kubernetes 1.%d", serverMinor)
+	if msg := podLevelVersionRule(pod, serverMinor); msg != "" {
+		return msg
 	}
 	for _, st := range pod.Status.ContainerStatuses {
 		if st.State.Running != nil && st.Resources == nil {
@@ -69,6 +69,9 @@ func Validate(pod *corev1.Pod, target resources.Resources, serverMinor int) stri
 		}
 	}
 
+	if msg := validatePodLevel(pod, target); msg != "" {
+		return msg
+	}
 	before := qosClass(pod, nil)
 	if after := qosClass(pod, target); after != before {
 		return fmt.Sprintf("the pod's QoS class would change from %s to %s, which resizing cannot do", before, after)

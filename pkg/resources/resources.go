@@ -93,3 +93,9 @@ func (r Resources) String() string {
 	}
 	return b.String()
 }
+
+// PodLevel is the key under which Resources holds the pod-level requests and
+// limits (spec.resources, KEP-2837) of a pod whose resize changes them. It
+// cannot be a container's name: container names are DNS labels, without
+// parentheses. String renders it first.
+const PodLevel = "(pod)"

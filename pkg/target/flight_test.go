@@ -30,7 +30,14 @@ func TestFlights(t *testing.T) {
 				results <- v
 			})
 		}
-		require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+		// Released once all 16 wait for the call: one that had not joined
+		// yet would start a call of its own once the first has ended.
+		require.Eventually(t, func() bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			c := f.calls["k"]
+			return c != nil && c.waiters == 16
+		}, 5*time.Second, time.Millisecond)
 		close(release)
 		wg.Wait()
 		close(results)

@@ -56,6 +56,10 @@ func stateOf(d resize.Decision, record, memRecord *records.Record, st resize.Sta
 		return state.Pod{State: state.PodWaiting, Message: d.Message}
 	case resize.ReasonWaitingForNodeCapacity:
 		return state.Pod{State: state.PodWaitingForNode, Message: d.Message}
+	case resize.ReasonPodLevelBound:
+		// What the recommendation asks beyond the pod-level values, which
+		// cannot change in place.
+		return state.Pod{State: state.PodInvalid, Values: d.Target.String(), Message: d.Message}
 	}
 	if record != nil {
 		s := state.Pod{State: state.PodInfeasible, Values: record.Attempted.String(), Message: record.Message, Kind: record.Kind, Since: record.RecordedAt}

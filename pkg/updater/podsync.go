@@ -117,6 +117,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		ReversalHold:      c.cfg.ReversalHold,
 		Now:               c.now(),
 	}
+	in.NodeFeatures, in.NodeKnown = c.nodeFeatures(pod)
 	if c.usage != nil && resize.NeedsMemoryUsage(pod, desired, c.cfg.ServerMinor) {
 		// Never blocks a resize: without usage, memory limits are lowered
 		// as recommended and the kubelet's own check is the last line.

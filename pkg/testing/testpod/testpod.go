@@ -111,6 +111,9 @@ func (b *Builder) Running() *Builder {
 		})
 	}
 	b.pod.Status.QOSClass = QOS(b.pod)
+	if b.pod.Spec.Resources != nil {
+		b.podLevelQOS()
+	}
 	return b
 }
 
