@@ -19,6 +19,9 @@ const (
 	// noteBoostForbidden: a boost annotation the updater may not remove,
 	// per set of containers.
 	noteBoostForbidden = "boost-forbidden"
+	// noteCanary: a decrease waiting for the VPA's canaries, or held after
+	// harm, per message.
+	noteCanary = "canary"
 )
 
 // stateOf tells the state of a pod from a decision that sends nothing.
@@ -56,6 +59,10 @@ func stateOf(d resize.Decision, record, memRecord *records.Record, st resize.Sta
 		return state.Pod{State: state.PodWaiting, Message: d.Message}
 	case resize.ReasonWaitingForNodeCapacity:
 		return state.Pod{State: state.PodWaitingForNode, Message: d.Message}
+	case resize.ReasonCanaryWait:
+		return state.Pod{State: state.PodCanaryWait, Message: d.Message}
+	case resize.ReasonHeldAfterHarm:
+		return state.Pod{State: state.PodHeldAfterHarm, Message: d.Message}
 	}
 	if record != nil {
 		s := state.Pod{State: state.PodInfeasible, Values: record.Attempted.String(), Message: record.Message, Kind: record.Kind, Since: record.RecordedAt}
