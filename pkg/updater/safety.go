@@ -259,7 +259,8 @@ func (c *Controller) resizeSent(ctx context.Context, pod *corev1.Pod, vpa *vpaty
 	owner := ownerOf(vpa)
 	current := resize.Current(pod, d.Target)
 	_, window, _ := c.safetyOf(vpa)
-	r := observe.Resize{VPA: vpaKey(vpa), VPAUID: vpa.UID, Name: pod.Name, From: current, To: d.Target, Window: window, ReportOnly: boostEnd}
+	r := observe.Resize{VPA: vpaKey(vpa), VPAUID: vpa.UID, Name: pod.Name, From: current, To: d.Target, Window: window, ReportOnly: boostEnd,
+		Before: resize.BaselineOf(pod)}
 	if to, from := resize.Lowered(current, d.Target); len(to) > 0 && c.canaries.Sent(owner, pod.UID, from, to) {
 		r.Canary = true
 		c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeCanary,

@@ -46,6 +46,13 @@ type Resize struct {
 	// ReportOnly: harm after it is reported, never reverted (the end of a
 	// startup boost lowers CPU by design).
 	ReportOnly bool
+	// Before is what the pod showed when the resize was sent (none when
+	// restored from a record): an OOM kill beyond it, seen when the watch
+	// begins, is the resize's harm although it came before the resize was
+	// seen completed (the kubelet applies a lowered limit, the container is
+	// killed at once, and the first status the updater sees shows both). A
+	// restart alone is not: a resize may restart containers by design.
+	Before resize.Baseline
 }
 
 // Lowers tells whether the resize lowered any value.
@@ -165,6 +172,14 @@ func (w *Watcher) Observe(pod *corev1.Pod) (Look, bool) {
 		case st == resize.StateNone && resize.AtLeast(resize.Current(pod, wt.To), wt.To) && resize.AtLeast(wt.To, resize.Current(pod, wt.To)):
 			wt.since, wt.baseline = now, resize.BaselineOf(pod)
 			look.Started = true
+			if wt.Before.Restarts != nil {
+				if h, harmed := resize.HarmSince(pod, wt.Before); harmed && h.Kind == resize.HarmOOMKilled {
+					delete(w.watches, pod.UID)
+					look.Since, look.Until = wt.since, wt.since.Add(wt.Window)
+					look.State, look.Harm = StateHarmed, h
+					return look, true
+				}
+			}
 		case st == resize.StateNone, st == resize.StateInfeasible:
 			delete(w.watches, pod.UID)
 			look.State = StateNotApplied

@@ -101,6 +101,29 @@ func TestHarmWithinTheWindow(t *testing.T) {
 		look, _ := w.Observe(p)
 		assert.Equal(t, StateWatching, look.State)
 	})
+	t.Run("an OOM kill after the resize was sent, seen with its completion, is its harm", func(t *testing.T) {
+		w, _ := newWatcher()
+		r := lowered()
+		r.Before = resize.BaselineOf(podAt(true))
+		w.Sent("uid-p", r)
+		p := podAt(true)
+		oom(p)
+		look, _ := w.Observe(p)
+		assert.Equal(t, StateHarmed, look.State)
+		assert.Equal(t, resize.HarmOOMKilled, look.Harm.Kind)
+	})
+	t.Run("a restart by a resize that restarts containers is not its harm", func(t *testing.T) {
+		w, _ := newWatcher()
+		r := lowered()
+		r.Before = resize.BaselineOf(podAt(true))
+		w.Sent("uid-p", r)
+		p := podAt(true)
+		s := &p.Status.ContainerStatuses[0]
+		s.RestartCount++
+		s.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 137, FinishedAt: metav1.NewTime(t0)}
+		look, _ := w.Observe(p)
+		assert.Equal(t, StateWatching, look.State)
+	})
 	t.Run("a new resize ends the watch and its baseline", func(t *testing.T) {
 		w, clk := newWatcher()
 		w.Sent("uid-p", lowered())
