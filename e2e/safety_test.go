@@ -72,6 +72,27 @@ func lowered(t *testing.T, ns, app, mem string) []string {
 	return out
 }
 
+// requireStablePods watches the pods but skip for settle, all at once, and
+// fails if one's generation changes (a resize sent) or it goes away.
+func requireStablePods(t *testing.T, ns string, pods []corev1.Pod, skip string) {
+	t.Helper()
+	generations := map[string]int64{}
+	for _, p := range pods {
+		if p.Name != skip {
+			generations[p.Name] = getPod(t, ns, p.Name).Generation
+		}
+	}
+	deadline := time.Now().Add(settle)
+	for time.Now().Before(deadline) {
+		for name, g := range generations {
+			p, err := kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+			require.NoError(t, err, "pod %s must still exist", name)
+			require.Equal(t, g, p.Generation, "no resize may be sent to %s meanwhile", name)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // (a) Four pods, a memory decrease: the canary is OOM-killed after it (its
 // process needs more than the new limit), is resized back in place (same
 // UID), the three others never get the value, and the hold survives an
@@ -115,11 +136,7 @@ func TestCanaryOOMKilledIsRevertedAndTheValuesHeld(t *testing.T) {
 			assert.Zero(t, p.Status.ContainerStatuses[0].RestartCount, "pod %s never OOM-killed", p.Name)
 		}
 	}
-	for _, p := range pods {
-		if p.Name != canary {
-			requireStable(t, ns, p.Name)
-		}
-	}
+	requireStablePods(t, ns, pods, canary)
 	others()
 
 	// The hold is a record: a restarted updater holds it too.
@@ -130,11 +147,7 @@ func TestCanaryOOMKilledIsRevertedAndTheValuesHeld(t *testing.T) {
 	}
 	run(t, script)
 	waitLeader(t, identityA)
-	for _, p := range pods {
-		if p.Name != canary {
-			requireStable(t, ns, p.Name)
-		}
-	}
+	requireStablePods(t, ns, pods, canary)
 	others()
 	assert.Equal(t, "200Mi", memoryRequest(getPod(t, ns, canary)), "the canary stays where it was reverted to")
 }
