@@ -189,7 +189,9 @@ func TestADecreaseGoesToTheCanaryThenToTheOthersAfterItsWindow(t *testing.T) {
 	f.clock.Step(window)
 	f.queued()
 	require.NoError(t, f.sync("p0"))
-	assert.Equal(t, []string{"default/p1", "default/p2", "default/p3"}, f.queued(), "the waiting pods go once the canary passed")
+	// (p0 itself may be there too: its own delayed look at its window's
+	// end reaches the queue when it will.)
+	assert.Subset(t, f.queued(), []string{"default/p1", "default/p2", "default/p3"}, "the waiting pods go once the canary passed")
 	for i := 1; i < 4; i++ {
 		require.NoError(t, f.sync(fmt.Sprintf("p%d", i)))
 	}
