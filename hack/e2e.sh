@@ -203,6 +203,7 @@ fi
 cd ${root}
 POD_NAME=updater-${replica} nohup _output/bin/updater --kubeconfig="${out}/updater.kubeconfig" --feature-gates=InPlace=true,CPUStartupBoost=true \\
   --ignored-vpa-object-namespaces=${steady_namespace},${scoped_namespace} --updater-interval=5s --deferred-warning-after=5s --restart-min-ready=10s --address="127.0.0.1:${port}" \\
+  --canary=off --resize-observation-window=20s \\
   --leader-elect-lease-duration=6s --leader-elect-renew-deadline=4s --leader-elect-retry-period=1s \\
   -v=2 >>"${logs}/updater-${replica}.log" 2>&1 &
 echo \$! >"\${pidfile}"

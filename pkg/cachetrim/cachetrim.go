@@ -117,7 +117,11 @@ func trimPod(p *corev1.Pod, in func(corev1.ResourceList) corev1.ResourceList) {
 	}
 	st.EphemeralContainerStatuses = nil
 	st.Message = ""
-	st.Reason = ""
+	// The watch after a resize tells an eviction by the kubelet from the
+	// reason; every other reason goes.
+	if st.Reason != evictedReason {
+		st.Reason = ""
+	}
 	st.NominatedNodeName = ""
 	st.HostIP = ""
 	st.HostIPs = nil
@@ -142,17 +146,28 @@ func trimPod(p *corev1.Pod, in func(corev1.ResourceList) corev1.ResourceList) {
 
 // keptConditions are the pod conditions read: readiness, the two resize
 // conditions and DisruptionTarget (a victim of the scheduler's resize
-// preemption, pkg/updater/preemption). The others (scheduled, initialized,
+// preemption, pkg/updater/preemption; the watch after a resize tells a
+// termination by the kubelet from it). The others (scheduled, initialized,
 // ...) are a third of a running pod's status.
 var keptConditions = sets.New(corev1.PodReady, corev1.PodResizePending, corev1.PodResizeInProgress, corev1.DisruptionTarget)
 
+// evictedReason is the pod status reason the kubelet's eviction manager
+// sets.
+const evictedReason = "Evicted"
+
 // trimContainerStatus keeps a container's name, state, readiness, restart
-// count and its actual and allocated resources (interned).
+// count, its actual and allocated resources (interned), and of its last
+// termination the reason, exit code and time (the watch after a resize
+// tells an OOM kill from them).
 func trimContainerStatus(s *corev1.ContainerStatus, in func(corev1.ResourceList) corev1.ResourceList) {
 	s.Image = ""
 	s.ImageID = ""
 	s.ContainerID = ""
+	last := s.LastTerminationState.Terminated
 	s.LastTerminationState = corev1.ContainerState{}
+	if last != nil {
+		s.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: last.Reason, ExitCode: last.ExitCode, FinishedAt: last.FinishedAt}
+	}
 	s.VolumeMounts = nil
 	s.User = nil
 	s.AllocatedResourcesStatus = nil

@@ -116,9 +116,10 @@ var started = metav1.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 // heavyContainerStatus has every field a running container's status carries.
 func heavyContainerStatus(name string) corev1.ContainerStatus {
 	return corev1.ContainerStatus{
-		Name:                     name,
-		State:                    corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
-		LastTerminationState:     corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}},
+		Name:  name,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled",
+			Signal: 9, Message: "killed", StartedAt: started, FinishedAt: started, ContainerID: "containerd://fedcba9876543210"}},
 		Ready:                    true,
 		RestartCount:             2,
 		Image:                    "example.invalid/" + name + ":1",
@@ -175,7 +176,19 @@ func TestTransformPod(t *testing.T) {
 			assert.Equal(t, orig.RestartCount, cs.RestartCount)
 			assert.Equal(t, orig.Resources, cs.Resources)
 			assert.Equal(t, orig.AllocatedResources, cs.AllocatedResources)
+			assert.Equal(t, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: started}},
+				cs.LastTerminationState, "the last termination's reason, exit code and time: the watch after a resize tells an OOM kill from them")
 		}
+	})
+	t.Run("keeps what tells an eviction by the kubelet", func(t *testing.T) {
+		full := heavyPod()
+		full.Status.Reason = "Evicted"
+		full.Status.Conditions = append(full.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "TerminationByKubelet"})
+		out, err := Transform(full)
+		require.NoError(t, err)
+		pod := out.(*corev1.Pod)
+		assert.Equal(t, "Evicted", pod.Status.Reason)
+		assert.Equal(t, corev1.DisruptionTarget, pod.Status.Conditions[len(pod.Status.Conditions)-1].Type)
 	})
 	t.Run("drops the rest", func(t *testing.T) {
 		c := pod.Spec.Containers[0]
@@ -208,7 +221,6 @@ func TestTransformPod(t *testing.T) {
 			assert.Empty(t, cs.Image)
 			assert.Empty(t, cs.ImageID)
 			assert.Empty(t, cs.ContainerID)
-			assert.Equal(t, corev1.ContainerState{}, cs.LastTerminationState)
 			assert.Nil(t, cs.VolumeMounts)
 			assert.Nil(t, cs.User)
 			assert.Nil(t, cs.AllocatedResourcesStatus)

@@ -57,6 +57,9 @@ type annotationAttempt struct {
 	Kind      Kind                `json:"kind"`
 	Resources resources.Resources `json:"resources"`
 	Message   string              `json:"message,omitempty"`
+	// From is Record.From (the safety records); a reader that does not
+	// know it ignores it.
+	From resources.Resources `json:"from,omitempty"`
 }
 
 type annotationEntry struct {
@@ -195,7 +198,7 @@ func sharedAttempts(records map[types.UID]*Record, uids []types.UID) ([]annotati
 	index := make(map[string]int, len(keys))
 	for i, k := range keys {
 		r := firstOf[k]
-		attempts[i] = annotationAttempt{Kind: r.Kind, Resources: r.Attempted, Message: truncate(r.Message, maxMessageBytes)}
+		attempts[i] = annotationAttempt{Kind: r.Kind, Resources: r.Attempted, Message: truncate(r.Message, maxMessageBytes), From: r.From}
 		index[k] = i
 	}
 	indexOf := make(map[types.UID]int, len(uids))
@@ -207,7 +210,7 @@ func sharedAttempts(records map[types.UID]*Record, uids []types.UID) ([]annotati
 
 // attemptKey identifies what a record says, apart from its pod and time.
 func attemptKey(r *Record) string {
-	return string(r.Kind) + "\x00" + r.Attempted.String() + "\x00" + truncate(r.Message, maxMessageBytes)
+	return string(r.Kind) + "\x00" + r.Attempted.String() + "\x00" + truncate(r.Message, maxMessageBytes) + "\x00" + r.From.String()
 }
 
 // truncate cuts s to at most n bytes, on a character boundary.

@@ -136,6 +136,14 @@ func memoryRecord(i int) *Record {
 	}
 }
 
+// canaryFrom is a canary record whose pod was lowered from values of its
+// own: an attempt per pod, its From counted in the value's size.
+func canaryFrom(i int) *Record {
+	r := canaryRecord(t0.Add(time.Duration(i) * time.Second))
+	r.From = resources.Resources{"app": res("", fmt.Sprintf("%dMi", 2048+i), "", "")}
+	return r
+}
+
 // Whatever an encoder writes, its decoder reads back whole: the bounds of
 // the two are the same, for records and for attempts (issue #32, item 3:
 // 21,000 records written and 20,000 read; 1,000 memory records written,
@@ -160,6 +168,7 @@ func TestEncodersWriteNoMoreThanTheirDecodersRead(t *testing.T) {
 		{"compact: 21,000 records of one attempt", compact, 21000, shared, DefaultMaxCompactBytes},
 		{"compact: 1,000 records of an attempt each", compact, 1000, memoryRecord, DefaultMaxCompactBytes},
 		{"compact: 10,000 records of an attempt each", compact, 10000, memoryRecord, DefaultMaxCompactBytes},
+		{"compact: 21,000 canary records lowered from values of their own", compact, 21000, canaryFrom, DefaultMaxCompactBytes},
 		{"annotation: 300 records of an attempt each", annotation, 300, memoryRecord, 1 << 20},
 		{"annotation: 5,000 records of one attempt", annotation, 5000, shared, 1 << 20},
 		{"annotation: 2,000 records of one attempt, default size", annotation, 2000, shared, DefaultMaxAnnotationBytes},

@@ -84,6 +84,9 @@ type ConfigMapStoreConfig struct {
 	// AnnotationKey is the VPA annotation the records are migrated from:
 	// AnnotationKey or MemoryAnnotationKey.
 	AnnotationKey string
+	// NoAnnotation: the store's records were never kept in an annotation
+	// (StoreSafety): nothing is migrated, AnnotationKey is not read.
+	NoAnnotation bool
 	// VPANamespace limits Load to the VPAs of one namespace, and to their
 	// ConfigMaps; empty: all.
 	VPANamespace string
@@ -112,6 +115,9 @@ const (
 	StoreInfeasible = "infeasible"
 	// StoreMemory holds the memory records.
 	StoreMemory = "memory"
+	// StoreSafety holds the records of the watch after a resize: canaries,
+	// reverts due and harm holds (KindCanary, KindRevert, KindHarmHold).
+	StoreSafety = "safety"
 )
 
 // Names on the ConfigMaps.
@@ -240,7 +246,7 @@ func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 		}
 		live[owner.UID] = owner
 		value, ok := annotations[s.cfg.AnnotationKey]
-		if !ok {
+		if !ok || s.cfg.NoAnnotation {
 			return
 		}
 		migrate[owner.id()] = owner

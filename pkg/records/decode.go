@@ -134,6 +134,9 @@ type rawAttempt struct {
 	// Pods lists the records of the attempt in the compact format
 	// (version 2, EncodeCompact); absent in version 1.
 	Pods string `json:"pods"`
+	// From is Record.From, bounded as Resources are; absent but for the
+	// safety records.
+	From map[string]rawRequirements `json:"from"`
 }
 
 type rawRequirements struct {
@@ -261,7 +264,7 @@ func (d *decoder) add(key string, attempt int, at time.Time, timeErr error, gene
 		return
 	}
 	d.kept++
-	d.out.Records[uid] = &Record{Kind: a.Kind, Attempted: a.Attempted, Message: a.Message, RecordedAt: at, Generation: max(generation, 0)}
+	d.out.Records[uid] = &Record{Kind: a.Kind, Attempted: a.Attempted, Message: a.Message, RecordedAt: at, Generation: max(generation, 0), From: a.From}
 }
 
 // parseAttempt checks an attempt and parses its quantities; the reason is
@@ -271,40 +274,65 @@ func parseAttempt(a rawAttempt) (*Record, DropReason) {
 	if !knownKind(a.Kind) {
 		return nil, DropUnknownKind
 	}
-	if len(a.Resources) == 0 || len(a.Resources) > MaxContainers {
+	attempted, ok := parseResources(a.Resources)
+	if !ok || len(attempted) == 0 {
 		return nil, DropBadResources
 	}
-	attempted := make(resources.Resources, len(a.Resources))
-	values := 0
-	for container, raw := range a.Resources {
-		requests, n, ok := parseList(raw.Requests)
-		if !ok {
+	var from resources.Resources
+	if len(a.From) > 0 {
+		if from, ok = parseResources(a.From); !ok {
 			return nil, DropBadResources
 		}
-		values += n
-		limits, n, ok := parseList(raw.Limits)
-		if !ok {
-			return nil, DropBadResources
-		}
-		values += n
-		attempted[container] = corev1.ResourceRequirements{Requests: requests, Limits: limits}
-	}
-	if values == 0 {
-		return nil, DropBadResources
 	}
 	msg := strings.ToValidUTF8(truncate(a.Message, maxMessageBytes), "?")
-	return &Record{Kind: a.Kind, Attempted: attempted, Message: msg}, ""
+	return &Record{Kind: a.Kind, Attempted: attempted, Message: msg, From: from}, ""
+}
+
+// parseResources parses the resources of an attempt: at most
+// MaxContainers containers, cpu and memory only, each quantity checked
+// before it is parsed, at least one value. Empty raw is no resources.
+func parseResources(raw map[string]rawRequirements) (resources.Resources, bool) {
+	if len(raw) == 0 {
+		return nil, true
+	}
+	if len(raw) > MaxContainers {
+		return nil, false
+	}
+	out := make(resources.Resources, len(raw))
+	values := 0
+	for container, r := range raw {
+		requests, n, ok := parseList(r.Requests)
+		if !ok {
+			return nil, false
+		}
+		values += n
+		limits, n, ok := parseList(r.Limits)
+		if !ok {
+			return nil, false
+		}
+		values += n
+		out[container] = corev1.ResourceRequirements{Requests: requests, Limits: limits}
+	}
+	return out, values > 0
 }
 
 // encodable tells whether parseAttempt would accept what r attempted: the
 // encoders leave out (and hold in memory only) a record the decoder would
 // drop, rather than write it to be dropped at the next load.
 func encodable(r *Record) bool {
-	if !knownKind(r.Kind) || len(r.Attempted) == 0 || len(r.Attempted) > MaxContainers {
+	if !knownKind(r.Kind) || len(r.Attempted) == 0 || !encodableResources(r.Attempted) {
+		return false
+	}
+	return len(r.From) == 0 || encodableResources(r.From)
+}
+
+// encodableResources tells whether parseResources would accept rs.
+func encodableResources(rs resources.Resources) bool {
+	if len(rs) > MaxContainers {
 		return false
 	}
 	values := 0
-	for _, req := range r.Attempted {
+	for _, req := range rs {
 		for _, list := range []corev1.ResourceList{req.Requests, req.Limits} {
 			if len(list) > 2 {
 				return false
@@ -367,7 +395,7 @@ func parseTime(s string) (time.Time, error) {
 func knownKind(k Kind) bool {
 	switch k {
 	case KindInfeasible, KindNodeCapacity, KindInvalid, KindJobRejected, KindJobUnsupported,
-		KindMemoryLimitRefused, KindMemoryLimitUnsafe:
+		KindMemoryLimitRefused, KindMemoryLimitUnsafe, KindCanary, KindRevert, KindHarmHold:
 		return true
 	}
 	return false

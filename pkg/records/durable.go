@@ -69,6 +69,9 @@ func (s *durable) Get(uid types.UID) (*Record, bool) { return s.mem.Get(uid) }
 // Len implements Store.
 func (s *durable) Len() int { return s.mem.Len() }
 
+// Of implements Store.
+func (s *durable) Of(owner Owner) map[types.UID]*Record { return s.mem.Of(owner) }
+
 // GetFor implements Store: a record forgotten because it is held for
 // another VPA is counted (DropNotOwned) and that VPA's records written
 // again without it.

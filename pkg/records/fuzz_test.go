@@ -56,6 +56,7 @@ func FuzzDecodeCompact(f *testing.F) {
 		goodUID: rec(KindNodeCapacity, "8", "no room", t0),
 		"b":     {Kind: KindJobRejected, Attempted: resources.Resources{"app": res("250m", "200Mi", "", "")}, RecordedAt: t0, Generation: 3},
 		"c":     {Kind: KindMemoryLimitRefused, Attempted: resources.Resources{"app": res("", "", "", "100Mi")}, RecordedAt: t0},
+		"d":     canaryRecord(t0),
 	}, DefaultMaxCompactBytes)
 	require.NoError(f, err)
 	for _, seed := range []string{
@@ -66,6 +67,8 @@ func FuzzDecodeCompact(f *testing.F) {
 		compactDocOf(goodAttempt, "a:1 b:2:3  c: :: d:99999999999999999999 e:-1 f:1:-1"),
 		compactDocOf(`{"kind":"Infeasible","resources":{"c":{"requests":{"cpu":"1e-99999999"}}}}`, "a:1"),
 		compactDocOf(goodAttempt, strings.Repeat("x:1 ", 1000)),
+		compactDocOf(`{"kind":"Canary","resources":{"c":{"requests":{"memory":"1Gi"}}},"from":{"c":{"requests":{"memory":"1e-99999999"}}}}`, "a:1"),
+		compactDocOf(`{"kind":"HarmHold","resources":{"c":{"limits":{"memory":"1Gi"}}},"from":{"`+strings.Repeat("c", 100)+`":{}}}`, "a:1"),
 	} {
 		f.Add(seed)
 	}
@@ -123,6 +126,12 @@ func fuzzDecoder(f *testing.F, decode func(string, DecodeOptions) (Decoded, erro
 				}
 			})
 			require.Positive(t, values)
+			require.LessOrEqual(t, len(r.From), MaxContainers)
+			resources.ForEachValue(r.From, nil, func(_, _ string, _ corev1.ResourceName, q, _ *resource.Quantity) {
+				if q != nil {
+					require.NoError(t, quantity.Check(q.String()))
+				}
+			})
 		}
 		// What is kept is written back as it was read.
 		again, left, err := encode(d.Records, 1<<30)
@@ -137,6 +146,7 @@ func fuzzDecoder(f *testing.F, decode func(string, DecodeOptions) (Decoded, erro
 		for uid, r := range d.Records {
 			require.Equal(t, Same, back.Records[uid].Compare(r.Attempted))
 			require.Equal(t, r.Kind, back.Records[uid].Kind)
+			require.True(t, resources.Equal(r.From, back.Records[uid].From))
 		}
 	})
 }

@@ -64,6 +64,28 @@ const (
 	// KindMemoryLimitUnsafe: the updater kept the memory limits because the
 	// memory in use, plus the margin, reached the recommended ones.
 	KindMemoryLimitUnsafe Kind = "MemoryLimitUnsafe"
+
+	// Safety records (a store of their own, StoreSafety) keep what the
+	// watch after a resize must not forget across a restart or a change of
+	// leader (docs/safety-after-resize.md). Attempted holds values a resize
+	// lowered, as lowered; From, where set, what they were before.
+
+	// KindCanary: the pod is a canary of its VPA's decrease: its resize
+	// lowered From to Attempted. RecordedAt is when its watch began (the
+	// resize seen completed); zero while the resize is under way. Keyed by
+	// the pod's UID.
+	KindCanary Kind = "Canary"
+	// KindRevert: harm was seen after the pod's resize lowered From to
+	// Attempted; the pod is resized back to From, and the record goes once
+	// that resize is accepted. Message says what harm. Keyed by the pod's
+	// UID.
+	KindRevert Kind = "Revert"
+	// KindHarmHold: harm was seen after a resize of one of the VPA's pods
+	// lowered values to Attempted: no pod of the VPA is lowered to them, or
+	// below, until the recommendation rises above them or the hold expires
+	// (--harm-hold after RecordedAt). Message says what harm. Keyed by the
+	// VPA's own UID.
+	KindHarmHold Kind = "HarmHold"
 )
 
 // Record is one remembered attempt.
@@ -76,6 +98,9 @@ type Record struct {
 	// taken on: a record of an older generation no longer holds (the Job's
 	// spec changed since). Zero for pod records.
 	Generation int64
+	// From is what the values of Attempted were before the resize that
+	// lowered them (KindCanary, KindRevert); nil for the other kinds.
+	From resources.Resources
 }
 
 // ContainerMemoryLimit returns the memory limit the record holds for a
@@ -184,6 +209,10 @@ type Store interface {
 	// Get returns the record of a pod, if any, whatever VPA it is held
 	// for: for reports and tests. Decisions use GetFor.
 	Get(uid types.UID) (*Record, bool)
+	// Of returns the records held for owner, by UID: its pods' and Jobs',
+	// and for the safety records its own (KindHarmHold). Whether each pod
+	// is still owner's is told by GetFor, at its sync.
+	Of(owner Owner) map[types.UID]*Record
 	// GetFor returns the record of a pod held for owner, the VPA the pod
 	// belongs to now. A record held for another VPA is not believed: that
 	// VPA does not own the pod (a record read from a value someone else
@@ -385,6 +414,9 @@ func (s *InMemoryStore) forget(id string) int {
 	}
 	return n
 }
+
+// Of implements Store.
+func (s *InMemoryStore) Of(owner Owner) map[types.UID]*Record { return s.byOwner(owner.id()) }
 
 // byOwner returns the records held for the VPA of that id.
 func (s *InMemoryStore) byOwner(id string) map[types.UID]*Record {

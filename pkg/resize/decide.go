@@ -75,6 +75,17 @@ const (
 	// within Input.ReversalHold of it: a recommendation flapping between
 	// two values does not resize the pod at every flap.
 	ReasonReversalHeld Reason = "ReversalHeld"
+	// ReasonCanaryWait: the change lowers values a canary of the VPA has
+	// not been watched long enough with (Input.Gate); nothing else is to
+	// change, or what is goes (ReasonResize, Decision.Gated).
+	ReasonCanaryWait Reason = "CanaryWait"
+	// ReasonHeldAfterHarm: the change lowers values to, or below, values
+	// harm was seen at after an earlier resize of the VPA's pods (the
+	// VPA's hold, Input.Gate).
+	ReasonHeldAfterHarm Reason = "HeldAfterHarm"
+	// ReasonRevert: harm was seen after a resize lowered values of this
+	// pod; it is resized back to what it had (Input.Revert).
+	ReasonRevert Reason = "Revert"
 )
 
 // Input is everything a decision depends on.
@@ -121,6 +132,13 @@ type Input struct {
 	// place (podlevel.go).
 	NodeFeatures []string
 	NodeKnown    bool
+	// Gate holds decreases back (a canary not yet proven, a hold after
+	// harm: safety.go); nil holds none.
+	Gate *Gate
+	// Revert, when set, says what harm the pod showed: Desired is then
+	// what it had before the resize that harmed it (RevertDesired), sent
+	// whatever the threshold and the reversal hold.
+	Revert string
 }
 
 // Decision is what to do and why.
@@ -153,6 +171,9 @@ type Decision struct {
 	// (replacing any); ClearMemoryRecord to forget it.
 	NewMemoryRecord   *records.Record
 	ClearMemoryRecord bool
+	// Gated says which decreases the gate held back, and why, when the
+	// rest of the change is sent (or waits: its reason is then the gate's).
+	Gated string
 }
 
 // Decide returns what to do with a pod.
@@ -250,13 +271,23 @@ func Decide(in Input) Decision {
 	if !resendRefused && resources.Equal(current, recommended) {
 		return d.with(ActionSkip, ReasonUpToDate, "pod resources match the recommendation")
 	}
-	if !retryInfeasible && !resendRefused {
+	if !retryInfeasible && !resendRefused && in.Revert == "" {
 		if matters, why := ChangeMatters(pod, in.Desired, in.Threshold); !matters {
 			return d.with(ActionSkip, ReasonBelowThreshold, why)
 		}
 		if left, why := reversalHeld(in, current); left > 0 {
 			d.RecheckAfter = left
 			return d.with(ActionSkip, ReasonReversalHeld, why)
+		}
+	}
+	var gateReason Reason
+	if gated, reason, why := in.Gate.apply(current, target); reason != "" {
+		target, d.Target, d.Gated, gateReason = gated, gated, why, reason
+		if resources.Equal(current, target) {
+			if reason == ReasonCanaryWait {
+				return d.with(ActionWait, reason, why)
+			}
+			return d.with(ActionSkip, reason, why)
 		}
 	}
 	if len(held) > 0 && d.NewMemoryRecord == nil {
@@ -302,6 +333,12 @@ func Decide(in Input) Decision {
 	case retryInfeasible:
 		reason = ReasonRetryLowerThanRecord
 		msg = "recommendation lower than the infeasible values; resize to " + target.String()
+	case in.Revert != "":
+		reason = ReasonRevert
+		msg = "harm after a resize that lowered values (" + in.Revert + "); resize back to " + target.String()
+	}
+	if gateReason != "" {
+		msg += "; " + d.Gated
 	}
 	return d.with(ActionPatch, reason, msg)
 }

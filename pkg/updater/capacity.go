@@ -80,12 +80,15 @@ func fitsNodeOnly(vpa *vpatypes.VerticalPodAutoscaler, pod *corev1.Pod) bool {
 // pods of its node count it before the cache shows it. Without a node cache
 // (or before the pod is bound, or with its node gone from the cache) a
 // resize fits: the kubelet has the last word.
-func (c *Controller) reserveRoom(vpa *vpatypes.VerticalPodAutoscaler, pod *corev1.Pod, target resources.Resources) (bool, string) {
+// A revert after harm (check) is checked whatever the VPA says: the pod had
+// that room before, and when the node has filled since, it waits and says
+// so rather than being held Deferred.
+func (c *Controller) reserveRoom(vpa *vpatypes.VerticalPodAutoscaler, pod *corev1.Pod, target resources.Resources, check bool) (bool, string) {
 	if c.room == nil || pod.Spec.NodeName == "" {
 		return true, ""
 	}
 	var node *corev1.Node
-	if fitsNodeOnly(vpa, pod) {
+	if check || fitsNodeOnly(vpa, pod) {
 		if n, err := c.nodes.Get(pod.Spec.NodeName); err == nil {
 			node = n
 		}

@@ -45,11 +45,14 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/canary"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/noderoom"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/observe"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/preemption"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
@@ -122,6 +125,19 @@ type Config struct {
 	// MemoryLimitMargin is --memory-limit-decrease-margin: with usage known,
 	// a memory limit is lowered only above usage x (1 + margin).
 	MemoryLimitMargin float64
+	// ObservationWindow is --resize-observation-window: how long a pod is
+	// watched after its resize completes; 0 means 10m. A VPA's annotation
+	// may set its own (safety.go).
+	ObservationWindow time.Duration
+	// HarmHold is --harm-hold: how long values harm was seen at are held
+	// for the VPA; 0 means 24h.
+	HarmHold time.Duration
+	// NotReadyGrace is --harm-not-ready-grace: how long a watched pod may
+	// stay not Ready before it counts as harm; 0 means 1m.
+	NotReadyGrace time.Duration
+	// Canary is --canary: how many pods of a VPA get a decrease first,
+	// unless its annotation says otherwise.
+	Canary resize.Canary
 }
 
 // Deps are the controller's collaborators.
@@ -143,6 +159,9 @@ type Deps struct {
 	// MemoryRecords holds the memory records (memory limits not to lower);
 	// nil: kept in memory only.
 	MemoryRecords records.Store
+	// SafetyRecords holds the records of the watch after a resize
+	// (canaries, reverts due, holds); nil: kept in memory only.
+	SafetyRecords records.Store
 	// Nodes watches Nodes, for the resizes sent only when they fit
 	// (ResizeWhenAnnotation); nil: every resize is sent.
 	Nodes coreinformers.NodeInformer
@@ -188,13 +207,18 @@ type Controller struct {
 	calc       Calculator
 	store      records.Store
 	memStore   records.Store
-	usage      usage.Source
-	recorder   record.EventRecorder
-	gate       featuregate.FeatureGate
-	clock      clock.WithTicker
-	now        func() time.Time
-	metrics    *report.Metrics
-	ignored    sets.Set[string]
+	// safetyStore holds the safety records; canaries and watcher are the
+	// gate of decreases and the watch after a resize (safety.go).
+	safetyStore records.Store
+	canaries    *canary.Gate
+	watcher     *observe.Watcher
+	usage       usage.Source
+	recorder    record.EventRecorder
+	gate        featuregate.FeatureGate
+	clock       clock.WithTicker
+	now         func() time.Time
+	metrics     *report.Metrics
+	ignored     sets.Set[string]
 	// budget paces resizes that restart containers (restart.go).
 	budget   *disruption.Budget
 	minReady disruption.MinReady
@@ -239,6 +263,12 @@ type Controller struct {
 	// gateOffLogged holds the VPAs already reported as skipped because the
 	// gate is off, so each is logged once.
 	gateOffLogged sets.Set[types.UID]
+	// safetyWarned holds, per VPA UID, the last problem of its safety
+	// annotations that was reported.
+	safetyWarned map[types.UID]string
+	// goneHarms holds, per VPA key, harm deleted pods showed, for the VPA
+	// queue's worker.
+	goneHarms map[string][]goneHarm
 }
 
 // New builds a Controller and registers its event handlers.
@@ -259,28 +289,46 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	if deps.MemoryRecords == nil {
 		deps.MemoryRecords = records.NewInMemoryStore()
 	}
+	if deps.SafetyRecords == nil {
+		deps.SafetyRecords = records.NewInMemoryStore()
+	}
+	if cfg.ObservationWindow <= 0 {
+		cfg.ObservationWindow = observationWindowDefault
+	}
+	if cfg.HarmHold <= 0 {
+		cfg.HarmHold = harmHoldDefault
+	}
+	if cfg.NotReadyGrace <= 0 {
+		cfg.NotReadyGrace = notReadyGraceDefault
+	}
+	if cfg.Canary == (resize.Canary{}) {
+		cfg.Canary = resize.DefaultCanary
+	}
 	c := &Controller{
-		cfg:       cfg,
-		client:    deps.Client,
-		vpaClient: deps.VPAClient,
-		pods:      deps.Pods.Lister(),
-		podIdx:    deps.Pods.Informer().GetIndexer(),
-		vpas:      deps.VPAs.Lister(),
-		synced:    []cache.InformerSynced{deps.Pods.Informer().HasSynced, deps.VPAs.Informer().HasSynced},
-		resolver:  deps.Resolver,
-		calc:      deps.Calculator,
-		store:     deps.Store,
-		memStore:  deps.MemoryRecords,
-		usage:     deps.Usage,
-		recorder:  deps.Recorder,
-		gate:      deps.FeatureGate,
-		clock:     deps.Clock,
-		now:       deps.Clock.Now,
-		metrics:   deps.Metrics,
-		ignored:   sets.New(cfg.IgnoredNamespaces...),
-		budget:    disruption.New(disruption.Config{Tolerance: cfg.EvictionTolerance, Timeout: cfg.RestartReservationTimeout}, deps.Clock),
-		preempted: preemption.New(deps.Clock),
-		minReady:  deps.MinReady,
+		cfg:         cfg,
+		client:      deps.Client,
+		vpaClient:   deps.VPAClient,
+		pods:        deps.Pods.Lister(),
+		podIdx:      deps.Pods.Informer().GetIndexer(),
+		vpas:        deps.VPAs.Lister(),
+		synced:      []cache.InformerSynced{deps.Pods.Informer().HasSynced, deps.VPAs.Informer().HasSynced},
+		resolver:    deps.Resolver,
+		calc:        deps.Calculator,
+		store:       deps.Store,
+		memStore:    deps.MemoryRecords,
+		safetyStore: deps.SafetyRecords,
+		canaries:    canary.New(canary.Config{HarmHold: cfg.HarmHold}, deps.SafetyRecords, deps.Clock),
+		watcher:     observe.New(observe.Config{NotReadyGrace: cfg.NotReadyGrace}, deps.Clock),
+		usage:       deps.Usage,
+		recorder:    deps.Recorder,
+		gate:        deps.FeatureGate,
+		clock:       deps.Clock,
+		now:         deps.Clock.Now,
+		metrics:     deps.Metrics,
+		ignored:     sets.New(cfg.IgnoredNamespaces...),
+		budget:      disruption.New(disruption.Config{Tolerance: cfg.EvictionTolerance, Timeout: cfg.RestartReservationTimeout}, deps.Clock),
+		preempted:   preemption.New(deps.Clock),
+		minReady:    deps.MinReady,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),
@@ -303,6 +351,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		jobTracker:         state.New[state.JobState](),
 		recommendationSeen: map[types.UID]time.Time{},
 		gateOffLogged:      sets.New[types.UID](),
+		safetyWarned:       map[types.UID]string{},
+		goneHarms:          map[string][]goneHarm{},
 	}
 	c.conditions = condition.New(condition.Config{MinInterval: cfg.StatusMinInterval}, condition.Deps{
 		VPAs:    c.vpas,
@@ -405,20 +455,24 @@ func (c *Controller) conditionSummary(vpa *vpatypes.VerticalPodAutoscaler) (cond
 	}
 	key := vpaKey(vpa)
 	notDurable := ""
-	for _, s := range []records.Store{c.store, c.memStore} {
+	for _, s := range []records.Store{c.store, c.memStore, c.safetyStore} {
 		if err := s.WriteError(ownerOf(vpa)); err != nil {
 			notDurable = err.Error()
 			break
 		}
 	}
+	reverted, canaryStatus, invalid := c.safetySummary(vpa)
 	return condition.Summary{
-		Pods:        c.tracker.Of(key),
-		Jobs:        c.jobTracker.Of(key),
-		Paused:      c.pausedWhy(vpa),
-		GateOff:     !c.gate.Enabled(features.InPlace),
-		DryRun:      c.cfg.DryRun,
-		NotDurable:  notDurable,
-		Preemptions: c.preemptionsOf(key),
+		Pods:          c.tracker.Of(key),
+		Jobs:          c.jobTracker.Of(key),
+		Paused:        c.pausedWhy(vpa),
+		GateOff:       !c.gate.Enabled(features.InPlace),
+		DryRun:        c.cfg.DryRun,
+		NotDurable:    notDurable,
+		Reverted:      reverted,
+		Canary:        canaryStatus,
+		SafetyInvalid: invalid,
+		Preemptions:   c.preemptionsOf(key),
 	}, true
 }
 
@@ -436,5 +490,6 @@ func (c *Controller) gaugeSnapshot() report.GaugeSnapshot {
 	metricsAPI := c.usage != nil && c.usage.Available()
 	return report.GaugeSnapshot{Records: c.store.Len(), MemoryRecords: c.memStore.Len(), Pending: pending, Oldest: oldest,
 		Paused: paused, DryRun: c.cfg.DryRun, MetricsAPI: metricsAPI, Jobs: jobs, Boosted: pending[state.PodBoosted],
-		RestartReservations: c.budget.Counts(), NodeRoomHolds: c.roomHolds()}
+		RestartReservations: c.budget.Counts(), NodeRoomHolds: c.roomHolds(),
+		Watched: c.watcher.Len(), HarmHolds: c.canaries.Holds(), CanaryWaiting: pending[state.PodCanaryWait]}
 }

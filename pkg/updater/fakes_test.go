@@ -3,6 +3,7 @@ package updater
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -104,6 +105,13 @@ func (d *delays) count(key string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.after[key])
+}
+
+// asked returns the delays asked for key, in order.
+func (d *delays) asked(key string) []time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.after[key])
 }
 
 // of returns the longest delay asked for key.

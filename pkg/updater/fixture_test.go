@@ -32,6 +32,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
@@ -143,6 +144,12 @@ type fixtureOpts struct {
 	podNamespace string
 	// workers is Config.Workers (0: 1).
 	workers int
+	// safety replaces the safety records' store (memory otherwise).
+	safety records.Store
+	// canary is --canary (zero: the default, 1 pod).
+	canary resize.Canary
+	// observationWindow is --resize-observation-window (0: the default).
+	observationWindow time.Duration
 }
 
 // gatedResolver holds every VPAForPod until release is closed, and closes
@@ -257,6 +264,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		Jobs:          kubeFactory.Batch().V1().Jobs(),
 		Store:         f.store,
 		MemoryRecords: f.memStore,
+		SafetyRecords: o.safety,
 		Usage:         o.usage,
 		Recorder:      f.recorder,
 		FeatureGate:   gate,
@@ -279,6 +287,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: max(1, o.workers), ServerMinor: o.serverMinor,
 		DryRun: o.dryRun, DeferredWarningAfter: o.deferredWarningAfter, StatusMinInterval: o.statusMinInterval,
 		MemoryLimitMargin: o.memoryMargin, ReversalHold: o.reversalHold,
+		Canary: o.canary, ObservationWindow: o.observationWindow,
 	}
 	if o.pdbs != nil {
 		deps.PDBs = kubeFactory.Policy().V1().PodDisruptionBudgets()

@@ -66,7 +66,7 @@ func (c *Controller) onPod(logger klog.Logger, oldObj, obj any) {
 	}
 	// Whatever its namespace too: a victim of the scheduler's preemption.
 	c.observePreemption(logger, old, pod)
-	if c.ignored.Has(pod.Namespace) || (isUpdate && !relevantPodChange(old, pod)) {
+	if c.ignored.Has(pod.Namespace) || (isUpdate && !relevantPodChange(old, pod) && !c.watchedPodChange(old, pod)) {
 		return
 	}
 	key, err := cache.MetaNamespaceKeyFunc(pod)
@@ -145,6 +145,7 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	if c.room != nil {
 		c.room.Release(pod)
 	}
+	c.podGone(pod)
 	c.enqueueWaitingOnNode(pod.Spec.NodeName)
 }
 
@@ -199,12 +200,16 @@ func (c *Controller) onVPADelete(obj any) {
 	// The VPA's records went with its annotations.
 	c.store.ForgetOwner(ownerOf(vpa))
 	c.memStore.ForgetOwner(ownerOf(vpa))
+	c.safetyStore.ForgetOwner(ownerOf(vpa))
+	c.canaries.Forget(vpa.UID)
 	c.tracker.ForgetVPA(vpaKey(vpa))
 	c.jobTracker.ForgetVPA(vpaKey(vpa))
 	c.jobTemplates.EnqueueVPAJobs(vpa)
 	c.mu.Lock()
 	c.gateOffLogged.Delete(vpa.UID)
 	delete(c.recommendationSeen, vpa.UID)
+	delete(c.safetyWarned, vpa.UID)
+	delete(c.goneHarms, vpaKey(vpa))
 	c.mu.Unlock()
 }
 
@@ -237,32 +242,44 @@ func (c *Controller) enqueueVPAPods(ctx context.Context, vpa *vpatypes.VerticalP
 	if c.ignored.Has(vpa.Namespace) || !c.started.Load() {
 		return nil
 	}
+	pods, err := c.podsOfVPA(ctx, vpa)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		c.enqueuePod(p.Namespace + "/" + p.Name)
+	}
+	return nil
+}
+
+// podsOfVPA returns the VPA's pods in the cache: by its target's selector,
+// or by the custom resource that controls them.
+func (c *Controller) podsOfVPA(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) ([]*corev1.Pod, error) {
 	logger := klog.FromContext(ctx)
 	t, err := c.resolver.Target(ctx, vpa)
 	if err != nil {
-		return fmt.Errorf("finding the pods of VPA %s: %w", klog.KObj(vpa), err)
+		return nil, fmt.Errorf("finding the pods of VPA %s: %w", klog.KObj(vpa), err)
 	}
-	var keys []string
+	var pods []*corev1.Pod
 	switch {
 	case t.Owner != nil:
-		keys, err = c.podIdx.IndexKeys(customOwnerIndex, t.Owner.Key())
+		var objs []any
+		objs, err = c.podIdx.ByIndex(customOwnerIndex, t.Owner.Key())
+		for _, o := range objs {
+			if p, ok := o.(*corev1.Pod); ok {
+				pods = append(pods, p)
+			}
+		}
 	case t.Selector == nil:
 		logger.V(2).Info("Cannot find the VPA's pods: its target has neither selector nor owner", "vpa", klog.KObj(vpa))
-		return nil
+		return nil, nil
 	default:
-		var pods []*corev1.Pod
 		pods, err = selectPods(c.podIdx, vpa.Namespace, t.Selector)
-		for _, p := range pods {
-			keys = append(keys, vpa.Namespace+"/"+p.Name)
-		}
 	}
 	if err != nil {
-		return fmt.Errorf("listing the pods of VPA %s (target %s) from the cache: %w", klog.KObj(vpa), t.String(), err)
+		return nil, fmt.Errorf("listing the pods of VPA %s (target %s) from the cache: %w", klog.KObj(vpa), t.String(), err)
 	}
-	for _, key := range keys {
-		c.enqueuePod(key)
-	}
-	return nil
+	return pods, nil
 }
 
 // enqueuePod queues a pod unless it waits out a backoff after a failure:

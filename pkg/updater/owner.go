@@ -52,3 +52,9 @@ func (c *Controller) RecordLive(owner records.Owner, uid types.UID) bool {
 	}
 	return false
 }
+
+// SafetyRecordLive is RecordLive for the safety records: a hold is keyed by
+// its VPA's own UID.
+func (c *Controller) SafetyRecordLive(owner records.Owner, uid types.UID) bool {
+	return uid == owner.UID || c.RecordLive(owner, uid)
+}

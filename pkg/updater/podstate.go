@@ -19,6 +19,9 @@ const (
 	// noteBoostForbidden: a boost annotation the updater may not remove,
 	// per set of containers.
 	noteBoostForbidden = "boost-forbidden"
+	// noteCanary: a decrease waiting for the VPA's canaries, or held after
+	// harm, per message.
+	noteCanary = "canary"
 )
 
 // stateOf tells the state of a pod from a decision that sends nothing.
@@ -60,6 +63,10 @@ func stateOf(d resize.Decision, record, memRecord *records.Record, st resize.Sta
 		// What the recommendation asks beyond the pod-level values, which
 		// cannot change in place.
 		return state.Pod{State: state.PodInvalid, Values: d.Target.String(), Message: d.Message}
+	case resize.ReasonCanaryWait:
+		return state.Pod{State: state.PodCanaryWait, Message: d.Message}
+	case resize.ReasonHeldAfterHarm:
+		return state.Pod{State: state.PodHeldAfterHarm, Message: d.Message}
 	}
 	if record != nil {
 		s := state.Pod{State: state.PodInfeasible, Values: record.Attempted.String(), Message: record.Message, Kind: record.Kind, Since: record.RecordedAt}

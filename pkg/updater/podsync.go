@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -87,6 +88,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.observeRestart(ctx, pod)
 	}
 
+	// The watch after a resize first: harm it finds makes the pod due a
+	// revert, decided below.
+	c.watchResize(ctx, pod, vpa)
+
 	status := resize.ReadStatus(pod)
 	desired, err := c.calc.ForPod(pod, vpa)
 	if err != nil {
@@ -98,6 +103,14 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		var held bool
 		if desired, end, held = c.startupBoost(ctx, pod, vpa, desired, status); held {
 			return nil
+		}
+	}
+	reverting := ""
+	if end == nil {
+		if back, why := c.revertDue(pod, vpa); back != nil {
+			desired, reverting = back, why
+		} else {
+			c.liftHold(pod, vpa, desired)
 		}
 	}
 	// Only the records held for this VPA: one held for another is not
@@ -116,6 +129,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		LastResize:        c.tracker.LastResize(pod.UID),
 		ReversalHold:      c.cfg.ReversalHold,
 		Now:               c.now(),
+		Revert:            reverting,
 	}
 	in.NodeFeatures, in.NodeKnown = c.nodeFeatures(pod)
 	if c.usage != nil && resize.NeedsMemoryUsage(pod, desired, c.cfg.ServerMinor) {
@@ -133,13 +147,19 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		in.Threshold, in.LastResize = -1, nil
 	}
 	d := resize.Decide(in)
+	// A decrease goes to the VPA's canaries first, and never to values
+	// held after harm; the end of a boost is no new decrease.
+	admitted, until := false, time.Time{}
+	if end == nil {
+		d, admitted, until = c.admitDecrease(ctx, pod, vpa, &in, d)
+	}
 	var waiting *disruption.Verdict
 	// A resize that is withheld (paused, dry run) is neither checked
 	// against its node nor given a place in the budget. Each check and its
 	// reservation are one step, taken before the resize is sent; what one
 	// reserved goes back when the other refuses.
 	if reason, _ := c.withheld(vpa); d.Action == resize.ActionPatch && reason == "" {
-		if fits, why := c.reserveRoom(vpa, pod, d.Target); !fits {
+		if fits, why := c.reserveRoom(vpa, pod, d.Target, d.Reason == resize.ReasonRevert); !fits {
 			d = resize.WaitForNode(d, why)
 		}
 		if d.Action == resize.ActionPatch && d.Disruptive {
@@ -155,6 +175,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	c.metrics.Settled(outcome)
 	logger.V(2).Info("Decided", "vpa", klog.KObj(vpa), "action", d.Action, "reason", d.Reason, "message", d.Message)
 	st, err := c.act(ctx, pod, cachedVersion, vpa, d, status)
+	if d.Action == resize.ActionPatch && (st != nil && st.State == state.PodInProgress || resize.MayHaveApplied(err)) {
+		c.resizeSent(ctx, pod, vpa, d, end != nil)
+	}
+	if admitted {
+		c.releaseCanary(vpa, pod.UID)
+	}
 	if st != nil && waiting != nil {
 		st.Values = waiting.Blocker
 	}
@@ -163,6 +189,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	if st != nil {
 		c.report(ctx, pod, vpa, *st, status)
+	}
+	if d.Gated != "" {
+		// After the report: the pod's state is the one its note is kept
+		// with.
+		c.waitingForCanary(pod, d, until)
 	}
 	if end != nil && err == nil && endsBoost(d, st) {
 		err = c.finishBoost(ctx, pod, vpa, d, end)
@@ -175,8 +206,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, d.RecheckAfter)
 	}
 	if st != nil && st.State == state.PodWaitingForNode && c.tracker.Once(pod.UID, noteWaiting, "node "+pod.Spec.NodeName) {
-		c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeWaitingForNodeCapacity,
-			"Resize not sent: %s; it is sent once the node has room (%s: %s on the VPA)", d.Message, ResizeWhenAnnotation, ResizeWhenFitsNode)
+		if reverting != "" {
+			c.recorder.Eventf(pod, corev1.EventTypeWarning, report.EventResizeRevertWaiting,
+				"Revert after harm not sent: %s: the node has filled since the pod was lowered; it is sent once the node has room", d.Message)
+		} else {
+			c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeWaitingForNodeCapacity,
+				"Resize not sent: %s; it is sent once the node has room (%s: %s on the VPA)", d.Message, ResizeWhenAnnotation, ResizeWhenFitsNode)
+		}
 	}
 	return err
 }

@@ -69,6 +69,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.store.Run(ctx) })
 	wg.Go(func() { c.memStore.Run(ctx) })
+	wg.Go(func() { c.safetyStore.Run(ctx) })
 	// The first resync queues every pod; later ones, every interval, catch
 	// what events missed and clean up records of pods that are gone.
 	c.Resync(ctx)
@@ -120,7 +121,7 @@ func (c *Controller) RecordsLoaded() error {
 	if !c.loading.Load() {
 		return nil
 	}
-	for _, s := range []records.Store{c.store, c.memStore} {
+	for _, s := range []records.Store{c.store, c.memStore, c.safetyStore} {
 		if err := s.Loaded(); err != nil {
 			return fmt.Errorf("records not loaded: %w", err)
 		}
@@ -136,7 +137,7 @@ func (c *Controller) loadRecords(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	// The delays run on the controller's clock, as every other delay does.
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: time.Minute}
-	for _, store := range []records.Store{c.store, c.memStore} {
+	for _, store := range []records.Store{c.store, c.memStore, c.safetyStore} {
 		for {
 			err := store.Load(ctx)
 			if err == nil {
@@ -212,6 +213,16 @@ func (c *Controller) CleanupRecords() []types.UID {
 		c.room.Retain(live.Has)
 	}
 	c.memStore.Retain(live.Has)
+	c.watcher.Retain(live.Has)
+	c.enqueuePods(c.canaries.Retain(live.Has))
+	// A hold is keyed by its VPA's UID.
+	if vpas, err := c.vpas.List(labels.Everything()); err == nil {
+		liveVPAs := sets.New[types.UID]()
+		for _, v := range vpas {
+			liveVPAs.Insert(v.UID)
+		}
+		c.safetyStore.Retain(func(uid types.UID) bool { return live.Has(uid) || liveVPAs.Has(uid) })
+	}
 	return c.store.Retain(live.Has)
 }
 
@@ -376,6 +387,7 @@ func (c *Controller) syncVPA(ctx context.Context, key string) error {
 	if !isInPlace(vpa) {
 		return nil
 	}
+	c.settleGoneHarms(ctx, vpa)
 	c.jobTemplates.EnqueueVPAJobs(vpa)
 	return c.enqueueVPAPods(ctx, vpa)
 }

@@ -14,6 +14,8 @@ import (
 	componentbaseconfig "k8s.io/component-base/config"
 	componentbaseoptions "k8s.io/component-base/config/options"
 	"k8s.io/component-base/featuregate"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 )
 
 // Options are the updater's settings, one per flag.
@@ -44,8 +46,14 @@ type Options struct {
 	// RestartReservationTimeout bounds how long a restarting resize the
 	// kubelet has not applied keeps its place in the disruption budget.
 	RestartReservationTimeout time.Duration
-	FeatureGate               featuregate.MutableFeatureGate
-	LeaderElection            componentbaseconfig.LeaderElectionConfiguration
+	// ResizeObservationWindow, HarmHold, HarmNotReadyGrace and Canary are
+	// the watch after a resize (docs/safety-after-resize.md).
+	ResizeObservationWindow time.Duration
+	HarmHold                time.Duration
+	HarmNotReadyGrace       time.Duration
+	Canary                  string
+	FeatureGate             featuregate.MutableFeatureGate
+	LeaderElection          componentbaseconfig.LeaderElectionConfiguration
 }
 
 // FallbackNamespace is the updater's namespace when it does not know its
@@ -86,6 +94,10 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		RecordsNamespace:          namespace,
 		FeatureGate:               gate,
 		MemoryLimitDecreaseMargin: 0.2,
+		ResizeObservationWindow:   10 * time.Minute,
+		HarmHold:                  24 * time.Hour,
+		HarmNotReadyGrace:         time.Minute,
+		Canary:                    "1",
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -140,6 +152,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Name of a Lease in --records-namespace that owns every records ConfigMap (an ownerReference, set at each write), so that deleting it has the garbage collector delete the records: the manifests ship the updater's leader election Lease and name it here, so that helm uninstall and kubectl delete -k leave no record behind. It must exist when the updater starts, or the updater does not start. Empty: the records have no owner and stay until deleted by hand.")
 	fs.Float64Var(&o.MemoryLimitDecreaseMargin, "memory-limit-decrease-margin", o.MemoryLimitDecreaseMargin,
 		"A container's memory limit is lowered in place only to a value above its memory in use times (1 + this margin), with the usage read from the metrics API (metrics.k8s.io) when it is served; otherwise the limit is kept and the rest of the resize is applied. 0.2 means 20%. Without the metrics API, the kubelet's own check (1.34+) decides, and its refusal is recorded and not tried again.")
+	fs.DurationVar(&o.ResizeObservationWindow, "resize-observation-window", o.ResizeObservationWindow,
+		"How long a pod is watched for harm once its resize has completed: a container OOM-killed or restarted, Ready lost for longer than --harm-not-ready-grace, the pod evicted by the kubelet. Harm after a resize that lowered values resizes the pod back in place and holds the values for the whole VPA (--harm-hold); a decrease goes to the other pods only after its canaries have been watched this long. A VPA's annotation vpa-inplace.dev/observation-window sets its own (30s to 24h).")
+	fs.DurationVar(&o.HarmHold, "harm-hold", o.HarmHold,
+		"How long values harm was seen at after a resize that lowered them are held for the whole VPA: no pod of it is lowered to them, or below, until the recommendation rises above them or this time has passed. The hold is a record in --records-namespace: it survives a restart and a change of leader.")
+	fs.DurationVar(&o.HarmNotReadyGrace, "harm-not-ready-grace", o.HarmNotReadyGrace,
+		"How long a pod watched after its resize may stay not Ready before it counts as harm.")
+	fs.StringVar(&o.Canary, "canary", o.Canary,
+		`How many pods of a VPA get a lower target first, before the others get it once these have been watched for --resize-observation-window without harm: "off", a number of pods, or a percentage ("25%", rounded up). At most all pods but one; a VPA with one pod is lowered at once. Increases always go to every pod at once. A VPA's annotation vpa-inplace.dev/canary sets its own.`)
 	o.FeatureGate.AddFlag(fs)
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	if f := fs.Lookup("leader-elect-resource-namespace"); f != nil {
@@ -207,6 +227,18 @@ func (o *Options) Validate() []error {
 		if _, _, err := o.configMapName(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if o.ResizeObservationWindow <= 0 {
+		errs = append(errs, fmt.Errorf("--resize-observation-window must be positive, got %s", o.ResizeObservationWindow))
+	}
+	if o.HarmHold <= 0 {
+		errs = append(errs, fmt.Errorf("--harm-hold must be positive, got %s", o.HarmHold))
+	}
+	if o.HarmNotReadyGrace <= 0 {
+		errs = append(errs, fmt.Errorf("--harm-not-ready-grace must be positive, got %s", o.HarmNotReadyGrace))
+	}
+	if _, err := resize.ParseCanary(o.Canary); err != nil {
+		errs = append(errs, fmt.Errorf("--canary: %w", err))
 	}
 	if o.Workers < 0 {
 		errs = append(errs, fmt.Errorf("--workers must be 0 (automatic) or positive, got %d", o.Workers))

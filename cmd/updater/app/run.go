@@ -33,6 +33,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/eventsink"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/server"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater"
@@ -81,6 +82,10 @@ func Run(ctx context.Context, o *Options) error {
 		return fmt.Errorf("creating VPA client: %w", err)
 	}
 	minor := serverMinor(ctx, kube)
+	canarySetting, err := resize.ParseCanary(o.Canary)
+	if err != nil {
+		return fmt.Errorf("--canary: %w", err)
+	}
 	gcPercent, gcFromEnv := ApplyGCPercent(os.LookupEnv)
 	logger.Info("Starting vpa-inplace updater", "inPlaceGate", o.FeatureGate.Enabled("InPlace"), "serverMinor", minor,
 		"dryRun", o.DryRun, "killSwitch", o.ConfigMap, "gcPercent", gcPercent, "gcPercentFromEnv", gcFromEnv)
@@ -162,7 +167,7 @@ func Run(ctx context.Context, o *Options) error {
 	// updater's namespace (one per VPA and store), so that neither a restart
 	// nor a new leader tries them again; records a previous version left on
 	// the VPAs' annotations are moved there. A dry run writes nothing.
-	var store, memStore records.Store = records.NewInMemoryStore(), records.NewInMemoryStore()
+	var store, memStore, safetyStore records.Store = records.NewInMemoryStore(), records.NewInMemoryStore(), records.NewInMemoryStore()
 	// Load keeps a record only for a live pod or Job of its VPA's namespace
 	// (index lookups, no owner walk); whether the pod's VPA is the record's
 	// is told at the pod's first sync. Load runs after the controller's
@@ -176,7 +181,7 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		newStore := func(name, annotation string) (records.Store, error) {
 			return records.NewConfigMapStore(kube.CoreV1(), vpaClient.AutoscalingV1(), vpaInformer.Lister(), records.ConfigMapStoreConfig{
-				Namespace: o.RecordsNamespace, Store: name, AnnotationKey: annotation,
+				Namespace: o.RecordsNamespace, Store: name, AnnotationKey: annotation, NoAnnotation: annotation == "",
 				VPANamespace: namespace, IgnoredNamespaces: o.IgnoredVPANamespaces, Owner: recordsOwner,
 				Metrics: recordsMetrics, Now: time.Now, Live: live,
 			})
@@ -185,6 +190,16 @@ func Run(ctx context.Context, o *Options) error {
 			return err
 		}
 		if memStore, err = newStore(records.StoreMemory, records.MemoryAnnotationKey); err != nil {
+			return err
+		}
+		// The safety records (canaries, reverts due, holds) were never on
+		// the VPAs' annotations; a hold is keyed by its VPA's own UID.
+		if safetyStore, err = records.NewConfigMapStore(kube.CoreV1(), vpaClient.AutoscalingV1(), vpaInformer.Lister(), records.ConfigMapStoreConfig{
+			Namespace: o.RecordsNamespace, Store: records.StoreSafety, NoAnnotation: true,
+			VPANamespace: namespace, IgnoredNamespaces: o.IgnoredVPANamespaces, Owner: recordsOwner,
+			Metrics: recordsMetrics, Now: time.Now,
+			Live: func(owner records.Owner, uid types.UID) bool { return ctrl.SafetyRecordLive(owner, uid) },
+		}); err != nil {
 			return err
 		}
 	}
@@ -214,6 +229,10 @@ func Run(ctx context.Context, o *Options) error {
 		DeferredWarningAfter: o.DeferredWarningAfter,
 		ConfigMap:            killSwitch.name,
 		MemoryLimitMargin:    o.MemoryLimitDecreaseMargin,
+		ObservationWindow:    o.ResizeObservationWindow,
+		HarmHold:             o.HarmHold,
+		NotReadyGrace:        o.HarmNotReadyGrace,
+		Canary:               canarySetting,
 		// Places of restarting resizes the kubelet has not applied.
 		RestartReservationTimeout: o.RestartReservationTimeout,
 	}, updater.Deps{
@@ -235,6 +254,7 @@ func Run(ctx context.Context, o *Options) error {
 		Calculator:    recommendations,
 		Store:         store,
 		MemoryRecords: memStore,
+		SafetyRecords: safetyStore,
 		Usage:         memoryUsage,
 		Metrics:       metrics,
 		Recorder:      recorder,

@@ -52,6 +52,10 @@ const (
 	// ReasonWaitingForNodeCapacity: a resize does not fit its node now and
 	// is not sent until it does (resize-when: fits-node).
 	ReasonWaitingForNodeCapacity = "WaitingForNodeCapacity"
+	// ReasonResizeReverted: harm was seen after a resize lowered values of
+	// a pod; the pod was resized back, and no pod of the VPA is lowered to
+	// those values, or below, for a while (the hold).
+	ReasonResizeReverted = "ResizeReverted"
 )
 
 // Reasons with status False.
@@ -84,6 +88,16 @@ type Summary struct {
 	// Preemptions are the pods the scheduler preempted on the nodes of the
 	// VPA's pods with a Deferred resize (preemption.go).
 	Preemptions []Preemption
+	// Reverted says what the VPA's hold after harm is for and until when,
+	// "" without one.
+	Reverted string
+	// Canary says how the canaries of a decrease stand ("canary: 1 of 4
+	// lowered, 3 wait until ..."), "" when none runs. It blocks nothing:
+	// the decrease is paced.
+	Canary string
+	// SafetyInvalid says which safety annotation of the VPA cannot be
+	// read, and what is used instead; "" when none.
+	SafetyInvalid string
 }
 
 // maxNotDurable bounds what the error of a records write adds to the
@@ -132,6 +146,9 @@ func Blocked(s Summary) vpatypes.VerticalPodAutoscalerCondition {
 		}
 		blocked(r, fmt.Sprintf("Not sent (%s): the pod template of Job %s would be set to %s%s.", why, js[0].Name, js[0].Values, more(js)))
 	}
+	if s.Reverted != "" {
+		blocked(ReasonResizeReverted, "Reverted: "+s.Reverted+".")
+	}
 	if ps := byState[state.PodInvalid]; len(ps) > 0 {
 		blocked(ReasonInvalid, fmt.Sprintf("Invalid: %s cannot be resized in place to %s: %s%s.", ps[0].Name, ps[0].Values, ps[0].Message, more(ps)))
 	}
@@ -178,6 +195,12 @@ func Blocked(s Summary) vpatypes.VerticalPodAutoscalerCondition {
 		}
 	}
 	msg := counts(s.Pods, byState) + jobCounts(s.Jobs, jobsByState) + waitingFor(byState[state.PodWaiting])
+	if s.Canary != "" {
+		msg += " Decrease paced: " + s.Canary + "."
+	}
+	if s.SafetyInvalid != "" {
+		msg += " " + s.SafetyInvalid + "."
+	}
 	if s.NotDurable != "" {
 		// It blocks nothing now; it says what a restart would repeat.
 		msg += " Records not durable: " + Truncate(s.NotDurable, maxNotDurable) +
@@ -213,6 +236,8 @@ func counts(pods []state.Pod, byState map[state.PodState][]state.Pod) string {
 		{state.PodBoosted, "boosted at startup"},
 		{state.PodWaiting, "waiting for a disruption budget"},
 		{state.PodWaitingForNode, "waiting for node capacity"},
+		{state.PodCanaryWait, "waiting for the canary"},
+		{state.PodHeldAfterHarm, "held after harm"},
 		{state.PodWithheld, "not sent"},
 		{state.PodDeferred, "deferred"},
 		{state.PodInfeasible, "infeasible"},

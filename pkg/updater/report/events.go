@@ -91,3 +91,39 @@ const (
 	// removal is tried again when the pod is decided again. Once per pod.
 	EventStartupBoostAnnotationForbidden = "InPlaceStartupBoostAnnotationForbidden"
 )
+
+// Event reasons of the watch after a resize (docs/safety-after-resize.md).
+const (
+	// EventResizeHarmed: harm was seen on the pod within the window after
+	// its resize (an OOM kill, a restart, Ready lost for longer than the
+	// grace, an eviction by the kubelet). Warning, on the pod and the VPA.
+	// After a resize that lowered values, the pod is resized back and the
+	// values are held for the VPA; after one that raised them, it is
+	// reported only.
+	EventResizeHarmed = "InPlaceResizeHarmed"
+	// EventResizeReverted: the pod was resized back in place to what it
+	// had before a resize that lowered values and harmed it. Warning, on
+	// the pod and the VPA.
+	EventResizeReverted = "InPlaceResizeReverted"
+	// EventResizeRevertWaiting: the revert does not fit the node now (it
+	// has filled since); it is sent once it fits. Warning, on the pod, once
+	// per node.
+	EventResizeRevertWaiting = "InPlaceResizeRevertWaitingForNodeCapacity"
+	// EventResizeCanary: the pod is a canary of its VPA's decrease: it is
+	// lowered first, and the others once it has been watched for the
+	// window without harm. On the pod and the VPA.
+	EventResizeCanary = "InPlaceResizeCanary"
+	// EventResizeCanaryPassed: every canary of a decrease was watched for
+	// its window without harm; the other pods get it. On the VPA.
+	EventResizeCanaryPassed = "InPlaceResizeCanaryPassed"
+	// EventResizeWaitingForCanary: a decrease waits for the VPA's
+	// canaries, or is held after harm; once per pod and message.
+	EventResizeWaitingForCanary = "InPlaceResizeWaitingForCanary"
+	// EventResizeHeldAfterHarm: a decrease is not made: it lowers values
+	// to, or below, values harm was seen at; once per pod and hold.
+	EventResizeHeldAfterHarm = "InPlaceResizeHeldAfterHarm"
+	// EventSafetyAnnotationInvalid: the VPA's canary or observation-window
+	// annotation cannot be read; the updater's default is used. Warning,
+	// on the VPA, once per value.
+	EventSafetyAnnotationInvalid = "InPlaceResizeSafetyAnnotationInvalid"
+)

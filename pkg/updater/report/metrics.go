@@ -92,6 +92,7 @@ type Metrics struct {
 	restartsEnded    *prometheus.CounterVec
 	preemptions      prometheus.Counter
 	gauges           *gaugeCollector
+	safety           *safetyMetrics
 }
 
 // GaugeSnapshot is what the gauges show, read at each scrape.
@@ -112,6 +113,10 @@ type GaugeSnapshot struct {
 	// NodeRoomHolds counts the resizes sent whose room on their node is held
 	// until the pod cache shows them.
 	NodeRoomHolds int
+	// Watched counts the pods watched after their resize; HarmHolds the
+	// VPAs with a hold after harm; CanaryWaiting the pods whose decrease
+	// waits for their VPA's canaries.
+	Watched, HarmHolds, CanaryWaiting int
 }
 
 // NewMetrics creates the metrics and registers them on reg. The gauges read
@@ -188,8 +193,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, reason := range disruption.EndReasons {
 		m.restartsEnded.WithLabelValues(string(reason))
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.decisionDuration, m.sent, m.completed, m.failures, m.withheld, m.recommendation, m.apiErrors,
-		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.panics, m.boostDuration, m.restartsEnded, m.preemptions, m.gauges} {
+	m.safety = newSafetyMetrics(m.gauges.snapshot)
+	for _, c := range append([]prometheus.Collector{m.decisions, m.decisionDuration, m.sent, m.completed, m.failures, m.withheld, m.recommendation, m.apiErrors,
+		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.panics, m.boostDuration, m.restartsEnded, m.preemptions, m.gauges}, m.safety.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -404,6 +410,16 @@ func newGaugeCollector() *gaugeCollector {
 	}
 }
 
+// snapshot reads the controller's state once New has bound it; nil before.
+func (g *gaugeCollector) snapshot() *GaugeSnapshot {
+	f := g.source.Load()
+	if f == nil {
+		return nil
+	}
+	s := (*f)()
+	return &s
+}
+
 // Describe implements prometheus.Collector.
 func (g *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{g.records, g.memoryRecords, g.pending, g.oldest, g.paused, g.dryRun, g.metricsAPI, g.jobs, g.boosted, g.restarts, g.roomHolds} {
@@ -414,8 +430,8 @@ func (g *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	var s GaugeSnapshot
-	if f := g.source.Load(); f != nil {
-		s = (*f)()
+	if p := g.snapshot(); p != nil {
+		s = *p
 	}
 	ch <- prometheus.MustNewConstMetric(g.records, prometheus.GaugeValue, float64(s.Records))
 	ch <- prometheus.MustNewConstMetric(g.memoryRecords, prometheus.GaugeValue, float64(s.MemoryRecords))

@@ -50,6 +50,12 @@ const (
 	// PodBoosted: the pod runs with a CPU startup boost (pkg/boost) that
 	// has not ended yet: it is not otherwise resized until it does.
 	PodBoosted PodState = "StartupBoost"
+	// PodCanaryWait: a decrease waits until the VPA's canaries have been
+	// watched for their window without harm; Values holds until when.
+	PodCanaryWait PodState = "CanaryWait"
+	// PodHeldAfterHarm: a decrease is not made: it lowers values to, or
+	// below, values harm was seen at (the VPA's hold).
+	PodHeldAfterHarm PodState = "HeldAfterHarm"
 )
 
 // PendingPodStates are the states in which a recommendation waits to be
