@@ -14,6 +14,12 @@
 #   4. on the static CPU manager node, a CPU resize of a Guaranteed pod is Infeasible
 #   5. a memory-limit decrease below the pod's reported usage (annotation
 #      hollow-node.vpa-inplace.dev/memory-usage) ends PodResizeInProgress reason Error
+#   6. the kill annotation (hollow-node.vpa-inplace.dev/kill) ends a container OOMKilled, then,
+#      changed, Error: each time lastState.terminated says so, restartCount rises, the
+#      container runs again and the pod's Ready condition changed in between
+#   7. a memory-limit decrease below what a container needs (kill annotation,
+#      memory-limit-below) is OOM-killed right after; the limit raised again, it runs and
+#      stays up
 # Exits non-zero on the first failure. Needs a running cluster (hack/cluster/up.sh).
 set -o errexit -o nounset -o pipefail
 # shellcheck source=lib.sh
@@ -224,5 +230,81 @@ code=$(resize memuse c 100m 100Mi)
 expect_state memuse "true PodResizeInProgress/Error 100m 200Mi" 60
 must 200 GET "/api/v1/namespaces/${NS}/pods/memuse"
 say "  message: $(json '[c["message"] for c in d["status"]["conditions"] if c["type"] == "PodResizeInProgress"][0]')"
+
+# ctr_state NAME: "<restartCount> <running|waiting:REASON|terminated:REASON> <lastState.terminated reason/exitCode> <ready>"
+ctr_state() {
+  must 200 GET "/api/v1/namespaces/${NS}/pods/$1"
+  json '(lambda c: " ".join([str(c.get("restartCount", 0)),
+    "running" if "running" in c["state"] else ",".join("%s:%s" % (k, v.get("reason", "")) for k, v in c["state"].items()),
+    "%s/%s" % (c.get("lastState", {}).get("terminated", {}).get("reason", "-"), c.get("lastState", {}).get("terminated", {}).get("exitCode", "-")),
+    str(c.get("ready", False)).lower()]))((d["status"].get("containerStatuses") or [{"state": {}}])[0])'
+}
+ctr_state_is() { # POD WANT
+  LAST_STATE=$(ctr_state "$1")
+  [[ ${LAST_STATE} == "$2" ]]
+}
+expect_ctr() { # POD WANT TIMEOUT
+  LAST_STATE=""
+  wait_for "pod $1 container state '$2' (restartCount state lastState ready)" "$3" ctr_state_is "$1" "$2"
+  say "  ok: ${LAST_STATE}"
+}
+# ready_since POD: lastTransitionTime of the pod's Ready condition
+ready_since() {
+  must 200 GET "/api/v1/namespaces/${NS}/pods/$1"
+  json '[c["lastTransitionTime"] for c in d["status"]["conditions"] if c["type"] == "Ready"][0]'
+}
+annotate() { # POD KEY VALUE
+  must 200 PATCH "/api/v1/namespaces/${NS}/pods/$1" "{\"metadata\":{\"annotations\":{\"$2\":\"$3\"}}}" application/merge-patch+json
+}
+
+say "6) kill annotation: OOMKilled once, then Error once"
+must 201 POST "/api/v1/namespaces/${NS}/pods" "$(
+  cat <<EOF
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"crashy"},
+ "spec":{"nodeSelector":{"kubernetes.io/hostname":"${NODE}"},"terminationGracePeriodSeconds":0,
+  "containers":[$(container c 100m 100Mi)]}}
+EOF
+)"
+expect_ctr crashy "0 running -/- true" 60
+ready0=$(ready_since crashy)
+sleep 1 # the Ready condition's times have a resolution of a second
+annotate crashy hollow-node.vpa-inplace.dev/kill "c=reason:OOMKilled,restart:0"
+expect_ctr crashy "1 running OOMKilled/137 true" 60
+ready1=$(ready_since crashy)
+[[ ${ready1} > ${ready0} ]] || fail "Ready did not change across the OOM kill (${ready0} -> ${ready1})"
+say "  Ready since ${ready0}, lost and back since ${ready1}"
+annotate crashy hollow-node.vpa-inplace.dev/kill "c=restart:1"
+expect_ctr crashy "2 running Error/1 true" 60
+
+say "7) memory limit 400Mi -> 200Mi, below what the container needs (300Mi): OOM-killed after the resize; raised back, it stays up"
+must 201 POST "/api/v1/namespaces/${NS}/pods" "$(
+  cat <<EOF
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"hungry","annotations":{"hollow-node.vpa-inplace.dev/kill":"c=memory-limit-below:300Mi"}},
+ "spec":{"nodeSelector":{"kubernetes.io/hostname":"${NODE}"},"terminationGracePeriodSeconds":0,
+  "containers":[$(container c 100m 400Mi)]}}
+EOF
+)"
+expect_ctr hungry "0 running -/- true" 60
+code=$(resize hungry c 100m 200Mi)
+[[ ${code} == 200 ]] || fail "resize: HTTP ${code}: $(head -c 600 "${LAST}")"
+oom_killed() {
+  LAST_STATE=$(ctr_state hungry)
+  [[ ${LAST_STATE} == [1-9]*" OOMKilled/137 "* ]]
+}
+wait_for "hungry to be OOM-killed" 30 oom_killed
+say "  ok: ${LAST_STATE}"
+code=$(resize hungry c 100m 400Mi)
+[[ ${code} == 200 ]] || fail "resize: HTTP ${code}: $(head -c 600 "${LAST}")"
+running_ready() {
+  LAST_STATE=$(ctr_state hungry)
+  [[ ${LAST_STATE} == *" running "*" true" ]]
+}
+wait_for "hungry to run again" 90 running_ready
+expect_state hungry "true - 100m 400Mi" 30
+LAST_STATE=$(ctr_state hungry)
+up=${LAST_STATE}
+sleep 3
+ctr_state_is hungry "${up}" || fail "hungry changed after its limit was raised: ${up} -> ${LAST_STATE}"
+say "  ok: running with 400Mi, stays up: ${LAST_STATE}"
 
 say "SMOKE OK"

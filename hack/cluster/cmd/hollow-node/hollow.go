@@ -22,6 +22,10 @@
 //     memory limit decrease fails with "cannot decrease memory limits: missing pod memory
 //     usage". The containers' sum, or the annotation hollow-node.vpa-inplace.dev/memory-usage
 //     (the pod cgroup only), or --pod-memory-usage.
+//   - container kills (kill.go): the annotation hollow-node.vpa-inplace.dev/kill makes the
+//     fake runtime end a running container as OOMKilled or Error (once, in a loop, or when
+//     its memory limit is lowered below what it needs); the kubelet restarts it with its
+//     back-off (--max-container-restart-period).
 //   - --cores/--memory set node capacity (kubemark hard-codes 1 core / 3840Mi)
 //   - --reserved-cpu/--reserved-memory make allocatable < capacity
 //   - --fake-static-cpu-manager: the node reports CPUManagerPolicy=static, so the kubelet
@@ -249,12 +253,15 @@ func (f *fakePCM) SetPodCgroupConfig(logger klog.Logger, pod *v1.Pod, rc *cm.Res
 	return nil
 }
 
-// reportingRuntime makes the fake CRI runtime report container resources.
-type reportingRuntime struct {
+// resourcesRuntime keeps, for each container, the LinuxContainerResources the kubelet last
+// applied: the fake records them at creation but drops those of UpdateContainerResources (a
+// resize). The killer (kill.go) compares the memory limit with the kill annotation's
+// memory-limit-below; reportingRuntime reports them.
+type resourcesRuntime struct {
 	*fakeremote.RemoteRuntime
 }
 
-func (r *reportingRuntime) UpdateContainerResources(ctx context.Context, req *kubeapi.UpdateContainerResourcesRequest) (*kubeapi.UpdateContainerResourcesResponse, error) {
+func (r *resourcesRuntime) UpdateContainerResources(ctx context.Context, req *kubeapi.UpdateContainerResourcesRequest) (*kubeapi.UpdateContainerResourcesResponse, error) {
 	resp, err := r.RemoteRuntime.UpdateContainerResources(ctx, req)
 	if err != nil {
 		return resp, err
@@ -266,6 +273,11 @@ func (r *reportingRuntime) UpdateContainerResources(ctx context.Context, req *ku
 	}
 	fs.Unlock()
 	return resp, nil
+}
+
+// reportingRuntime makes the fake CRI runtime report container resources.
+type reportingRuntime struct {
+	*resourcesRuntime
 }
 
 func (r *reportingRuntime) ContainerStatus(ctx context.Context, req *kubeapi.ContainerStatusRequest) (*kubeapi.ContainerStatusResponse, error) {
@@ -280,6 +292,58 @@ func (r *reportingRuntime) ContainerStatus(ctx context.Context, req *kubeapi.Con
 	}
 	fs.Unlock()
 	return resp, nil
+}
+
+// killContainers ends the running containers the kill annotations ask for (kill.go), every
+// interval while any pod has one: the container is left EXITED with the rule's reason and exit
+// code, as a runtime reports a process the kernel killed or that crashed. The kubelet sees it
+// at its next relist (PLEG, every second) and restarts it, with its back-off.
+func killContainers(ctx context.Context, rt *fakeremote.RemoteRuntime, kills *killTracker, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if kills.empty() {
+			continue
+		}
+		now := time.Now()
+		fs := rt.RuntimeService
+		fs.Lock()
+		var cs []runningContainer
+		for id, c := range fs.Containers {
+			if c.State != kubeapi.ContainerState_CONTAINER_RUNNING || c.Metadata == nil {
+				continue
+			}
+			rc := runningContainer{ID: id, Pod: types.UID(c.Labels["io.kubernetes.pod.uid"]), Name: c.Metadata.Name,
+				Restart: int64(c.Metadata.Attempt)}
+			if c.StartedAt > 0 {
+				rc.StartedAt = time.Unix(0, c.StartedAt)
+			}
+			if c.LinuxResources != nil {
+				rc.MemoryLimit = c.LinuxResources.MemoryLimitInBytes
+			}
+			cs = append(cs, rc)
+		}
+		due := kills.decide(cs, now)
+		type killed struct{ id, pod, reason string }
+		var done []killed
+		for id, r := range due {
+			c := fs.Containers[id]
+			c.State = kubeapi.ContainerState_CONTAINER_EXITED
+			c.FinishedAt = now.UnixNano()
+			c.ExitCode = r.ExitCode
+			c.Reason = r.Reason
+			done = append(done, killed{id: id, pod: c.Labels["io.kubernetes.pod.namespace"] + "/" + c.Labels["io.kubernetes.pod.name"], reason: r.Reason})
+		}
+		fs.Unlock()
+		for _, k := range done {
+			klog.InfoS("Killed container as its pod's kill annotation asks", "pod", k.pod, "containerID", k.id, "reason", k.reason)
+		}
+	}
 }
 
 // statsRuntime answers the CRI container stats queries with the usage of usage.go (the fake
@@ -371,9 +435,10 @@ func startFakeRuntime(sock string, report bool, usage *usageTracker) (*fakeremot
 		return nil, nil, err
 	}
 	srv := grpc.NewServer()
-	var rs kubeapi.RuntimeServiceServer = rt
+	res := &resourcesRuntime{rt}
+	var rs kubeapi.RuntimeServiceServer = res
 	if report {
-		rs = &reportingRuntime{rt}
+		rs = &reportingRuntime{res}
 	}
 	rs = &statsRuntime{RuntimeServiceServer: rs, fs: rt, usage: usage}
 	kubeapi.RegisterRuntimeServiceServer(srv, rs)
@@ -382,15 +447,16 @@ func startFakeRuntime(sock string, report bool, usage *usageTracker) (*fakeremot
 	return rt, srv.Stop, nil
 }
 
-// watchPodUsage follows the usage annotations of the pods bound to the node (a watch of its
-// own, as the kubelet's: the Node authorizer lets a node read the pods bound to it).
-func watchPodUsage(ctx context.Context, client clientset.Interface, node string, usage *usageTracker) {
+// watchPods follows the usage and kill annotations of the pods bound to the node (a watch of
+// its own, as the kubelet's: the Node authorizer lets a node read the pods bound to it).
+func watchPods(ctx context.Context, client clientset.Interface, node string, usage *usageTracker, kills *killTracker) {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
 	}))
 	observe := func(obj any) {
 		if pod, ok := obj.(*v1.Pod); ok {
 			usage.observe(pod)
+			kills.observe(pod)
 		}
 	}
 	_, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -402,6 +468,7 @@ func watchPodUsage(ctx context.Context, client clientset.Interface, node string,
 			}
 			if pod, ok := obj.(*v1.Pod); ok {
 				usage.forget(pod.UID)
+				kills.forget(pod.UID)
 			}
 		},
 	})
@@ -425,7 +492,7 @@ func main() {
 		qps                                                                                         float64
 		report, events, staticCPU                                                                   bool
 		taintSpecs                                                                                  []string
-		syncFrequency                                                                               time.Duration
+		syncFrequency, maxRestartPeriod                                                             time.Duration
 		usageSeed                                                                                   uint64
 		labels                                                                                      = map[string]string{}
 		gates                                                                                       = map[string]bool{}
@@ -452,6 +519,7 @@ func main() {
 	fs.BoolVar(&report, "report-runtime-resources", false, "fake CRI reports container resources in ContainerStatus")
 	fs.StringSliceVar(&taintSpecs, "register-with-taints", nil, "taints the node registers with, key=value:Effect,...")
 	fs.DurationVar(&syncFrequency, "sync-frequency", 10*time.Second, "how often every running pod is synced again (the kubelet's syncFrequency); longer: less CPU per pod")
+	fs.DurationVar(&maxRestartPeriod, "max-container-restart-period", 0, "longest crash-loop back-off between restarts of a container, 1s to 300s (the kubelet's crashLoopBackOff.maxContainerRestartPeriod; also its first back-off when below 10s); 0: the kubelet's default, 300s")
 	nl := cliflag.ConfigurationMap(labels)
 	fs.Var(&nl, "node-labels", "extra node labels k=v,...")
 	fs.Var(cliflag.NewMapStringBool(&gates), "feature-gates", "kubelet feature gates, Gate=true|false,...")
@@ -511,6 +579,9 @@ func main() {
 	c.NodeStatusUpdateFrequency.Duration = 10 * time.Second
 	c.NodeStatusReportFrequency.Duration = 5 * time.Minute
 	c.SyncFrequency.Duration = syncFrequency
+	if maxRestartPeriod > 0 {
+		c.CrashLoopBackOff.MaxContainerRestartPeriod = &metav1.Duration{Duration: maxRestartPeriod}
+	}
 	// The fake runtime writes no container logs: each rotation check fails
 	// (and logs an error) for every container. Once an hour, not every 10s.
 	c.ContainerLogMonitorInterval.Duration = time.Hour
@@ -590,7 +661,9 @@ func main() {
 		hk.KubeletDeps.Recorder = nil
 		hk.KubeletDeps.EventClient = client.CoreV1()
 	}
-	watchPodUsage(ctx, client, name, usage)
+	kills := newKillTracker()
+	watchPods(ctx, client, name, usage, kills)
+	go killContainers(ctx, rt, kills, 200*time.Millisecond)
 	go hk.Run(ctx)
 	<-ctx.Done()
 	klog.Info("shutting down")
