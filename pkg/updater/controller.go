@@ -122,6 +122,9 @@ type Config struct {
 	// MemoryLimitMargin is --memory-limit-decrease-margin: with usage known,
 	// a memory limit is lowered only above usage x (1 + margin).
 	MemoryLimitMargin float64
+	// BoostMaxRestarts is --startup-boost-max-restarts: how many restarts
+	// of a container are boosted again (gate CPUStartupBoost); 0 boosts none.
+	BoostMaxRestarts int32
 }
 
 // Deps are the controller's collaborators.

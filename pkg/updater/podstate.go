@@ -19,6 +19,9 @@ const (
 	// noteBoostForbidden: a boost annotation the updater may not remove,
 	// per set of containers.
 	noteBoostForbidden = "boost-forbidden"
+	// noteBoostBackedOff: containers whose restarts are not boosted any
+	// more, per set of containers.
+	noteBoostBackedOff = "boost-backed-off"
 )
 
 // stateOf tells the state of a pod from a decision that sends nothing.

@@ -46,11 +46,19 @@ type Options struct {
 	RestartReservationTimeout time.Duration
 	FeatureGate               featuregate.MutableFeatureGate
 	LeaderElection            componentbaseconfig.LeaderElectionConfiguration
+
+	// StartupBoostMaxRestarts: how many restarts of a container are
+	// boosted again (gate CPUStartupBoost).
+	StartupBoostMaxRestarts int
 }
 
 // FallbackNamespace is the updater's namespace when it does not know its
 // own (run outside a pod): the namespace of deploy/.
 const FallbackNamespace = "vpa-inplace-system"
+
+// MaxStartupBoostRestarts bounds --startup-boost-max-restarts: a container
+// that restarted that often is failing, whatever the setting.
+const MaxStartupBoostRestarts = 100
 
 // DefaultKillSwitchName is the name of the kill switch ConfigMap in the
 // default of --config-map.
@@ -86,6 +94,7 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		RecordsNamespace:          namespace,
 		FeatureGate:               gate,
 		MemoryLimitDecreaseMargin: 0.2,
+		StartupBoostMaxRestarts:   3,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -140,6 +149,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Name of a Lease in --records-namespace that owns every records ConfigMap (an ownerReference, set at each write), so that deleting it has the garbage collector delete the records: the manifests ship the updater's leader election Lease and name it here, so that helm uninstall and kubectl delete -k leave no record behind. It must exist when the updater starts, or the updater does not start. Empty: the records have no owner and stay until deleted by hand.")
 	fs.Float64Var(&o.MemoryLimitDecreaseMargin, "memory-limit-decrease-margin", o.MemoryLimitDecreaseMargin,
 		"A container's memory limit is lowered in place only to a value above its memory in use times (1 + this margin), with the usage read from the metrics API (metrics.k8s.io) when it is served; otherwise the limit is kept and the rest of the resize is applied. 0.2 means 20%. Without the metrics API, the kubelet's own check (1.34+) decides, and its refusal is recorded and not tried again.")
+	fs.IntVar(&o.StartupBoostMaxRestarts, "startup-boost-max-restarts", o.StartupBoostMaxRestarts,
+		"With the CPUStartupBoost gate: a container of a VPA with a startupBoost that restarts (a crash, an OOM kill) after its startup boost ended is boosted again in place, as at startup, for its restarts up to this many in its pod's life; a container restarting more often is failing repeatedly and is not boosted again (event InPlaceStartupBoostBackedOff). 0: restarts are never boosted.")
 	o.FeatureGate.AddFlag(fs)
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	if f := fs.Lookup("leader-elect-resource-namespace"); f != nil {
@@ -210,6 +221,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.Workers < 0 {
 		errs = append(errs, fmt.Errorf("--workers must be 0 (automatic) or positive, got %d", o.Workers))
+	}
+	if o.StartupBoostMaxRestarts < 0 || o.StartupBoostMaxRestarts > MaxStartupBoostRestarts {
+		errs = append(errs, fmt.Errorf("--startup-boost-max-restarts must be from 0 to %d, got %d", MaxStartupBoostRestarts, o.StartupBoostMaxRestarts))
 	}
 	return errs
 }

@@ -214,6 +214,7 @@ func Run(ctx context.Context, o *Options) error {
 		DeferredWarningAfter: o.DeferredWarningAfter,
 		ConfigMap:            killSwitch.name,
 		MemoryLimitMargin:    o.MemoryLimitDecreaseMargin,
+		BoostMaxRestarts:     int32(o.StartupBoostMaxRestarts),
 		// Places of restarting resizes the kubelet has not applied.
 		RestartReservationTimeout: o.RestartReservationTimeout,
 	}, updater.Deps{

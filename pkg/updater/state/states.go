@@ -50,6 +50,11 @@ const (
 	// PodBoosted: the pod runs with a CPU startup boost (pkg/boost) that
 	// has not ended yet: it is not otherwise resized until it does.
 	PodBoosted PodState = "StartupBoost"
+	// PodBoostBackedOff: the pod has what the VPA recommends, but a
+	// container of it restarted more times than boosts after a restart
+	// allow (--startup-boost-max-restarts): it runs unboosted, within what
+	// would have been its boost.
+	PodBoostBackedOff PodState = "StartupBoostBackedOff"
 )
 
 // PendingPodStates are the states in which a recommendation waits to be
