@@ -32,6 +32,12 @@ const (
 // startup boost of boostSeconds, recommending 150m / 100Mi.
 func boostVPA(t *testing.T, ns, target string) {
 	t.Helper()
+	boostVPAFor(t, ns, target, boostSeconds)
+}
+
+// boostVPAFor is boostVPA with a durationSeconds of seconds.
+func boostVPAFor(t *testing.T, ns, target string, seconds int32) {
+	t.Helper()
 	mode := vpatypes.UpdateModeInPlace
 	_, err := vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Create(ctxFor(t), &vpatypes.VerticalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Name: target},
@@ -39,7 +45,7 @@ func boostVPA(t *testing.T, ns, target string) {
 			TargetRef:    &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: target},
 			UpdatePolicy: &vpatypes.PodUpdatePolicy{UpdateMode: &mode},
 			StartupBoost: &vpatypes.StartupBoost{CPU: &vpatypes.GenericStartupBoost{
-				Type: vpatypes.FactorStartupBoostType, Factor: ptr.To[int32](2), DurationSeconds: ptr.To[int32](boostSeconds)}},
+				Type: vpatypes.FactorStartupBoostType, Factor: ptr.To[int32](2), DurationSeconds: ptr.To(seconds)}},
 		},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -138,6 +138,9 @@ type Config struct {
 	// Canary is --canary: how many pods of a VPA get a decrease first,
 	// unless its annotation says otherwise.
 	Canary resize.Canary
+	// BoostMaxRestarts is --startup-boost-max-restarts: how many restarts
+	// of a container are boosted again (gate CPUStartupBoost); 0 boosts none.
+	BoostMaxRestarts int32
 }
 
 // Deps are the controller's collaborators.

@@ -139,6 +139,9 @@ type fixtureOpts struct {
 	recordsNotLoaded bool
 	// boost turns the CPUStartupBoost gate on.
 	boost bool
+	// boostMaxRestarts is --startup-boost-max-restarts (0: restarts are
+	// not boosted).
+	boostMaxRestarts int32
 	// podNamespace caches the pods of that namespace only, as
 	// --vpa-object-namespace does.
 	podNamespace string
@@ -286,7 +289,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	cfg := Config{
 		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: max(1, o.workers), ServerMinor: o.serverMinor,
 		DryRun: o.dryRun, DeferredWarningAfter: o.deferredWarningAfter, StatusMinInterval: o.statusMinInterval,
-		MemoryLimitMargin: o.memoryMargin, ReversalHold: o.reversalHold,
+		MemoryLimitMargin: o.memoryMargin, ReversalHold: o.reversalHold, BoostMaxRestarts: o.boostMaxRestarts,
 		Canary: o.canary, ObservationWindow: o.observationWindow,
 	}
 	if o.pdbs != nil {

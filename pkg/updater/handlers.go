@@ -78,8 +78,8 @@ func (c *Controller) onPod(logger klog.Logger, oldObj, obj any) {
 }
 
 // relevantPodChange reports whether an update may change a decision: the
-// spec's resources, the resize status, readiness, phase, generation or the
-// containers with a startup boost.
+// spec's resources, the resize status, readiness, phase, generation, the
+// containers with a startup boost or a container's restart.
 func relevantPodChange(old, pod *corev1.Pod) bool {
 	if old.ResourceVersion == pod.ResourceVersion {
 		return false
@@ -91,7 +91,7 @@ func relevantPodChange(old, pod *corev1.Pod) bool {
 		return true
 	}
 	if !apiequality.Semantic.DeepEqual(resizeConditions(old), resizeConditions(pod)) ||
-		!slices.Equal(boost.Containers(old), boost.Containers(pod)) {
+		!slices.Equal(boost.Containers(old), boost.Containers(pod)) || containerRestarted(old, pod) {
 		return true
 	}
 	for i := range pod.Spec.Containers {

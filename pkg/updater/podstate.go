@@ -22,6 +22,9 @@ const (
 	// noteCanary: a decrease waiting for the VPA's canaries, or held after
 	// harm, per message.
 	noteCanary = "canary"
+	// noteBoostBackedOff: containers whose restarts are not boosted any
+	// more, per set of containers.
+	noteBoostBackedOff = "boost-backed-off"
 )
 
 // stateOf tells the state of a pod from a decision that sends nothing.

@@ -99,9 +99,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return fmt.Errorf("computing recommendation: %w", err)
 	}
 	var end *boostEnd
+	var again *restartBoost
 	if c.boostEnabled() && boost.Active(pod) {
 		var held bool
 		if desired, end, held = c.startupBoost(ctx, pod, vpa, desired, status); held {
+			return nil
+		}
+	} else if c.boostEnabled() {
+		var held bool
+		if desired, again, held = c.restartBoost(ctx, pod, vpa, desired, status); held {
 			return nil
 		}
 	}
@@ -141,16 +147,18 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 		in.MemoryUsage = u
 	}
-	if end != nil {
-		// Ending a boost: any change is worth the resize (a Factor 1.1
-		// boost is below the threshold), and it reverses no resize of ours.
+	if end != nil || again.resizes() {
+		// Ending a boost (or starting one after a restart): any change is
+		// worth the resize (a Factor 1.1 boost is below the threshold), and
+		// it reverses no resize of ours.
 		in.Threshold, in.LastResize = -1, nil
 	}
 	d := resize.Decide(in)
 	// A decrease goes to the VPA's canaries first, and never to values
-	// held after harm; the end of a boost is no new decrease.
+	// held after harm; the end of a boost (at startup or after a restart)
+	// is no new decrease.
 	admitted, until := false, time.Time{}
-	if end == nil {
+	if end == nil && !again.resizes() {
 		d, admitted, until = c.admitDecrease(ctx, pod, vpa, &in, d)
 	}
 	var waiting *disruption.Verdict
@@ -188,12 +196,17 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		st.Values = pod.Spec.NodeName
 	}
 	if st != nil {
+		*st = again.state(*st)
 		c.report(ctx, pod, vpa, *st, status)
 	}
 	if d.Gated != "" {
 		// After the report: the pod's state is the one its note is kept
 		// with.
 		c.waitingForCanary(pod, d, until)
+	}
+
+	if again != nil && err == nil {
+		c.reportRestartBoost(ctx, pod, vpa, d, st, again)
 	}
 	if end != nil && err == nil && endsBoost(d, st) {
 		err = c.finishBoost(ctx, pod, vpa, d, end)

@@ -54,11 +54,19 @@ type Options struct {
 	Canary                  string
 	FeatureGate             featuregate.MutableFeatureGate
 	LeaderElection          componentbaseconfig.LeaderElectionConfiguration
+
+	// StartupBoostMaxRestarts: how many restarts of a container are
+	// boosted again (gate CPUStartupBoost).
+	StartupBoostMaxRestarts int
 }
 
 // FallbackNamespace is the updater's namespace when it does not know its
 // own (run outside a pod): the namespace of deploy/.
 const FallbackNamespace = "vpa-inplace-system"
+
+// MaxStartupBoostRestarts bounds --startup-boost-max-restarts: a container
+// that restarted that often is failing, whatever the setting.
+const MaxStartupBoostRestarts = 100
 
 // DefaultKillSwitchName is the name of the kill switch ConfigMap in the
 // default of --config-map.
@@ -98,6 +106,7 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		HarmHold:                  24 * time.Hour,
 		HarmNotReadyGrace:         time.Minute,
 		Canary:                    "1",
+		StartupBoostMaxRestarts:   3,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -160,6 +169,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"How long a pod watched after its resize may stay not Ready before it counts as harm.")
 	fs.StringVar(&o.Canary, "canary", o.Canary,
 		`How many pods of a VPA get a lower target first, before the others get it once these have been watched for --resize-observation-window without harm: "off", a number of pods, or a percentage ("25%", rounded up). At most all pods but one; a VPA with one pod is lowered at once. Increases always go to every pod at once. A VPA's annotation vpa-inplace.dev/canary sets its own.`)
+	fs.IntVar(&o.StartupBoostMaxRestarts, "startup-boost-max-restarts", o.StartupBoostMaxRestarts,
+		"With the CPUStartupBoost gate: a container of a VPA with a startupBoost that restarts (a crash, an OOM kill) after its startup boost ended is boosted again in place, as at startup, for its restarts up to this many in its pod's life; a container restarting more often is failing repeatedly and is not boosted again (event InPlaceStartupBoostBackedOff). 0: restarts are never boosted.")
 	o.FeatureGate.AddFlag(fs)
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	if f := fs.Lookup("leader-elect-resource-namespace"); f != nil {
@@ -242,6 +253,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.Workers < 0 {
 		errs = append(errs, fmt.Errorf("--workers must be 0 (automatic) or positive, got %d", o.Workers))
+	}
+	if o.StartupBoostMaxRestarts < 0 || o.StartupBoostMaxRestarts > MaxStartupBoostRestarts {
+		errs = append(errs, fmt.Errorf("--startup-boost-max-restarts must be from 0 to %d, got %d", MaxStartupBoostRestarts, o.StartupBoostMaxRestarts))
 	}
 	return errs
 }

@@ -79,7 +79,9 @@ func TestFlags(t *testing.T) {
 	assert.True(t, o.FeatureGate.Enabled(features.CPUStartupBoost))
 	assert.Equal(t, 30*time.Second, o.UpdaterInterval)
 	assert.Equal(t, []string{"kube-system", "other"}, o.IgnoredVPANamespaces)
+	assert.Equal(t, 3, o.StartupBoostMaxRestarts, "the default")
 	assert.Empty(t, o.Validate())
+	assert.Empty(t, parse(t, "--startup-boost-max-restarts=0").Validate(), "0 turns boosts after a restart off")
 }
 
 func TestValidate(t *testing.T) {
@@ -100,6 +102,8 @@ func TestValidate(t *testing.T) {
 		{[]string{"--config-map=/name"}, "--config-map must be namespace/name"},
 		{[]string{"--config-map=a/b/c"}, "--config-map must be namespace/name"},
 		{[]string{"--records-owner=Not_A_Name"}, "--records-owner"},
+		{[]string{"--startup-boost-max-restarts=-1"}, "--startup-boost-max-restarts"},
+		{[]string{"--startup-boost-max-restarts=101"}, "--startup-boost-max-restarts"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -233,6 +233,7 @@ func Run(ctx context.Context, o *Options) error {
 		HarmHold:             o.HarmHold,
 		NotReadyGrace:        o.HarmNotReadyGrace,
 		Canary:               canarySetting,
+		BoostMaxRestarts:     int32(o.StartupBoostMaxRestarts),
 		// Places of restarting resizes the kubelet has not applied.
 		RestartReservationTimeout: o.RestartReservationTimeout,
 	}, updater.Deps{

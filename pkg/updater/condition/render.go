@@ -186,6 +186,11 @@ func Blocked(s Summary) vpatypes.VerticalPodAutoscalerCondition {
 			ps[0].Name, ps[0].Values, ps[0].Message, more(ps)))
 	}
 
+	if ps := byState[state.PodBoostBackedOff]; len(ps) > 0 {
+		// Not a blocked resize: the pod has its recommendation.
+		details = append(details, fmt.Sprintf("Startup boost backed off: in %s, %s%s.", ps[0].Name, ps[0].Message, more(ps)))
+	}
+
 	status := corev1.ConditionTrue
 	if reason == "" {
 		status = corev1.ConditionFalse
@@ -234,6 +239,7 @@ func counts(pods []state.Pod, byState map[state.PodState][]state.Pod) string {
 	}{
 		{state.PodResized, "resized or resizing"},
 		{state.PodBoosted, "boosted at startup"},
+		{state.PodBoostBackedOff, "not boosted after repeated restarts"},
 		{state.PodWaiting, "waiting for a disruption budget"},
 		{state.PodWaitingForNode, "waiting for node capacity"},
 		{state.PodCanaryWait, "waiting for the canary"},

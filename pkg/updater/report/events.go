@@ -90,6 +90,15 @@ const (
 	// not granted patch on pods, or an admission policy refuses it); the
 	// removal is tried again when the pod is decided again. Once per pod.
 	EventStartupBoostAnnotationForbidden = "InPlaceStartupBoostAnnotationForbidden"
+	// EventStartupBoostReapplied: a container that restarted after its
+	// startup boost ended was boosted again in place (the resize was
+	// accepted); its end is EventStartupBoostEnded.
+	EventStartupBoostReapplied = "InPlaceStartupBoostReapplied"
+	// EventStartupBoostBackedOff: a container restarted more times than
+	// boosts after a restart allow (--startup-boost-max-restarts): its
+	// restarts are not boosted any more. On the pod and its VPA, once per
+	// pod and set of containers.
+	EventStartupBoostBackedOff = "InPlaceStartupBoostBackedOff"
 )
 
 // Event reasons of the watch after a resize (docs/safety-after-resize.md).

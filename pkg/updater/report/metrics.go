@@ -46,6 +46,7 @@ const (
 	MetricPanics            = "vpa_inplace_updater_worker_panics_total"
 	MetricStartupBoosts     = "vpa_inplace_updater_startup_boosts_active"
 	MetricBoostDuration     = "vpa_inplace_updater_startup_boost_duration_seconds"
+	MetricRestartBoosts     = "vpa_inplace_updater_startup_boost_restarts_total"
 	// MetricRestartReservations and MetricRestartReservationsEnded: places
 	// held by resizes that restart containers (pkg/updater/disruption).
 	MetricRestartReservations      = "vpa_inplace_updater_restart_reservations"
@@ -89,6 +90,7 @@ type Metrics struct {
 	staleCacheReads  prometheus.Counter
 	panics           *prometheus.CounterVec
 	boostDuration    prometheus.Histogram
+	restartBoosts    *prometheus.CounterVec
 	restartsEnded    *prometheus.CounterVec
 	preemptions      prometheus.Counter
 	gauges           *gaugeCollector
@@ -188,14 +190,21 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: MetricResizePreemptions,
 			Help: "Pods the scheduler preempted on the node of a Deferred resize of an InPlace VPA's pod of higher priority (resize preemption, KEP-5836, alpha in Kubernetes 1.37), as the victims' DisruptionTarget condition shows them; each victim once. The scheduler's disruptions, not the updater's.",
 		}),
+		restartBoosts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricRestartBoosts,
+			Help: "Containers that restarted after their CPU startup boost, by outcome: Boosted (boosted again in place), Ended (that boost taken back), BackedOff (restarted more than --startup-boost-max-restarts times: not boosted any more; once per pod and set of containers).",
+		}, []string{"outcome"}),
 		gauges: newGaugeCollector(),
 	}
 	for _, reason := range disruption.EndReasons {
 		m.restartsEnded.WithLabelValues(string(reason))
 	}
 	m.safety = newSafetyMetrics(m.gauges.snapshot)
+	for _, outcome := range []string{RestartBoostBoosted, RestartBoostEnded, RestartBoostBackedOff} {
+		m.restartBoosts.WithLabelValues(outcome)
+	}
 	for _, c := range append([]prometheus.Collector{m.decisions, m.decisionDuration, m.sent, m.completed, m.failures, m.withheld, m.recommendation, m.apiErrors,
-		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.panics, m.boostDuration, m.restartsEnded, m.preemptions, m.gauges}, m.safety.collectors()...) {
+		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.panics, m.boostDuration, m.restartsEnded, m.preemptions, m.restartBoosts, m.gauges}, m.safety.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -309,6 +318,25 @@ func (m *Metrics) RecommendationApplied(lag time.Duration) {
 	m.recommendation.Observe(lag.Seconds())
 }
 
+// Outcomes of vpa_inplace_updater_startup_boost_restarts_total.
+const (
+	// RestartBoostBoosted: a container boosted again after a restart.
+	RestartBoostBoosted = "Boosted"
+	// RestartBoostEnded: the boost after a restart ended (CPU taken back).
+	RestartBoostEnded = "Ended"
+	// RestartBoostBackedOff: a container found restarting more than the
+	// bound: its restarts are not boosted (once per pod and containers).
+	RestartBoostBackedOff = "BackedOff"
+)
+
+// RestartBoost counts what happened to the boost of a restarted container.
+func (m *Metrics) RestartBoost(outcome string) {
+	if m == nil {
+		return
+	}
+	m.restartBoosts.WithLabelValues(outcome).Inc()
+}
+
 // BoostEnded observes the end of a pod's CPU startup boost; lasted is the
 // time from the pod's creation to the resize that ended it.
 func (m *Metrics) BoostEnded(lasted time.Duration) {
@@ -406,7 +434,7 @@ func newGaugeCollector() *gaugeCollector {
 		roomHolds: prometheus.NewDesc(MetricNodeRoomHolds,
 			"Resizes sent to pods bound to a node whose room on the node is held until the pod cache shows them, so that the resizes sent only when they fit (resize-when: fits-node) count them.", nil, nil),
 		boosted: prometheus.NewDesc(MetricStartupBoosts,
-			"Pods of InPlace VPAs running with a CPU startup boost (vpaCpuStartupBoost annotations) that has not ended yet.", nil, nil),
+			"Pods of InPlace VPAs running with a CPU startup boost that has not ended yet: at creation (vpaCpuStartupBoost annotations), or again after a container's restart.", nil, nil),
 	}
 }
 

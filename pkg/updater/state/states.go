@@ -56,6 +56,11 @@ const (
 	// PodHeldAfterHarm: a decrease is not made: it lowers values to, or
 	// below, values harm was seen at (the VPA's hold).
 	PodHeldAfterHarm PodState = "HeldAfterHarm"
+	// PodBoostBackedOff: the pod has what the VPA recommends, but a
+	// container of it restarted more times than boosts after a restart
+	// allow (--startup-boost-max-restarts): it runs unboosted, within what
+	// would have been its boost.
+	PodBoostBackedOff PodState = "StartupBoostBackedOff"
 )
 
 // PendingPodStates are the states in which a recommendation waits to be
