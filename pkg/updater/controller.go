@@ -235,6 +235,9 @@ type Controller struct {
 	// gateOffLogged holds the VPAs already reported as skipped because the
 	// gate is off, so each is logged once.
 	gateOffLogged sets.Set[types.UID]
+	// initIgnored holds the VPAs already reported as recommending for init
+	// containers that are not sidecars (sidecars.go).
+	initIgnored initIgnored
 }
 
 // New builds a Controller and registers its event handlers.
