@@ -170,13 +170,14 @@ func startupBoosts(shape *podShape, pod *corev1.Pod, vpa *vpatypes.VerticalPodAu
 }
 
 // unboosted returns pod as the webhook gives it without boosts: each
-// container's resources with its recommendation over them. Only the
-// containers are copied.
+// container's and sidecar's resources with its recommendation over them.
+// Only the containers are copied.
 func unboosted(pod *corev1.Pod, desired recommendation.Desired) *corev1.Pod {
 	out := *pod
 	out.Spec.Containers = slices.Clone(pod.Spec.Containers)
-	for i := range out.Spec.Containers {
-		c := &out.Spec.Containers[i]
+	out.Spec.InitContainers = slices.Clone(pod.Spec.InitContainers)
+	for ref := range recommendation.Containers(&out) {
+		c := ref.Container
 		if want, ok := desired[c.Name]; ok {
 			c.Resources.Requests = overlay(c.Resources.Requests, want.Requests)
 			c.Resources.Limits = overlay(c.Resources.Limits, want.Limits)

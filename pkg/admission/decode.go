@@ -112,8 +112,11 @@ type podShape struct {
 	// absent or null), read only when a container may be boosted.
 	annotationsJSON rawValue
 	spec            bool
-	// containers has one entry per element of spec.containers.
-	containers []containerShape
+	// containers has one entry per element of spec.containers, and
+	// initContainers per element of spec.initContainers (a null one has a
+	// zero entry: it is no sidecar, and never patched).
+	containers     []containerShape
+	initContainers []containerShape
 	// nullContainer is a null element in spec.containers.
 	nullContainer bool
 	// podLevel is the shape of the pod-level resources (spec.resources).
@@ -135,19 +138,27 @@ func (v *podView) shape() *podShape {
 	if v.Spec == nil {
 		return s
 	}
-	if len(v.Spec.Containers) > 0 {
-		s.containers = make([]containerShape, len(v.Spec.Containers))
+	s.containers, s.nullContainer = containerShapes(v.Spec.Containers)
+	s.initContainers, _ = containerShapes(v.Spec.InitContainers)
+	return s
+}
+
+// containerShapes returns the shapes of a list of containers (nil for an
+// empty list), and whether one is null.
+func containerShapes(views []*containerView) (shapes []containerShape, null bool) {
+	if len(views) > 0 {
+		shapes = make([]containerShape, len(views))
 	}
-	for i, c := range v.Spec.Containers {
+	for i, c := range views {
 		if c == nil {
-			s.nullContainer = true
+			null = true
 			continue
 		}
 		if c.Resources != nil {
-			s.containers[i] = containerShape{resources: true, requests: c.Resources.Requests.present(), limits: c.Resources.Limits.present()}
+			shapes[i] = containerShape{resources: true, requests: c.Resources.Requests.present(), limits: c.Resources.Limits.present()}
 		}
 	}
-	return s
+	return shapes, null
 }
 
 // decodePod decodes what the mutation of a new pod reads of it: the pod as

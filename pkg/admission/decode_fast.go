@@ -222,7 +222,7 @@ func readPodSpec(r *jsonReader, pod *corev1.Pod, shape *podShape) bool {
 		case "containers":
 			ok = seen.once(0) && readContainers(r, &pod.Spec.Containers, &shape.containers)
 		case "initContainers":
-			ok = seen.once(1) && readContainers(r, &pod.Spec.InitContainers, nil)
+			ok = seen.once(1) && readContainers(r, &pod.Spec.InitContainers, &shape.initContainers)
 		case "resources":
 			// Pod-level resources.
 			var res corev1.ResourceRequirements
@@ -239,8 +239,7 @@ func readPodSpec(r *jsonReader, pod *corev1.Pod, shape *podShape) bool {
 	}
 }
 
-// readContainers reads a list of containers, and their shapes when shapes
-// is not nil.
+// readContainers reads a list of containers, and their shapes.
 func readContainers(r *jsonReader, containers *[]corev1.Container, shapes *[]containerShape) bool {
 	isNull, ok := r.arrayOrNull()
 	if !ok || isNull {
@@ -262,14 +261,10 @@ func readContainers(r *jsonReader, containers *[]corev1.Container, shapes *[]con
 			return false
 		}
 		out = append(out, c)
-		if shapes != nil {
-			outShapes = append(outShapes, s)
-		}
+		outShapes = append(outShapes, s)
 	}
 	*containers = out
-	if shapes != nil {
-		*shapes = outShapes
-	}
+	*shapes = outShapes
 	return true
 }
 

@@ -108,7 +108,9 @@ func TestPatchJSONOfManyContainers(t *testing.T) {
 
 // FuzzPatchJSON: names, quantities and VPA names of any bytes; with
 // layout&32, a startup boost's annotation of the container too (its value
-// any bytes).
+// any bytes); with layout&64 the container is a sidecar, in
+// spec.initContainers, and with layout&128 an init container that is not
+// a sidecar comes first there.
 func FuzzPatchJSON(f *testing.F) {
 	f.Add("app", "cpu", "250m", "web", uint8(7))
 	f.Add("a/b~c", `x"<>&\`, "1.5Gi", "é\u2028\xff", uint8(0))
@@ -117,17 +119,32 @@ func FuzzPatchJSON(f *testing.F) {
 	f.Add("app", "cpu", "100m", `{"requests":{"cpu":"1"}}`, uint8(32|7))
 	f.Add("a/b~c", "cpu", "250m", "é\u2028\xff", uint8(32))
 	f.Add("app", "cpu", "100m", "v", uint8(32|2|1))
+	f.Add("proxy", "memory", "64Mi", "web", uint8(128|64|8|4|1))
+	f.Add("a/b~c", `x"<>&\`, "1.5Gi", "é\u2028\xff", uint8(64))
+	f.Add("setup", "cpu", "1", "web", uint8(128|64|16|4))
 	f.Fuzz(func(t *testing.T, container, name, value, vpaName string, layout uint8) {
 		q, err := resource.ParseQuantity(value)
 		if err != nil {
 			return
 		}
-		pod := testpod.New("p").Container(container, "100m", "").Obj()
+		b := testpod.New("p")
+		shape := podShape{metadata: layout&1 != 0, annotations: layout&2 != 0, spec: true}
+		if layout&128 != 0 {
+			b.InitContainer("setup", "1", "")
+			shape.initContainers = append(shape.initContainers, containerShape{resources: true, requests: true})
+		}
+		s := containerShape{resources: layout&4 != 0, requests: layout&8 != 0, limits: layout&16 != 0}
+		if layout&64 != 0 {
+			b.Sidecar(container, "100m", "")
+			shape.initContainers = append(shape.initContainers, s)
+		} else {
+			b.Container(container, "100m", "")
+			shape.containers = append(shape.containers, s)
+		}
+		pod := b.Obj()
 		desired := recommendation.Desired{container: {
 			Requests: corev1.ResourceList{corev1.ResourceName(name): q},
 			Limits:   corev1.ResourceList{corev1.ResourceName(name): q, "cpu": resource.MustParse("1")}}}
-		shape := podShape{metadata: layout&1 != 0, annotations: layout&2 != 0, spec: true,
-			containers: []containerShape{{resources: layout&4 != 0, requests: layout&8 != 0, limits: layout&16 != 0}}}
 		var boosts []annotation
 		if layout&32 != 0 {
 			boosts = []annotation{{key: boost.AnnotationKey(container), value: vpaName}}

@@ -42,6 +42,9 @@ var fastPathCases = []struct {
 	{"pod with empty labels, owners and resource lists", podReview("CREATE",
 		`{"metadata":{"labels":{},"ownerReferences":[],"annotations":null},"spec":{"containers":[{"name":"a","resources":{"requests":{},"limits":null},"resizePolicy":[]}]}}`), true},
 	{"pod-level resources", podReview("CREATE", `{"spec":{"resources":{"requests":{"cpu":"1"}},"containers":[]}}`), true},
+	{"init containers and sidecars", podReview("CREATE", `{"spec":{"initContainers":[{"name":"setup","resources":{"requests":{"cpu":"1"}}},`+
+		`{"name":"proxy","restartPolicy":"Always","resources":{"limits":{"memory":"64Mi"},"requests":null}},{"name":"bare","restartPolicy":null,"resources":null}],`+
+		`"containers":[{"name":"app"}]}}`), true},
 	{"quantities as numbers, null and with spaces", podReview("CREATE", `{"spec":{"containers":[{"name":"a","resources":{"requests":{"cpu":1,"memory":null,"x":" 2 "}}}]}}`), true},
 	{"escaped strings", podReview("CREATE", `{"metadata":{"name":"a\u0062","labels":{"k":"v\"w"}},"spec":{"containers":[{"name":"\u00e9"}]}}`), true},
 	{"pod with a startup boost's annotation", podReview("CREATE", podJSON(`"annotations":{"vpaCpuStartupBoost/app":"{\"requests\":{\"cpu\":\"1\"}}", "b" : "c"},`, appContainer)), true},
@@ -56,6 +59,8 @@ var fastPathCases = []struct {
 	{"duplicate label", podReview("CREATE", `{"metadata":{"labels":{"a":"1","a":"2"}}}`), false},
 	{"duplicate quantity", podReview("CREATE", `{"spec":{"containers":[{"name":"a","resources":{"requests":{"cpu":"1","cpu":"2"}}}]}}`), false},
 	{"null container", podReview("CREATE", `{"spec":{"containers":[null]}}`), false},
+	{"null init container", podReview("CREATE", `{"spec":{"initContainers":[null,{"name":"proxy","restartPolicy":"Always"}],"containers":[]}}`), false},
+	{"duplicate restart policy of a sidecar", podReview("CREATE", `{"spec":{"initContainers":[{"name":"proxy","restartPolicy":"Never","restartPolicy":"Always"}]}}`), false},
 	{"null label value", podReview("CREATE", `{"metadata":{"labels":{"a":null}}}`), false},
 	{"wrongly typed request field", strings.Replace(podReview("CREATE", benchPod), `"operation":"CREATE"`, `"operation":7`, 1), false},
 	{"wrongly typed group", strings.Replace(podReview("CREATE", benchPod), `"userInfo":{`, `"userInfo":{"groups":[1],`, 1), false},
@@ -167,5 +172,6 @@ func TestFastPodDecoderReadsEveryField(t *testing.T) {
 	require.Len(t, pod.Spec.InitContainers, 1)
 	assert.Equal(t, corev1.ContainerRestartPolicyAlways, *pod.Spec.InitContainers[0].RestartPolicy)
 	assert.Equal(t, &podShape{metadata: true, annotations: true, annotationsJSON: rawValue(`{"team":"web"}`), spec: true, containers: []containerShape{
-		{resources: true, requests: true, limits: true}, {resources: true}, {}}}, shape)
+		{resources: true, requests: true, limits: true}, {resources: true}, {}},
+		initContainers: []containerShape{{resources: true, requests: true}}}, shape)
 }

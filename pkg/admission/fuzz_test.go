@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -51,6 +52,10 @@ func FuzzHandleAdmissionReview(f *testing.F) {
 		{false, podReview("CREATE", podJSON("", appContainer))},
 		{false, podReview("CREATE", podJSON(`"annotations":{"a":"b"},`, `[{"name":"app"},{"name":"sidecar","resources":{}}]`))},
 		{false, podReview("CREATE", `{"apiVersion":"v1","kind":"Pod","spec":{"containers":[{"name":"sidecar","resources":{"limits":{"cpu":"1"}}}]}}`)},
+		{false, podReview("CREATE", strings.Replace(podJSON("", appContainer), `"spec":{`,
+			`"spec":{"initContainers":[{"name":"setup"},{"name":"sidecar","restartPolicy":"Always","resources":{"limits":{"memory":"128Mi"}}}],`, 1))},
+		{false, podReview("CREATE", strings.Replace(podJSON("", appContainer), `"spec":{`,
+			`"spec":{"initContainers":[null,{"name":"sidecar","restartPolicy":"Always"}],`, 1))},
 		{false, podReview("UPDATE", podJSON("", appContainer))},
 		{false, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u"}}`},
 		{true, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`},

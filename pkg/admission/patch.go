@@ -75,7 +75,7 @@ const maxNames = 4
 // in byte order and none already on the pod; they are added even when no
 // resource changes.
 func (b *patchBuilder) build(shape *podShape, pod *corev1.Pod, desired recommendation.Desired, vpaName string, annotations []annotation) error {
-	if !shape.spec || len(shape.containers) != len(pod.Spec.Containers) {
+	if !shape.spec || len(shape.containers) != len(pod.Spec.Containers) || len(shape.initContainers) != len(pod.Spec.InitContainers) {
 		return fmt.Errorf("the pod's JSON has a different number of containers than the decoded pod")
 	}
 	if shape.nullContainer {
@@ -85,8 +85,8 @@ func (b *patchBuilder) build(shape *podShape, pod *corev1.Pod, desired recommend
 	b.note = append(append(append(b.note[:0], "Pod resources updated by "...), vpaName...), ": "...)
 	noteStart := len(b.note)
 	var reqBuf, limBuf [maxNames]corev1.ResourceName
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	for ref := range recommendation.Containers(pod) {
+		c, i := ref.Container, ref.Index
 		want, ok := desired[c.Name]
 		if !ok {
 			continue
@@ -96,18 +96,23 @@ func (b *patchBuilder) build(shape *podShape, pod *corev1.Pod, desired recommend
 		if len(requests) == 0 && len(limits) == 0 {
 			continue
 		}
-		s := shape.containers[i]
+		list, shapes, what := containersList, shape.containers, "container "
+		if ref.Sidecar {
+			// Named as upstream's sidecar support (AEP-8905) names them.
+			list, shapes, what = initContainersList, shape.initContainers, "init-sidecar "
+		}
+		s := shapes[i]
 		switch {
 		case !s.resources:
-			b.addResources(i, requests, want.Requests, limits, want.Limits)
+			b.addResources(list, i, requests, want.Requests, limits, want.Limits)
 		default:
-			b.addList(i, "requests", s.requests, requests, want.Requests)
-			b.addList(i, "limits", s.limits, limits, want.Limits)
+			b.addList(list, i, "requests", s.requests, requests, want.Requests)
+			b.addList(list, i, "limits", s.limits, limits, want.Limits)
 		}
 		if len(b.note) > noteStart {
 			b.note = append(b.note, "; "...)
 		}
-		b.note = append(strconv.AppendInt(append(b.note, "container "...), int64(i), 10), ": "...)
+		b.note = append(strconv.AppendInt(append(b.note, what...), int64(i), 10), ": "...)
 		for j, n := range requests {
 			if j > 0 {
 				b.note = append(b.note, ", "...)
@@ -170,15 +175,23 @@ func changed(dst []corev1.ResourceName, have, want corev1.ResourceList) []corev1
 	return dst
 }
 
-// resourcesPath appends "/spec/containers/<i>/resources".
-func resourcesPath(dst []byte, i int) []byte {
-	return append(strconv.AppendInt(append(dst, "/spec/containers/"...), int64(i), 10), "/resources"...)
+// The lists of the pod spec a patch sets: app containers, and init
+// containers (sidecars only).
+const (
+	containersList     = "/spec/containers/"
+	initContainersList = "/spec/initContainers/"
+)
+
+// resourcesPath appends "<list><i>/resources": list is containersList or
+// initContainersList.
+func resourcesPath(dst []byte, list string, i int) []byte {
+	return append(strconv.AppendInt(append(dst, list...), int64(i), 10), "/resources"...)
 }
 
 // addResources adds a container's whole resources object: {"limits": {...},
 // "requests": {...}}, each present when it has names (encoding/json sorts a
 // map's keys).
-func (b *patchBuilder) addResources(i int, requests []corev1.ResourceName, reqValues corev1.ResourceList,
+func (b *patchBuilder) addResources(list string, i int, requests []corev1.ResourceName, reqValues corev1.ResourceList,
 	limits []corev1.ResourceName, limValues corev1.ResourceList) {
 	if !b.toJSON {
 		value := map[string]map[string]string{}
@@ -188,11 +201,11 @@ func (b *patchBuilder) addResources(i int, requests []corev1.ResourceName, reqVa
 		if len(limits) > 0 {
 			value["limits"] = asStrings(limits, limValues)
 		}
-		b.ops = append(b.ops, PatchOperation{Op: "add", Path: string(resourcesPath(nil, i)), Value: value})
+		b.ops = append(b.ops, PatchOperation{Op: "add", Path: string(resourcesPath(nil, list, i)), Value: value})
 		return
 	}
 	b.openOp()
-	b.buf = resourcesPath(b.buf, i)
+	b.buf = resourcesPath(b.buf, list, i)
 	b.buf = append(b.buf, `","value":{`...)
 	if len(limits) > 0 {
 		b.buf = append(b.buf, `"limits":`...)
@@ -211,18 +224,18 @@ func (b *patchBuilder) addResources(i int, requests []corev1.ResourceName, reqVa
 // addList sets names of a container's requests or limits (which) map: one
 // operation per name when the map exists, one for the whole map otherwise.
 // ("add" of an existing key replaces its value.)
-func (b *patchBuilder) addList(i int, which string, exists bool, names []corev1.ResourceName, values corev1.ResourceList) {
+func (b *patchBuilder) addList(list string, i int, which string, exists bool, names []corev1.ResourceName, values corev1.ResourceList) {
 	if len(names) == 0 {
 		return
 	}
 	if !exists {
 		if !b.toJSON {
-			path := string(resourcesPath(nil, i)) + "/" + which
+			path := string(resourcesPath(nil, list, i)) + "/" + which
 			b.ops = append(b.ops, PatchOperation{Op: "add", Path: path, Value: asStrings(names, values)})
 			return
 		}
 		b.openOp()
-		b.buf = append(append(resourcesPath(b.buf, i), '/'), which...)
+		b.buf = append(append(resourcesPath(b.buf, list, i), '/'), which...)
 		b.buf = append(b.buf, `","value":`...)
 		b.buf = append(appendList(b.buf, names, values), '}')
 		return
@@ -230,13 +243,13 @@ func (b *patchBuilder) addList(i int, which string, exists bool, names []corev1.
 	for _, n := range names {
 		q := values[n]
 		if !b.toJSON {
-			path := string(resourcesPath(nil, i)) + "/" + which + "/" + escapePointer(string(n))
+			path := string(resourcesPath(nil, list, i)) + "/" + which + "/" + escapePointer(string(n))
 			b.ops = append(b.ops, PatchOperation{Op: "add", Path: path, Value: q.String()})
 			continue
 		}
 		// The path is written as a JSON string: escaped twice, as a
 		// pointer token, then as JSON.
-		b.path = append(append(append(resourcesPath(b.path[:0], i), '/'), which...), '/')
+		b.path = append(append(append(resourcesPath(b.path[:0], list, i), '/'), which...), '/')
 		b.path = appendPointerToken(b.path, string(n))
 		b.openOpPath(b.path)
 		b.buf = append(b.buf, `,"value":`...)
@@ -302,7 +315,8 @@ func (b *patchBuilder) addNote(path string, depth int, annotations []annotation,
 }
 
 // openOp starts an "add" operation and its path, left open for a path
-// that needs no escaping: "/spec/containers/<i>/..." with a fixed word.
+// that needs no escaping: "/spec/containers/<i>/..." (or initContainers)
+// with a fixed word.
 func (b *patchBuilder) openOp() {
 	if b.n == 0 {
 		b.buf = append(b.buf, '[')

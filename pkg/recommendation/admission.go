@@ -3,6 +3,7 @@ package recommendation
 import (
 	"maps"
 	"math/big"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -121,8 +122,8 @@ func fit(pod *corev1.Pod, desired Desired, ranges []*corev1.LimitRange) Desired 
 	for _, r := range fitResources {
 		cb := combine(ranges, corev1.LimitTypeContainer, r)
 		var fcs []*fitContainer
-		for i := range pod.Spec.Containers {
-			c := &pod.Spec.Containers[i]
+		for ref := range Containers(pod) {
+			c := ref.Container
 			want, ok := out[c.Name]
 			if !ok {
 				continue
@@ -211,21 +212,24 @@ func fitPod(pod *corev1.Pod, r corev1.ResourceName, fcs []*fitContainer, cb, pb 
 	if pb.min == nil && pb.max == nil && pb.ratio == nil {
 		return true
 	}
-	// A copy of the pod's containers whose r is set by set(share).
+	// A copy of the pod's containers and init containers (a sidecar adds
+	// to the pod's requests, the others count at their peak) whose r is set
+	// by set(share).
 	p := &corev1.Pod{Spec: pod.Spec}
-	p.Spec.Containers = make([]corev1.Container, len(pod.Spec.Containers))
-	index := map[string]int{}
-	for i, c := range pod.Spec.Containers {
+	p.Spec.Containers = slices.Clone(pod.Spec.Containers)
+	p.Spec.InitContainers = slices.Clone(pod.Spec.InitContainers)
+	index := map[string]*corev1.Container{}
+	for ref := range Containers(p) {
+		c := ref.Container
 		c.Resources.Requests = maps.Clone(c.Resources.Requests)
 		c.Resources.Limits = maps.Clone(c.Resources.Limits)
-		p.Spec.Containers[i] = c
-		index[c.Name] = i
+		index[c.Name] = c
 	}
 	set := func(share int64) {
 		for _, fc := range fcs {
 			fc.req = max(fc.floor, mulDiv(fc.topReq, share, 1000, false))
 			fc.lim = limitFor(fc, fc.req, mulDiv(fc.topLim, share, 1000, false), cb)
-			c := &p.Spec.Containers[index[fc.name]]
+			c := index[fc.name]
 			if c.Resources.Requests == nil {
 				c.Resources.Requests = corev1.ResourceList{}
 			}

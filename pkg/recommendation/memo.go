@@ -1,6 +1,7 @@
 package recommendation
 
 import (
+	"encoding/binary"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,22 +118,28 @@ func (m *Memo) Len() int {
 }
 
 // appendShape appends to out what ForPod reads of pod besides its namespace:
-// each container's name and its cpu and memory requests and limits, those
+// each container's kind (app container or sidecar), name and cpu and
+// memory requests and limits, those
 // the kubelet reports in the container's status when it does, else those of
 // the spec (as upstream VPA reads them), in canonical form, and the
 // resources the pod sets at pod level. Quantities read
 // from the API server are canonical, so equal strings are equal values of
 // the same format.
 func appendShape(out []byte, pod *corev1.Pod) []byte {
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	for ref := range Containers(pod) {
+		c := ref.Container
 		resources := &c.Resources
-		for j := range pod.Status.ContainerStatuses {
-			if cs := &pod.Status.ContainerStatuses[j]; cs.Name == c.Name && cs.Resources != nil {
-				resources = cs.Resources
-				break
-			}
+		if cs := Status(pod, ref); cs != nil && cs.Resources != nil {
+			resources = cs.Resources
 		}
+		// Its kind and its name's length first: a name, not validated yet
+		// at admission, may hold any bytes, and must not pass for the
+		// containers of another shape.
+		kind := byte(0)
+		if ref.Sidecar {
+			kind = 1
+		}
+		out = binary.AppendUvarint(append(out, kind), uint64(len(c.Name)))
 		out = append(out, c.Name...)
 		for _, list := range [2]corev1.ResourceList{resources.Requests, resources.Limits} {
 			for _, name := range [2]corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {

@@ -82,6 +82,8 @@ func TestMemoShapes(t *testing.T) {
 		{"no limits", testpod.New("p").Container("c", "100m", "100Mi").Running().Obj()},
 		{"container name", testpod.New("p").Container("d", "100m", "100Mi").Limits("d", "200m", "200Mi").Running().Obj()},
 		{"a second container", testpod.New("p").Container("c", "100m", "100Mi").Limits("c", "200m", "200Mi").Container("d", "1", "1Gi").Running().Obj()},
+		{"a sidecar", testpod.New("p").Container("c", "100m", "100Mi").Limits("c", "200m", "200Mi").Sidecar("d", "10m", "10Mi").Running().Obj()},
+		{"the container as a sidecar", testpod.New("p").Container("x", "", "").Sidecar("c", "100m", "100Mi").Limits("c", "200m", "200Mi").Running().Obj()},
 		{"resources the kubelet reports", func() *corev1.Pod {
 			// Spec as the base pod; the kubelet still runs the container
 			// with other limits (a resize under way).
@@ -102,6 +104,37 @@ func TestMemoShapes(t *testing.T) {
 			want, err := NewCalculator(limitrange.NewNoopLimitsCalculator()).ForPod(tc.other, vpa)
 			require.NoError(t, err)
 			assert.Equal(t, want, got)
+		})
+	}
+}
+
+// A pod is created by its tenant, and the admission webhook sees it
+// before the API server validates its container names: a name holding the
+// bytes that separate containers in the shape must not make a pod of
+// another shape look like it, or what was computed for the one is given to
+// the other.
+func TestMemoShapesOfForgedNames(t *testing.T) {
+	vpa := versioned(testvpa.New("v").InPlace().Recommend("a", "300m", "300Mi").Recommend("b", "300m", "300Mi"), "10")
+	for _, tc := range []struct {
+		name        string
+		base, other *corev1.Pod
+	}{
+		{"two containers, or one named after both",
+			testpod.New("p").Container("a", "", "").Container("b", "", "").Obj(),
+			testpod.New("p").Container("a\x00\x00\x00\x00\x01b", "", "").Obj()},
+		{"a sidecar, or a container named after one",
+			testpod.New("p").Container("x", "", "").Sidecar("a", "", "").Obj(),
+			testpod.New("p").Container("x", "", "").Container("\x02a", "", "").Obj()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calc := newCounting(limitrange.NewNoopLimitsCalculator())
+			memo := NewMemo(calc, nil)
+			_, err := memo.ForPod(tc.other, vpa)
+			require.NoError(t, err)
+			got, err := memo.ForPod(tc.base, vpa)
+			require.NoError(t, err)
+			assert.Equal(t, 2, calc.calls, "another shape is computed")
+			assert.Contains(t, got, "a", "the pod gets what was computed for it")
 		})
 	}
 }

@@ -1,5 +1,6 @@
 // Package recommendation turns a VPA's recommendation into the requests and
-// limits each container of a pod should have. It is shared by the updater and
+// limits each container of a pod should have, app containers and native
+// sidecars alike (sidecar.go). It is shared by the updater and
 // the admission controller so that a pod gets the same values whether it is
 // mutated at creation or resized in place.
 //
@@ -35,8 +36,10 @@ type Container struct {
 	UpperBound corev1.ResourceList
 }
 
-// Desired maps container name to what that container should have. Containers
-// without a recommendation are absent.
+// Desired maps container name to what that container should have: app
+// containers and sidecars (Containers). Containers without a
+// recommendation are absent, and so are init containers that are not
+// sidecars.
 type Desired map[string]Container
 
 // Calculator computes Desired for a pod and its VPA.
@@ -80,7 +83,9 @@ func (c *Calculator) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler
 	if vpa.Status.Recommendation == nil || len(vpa.Status.Recommendation.ContainerRecommendations) == 0 {
 		return Desired{}, nil
 	}
-	processed, annotations, err := c.processor.Apply(vpa, pod)
+	// Upstream's processing finds sidecars only among the containers.
+	view := withSidecars(pod)
+	processed, annotations, err := c.processor.Apply(vpa, view)
 	if err != nil {
 		return nil, fmt.Errorf("capping recommendation: %w", err)
 	}
@@ -91,10 +96,10 @@ func (c *Calculator) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler
 	if err != nil {
 		return nil, fmt.Errorf("reading container LimitRange of namespace %q: %w", pod.Namespace, err)
 	}
-	resources := admissionrecommendation.GetContainersResources(pod, vpa.Spec.ResourcePolicy, *processed, limitRange, false, annotations)
+	resources := admissionrecommendation.GetContainersResources(view, vpa.Spec.ResourcePolicy, *processed, limitRange, false, annotations)
 
-	desired := make(Desired, len(pod.Spec.Containers))
-	for i, container := range pod.Spec.Containers {
+	desired := make(Desired, len(view.Spec.Containers))
+	for i, container := range view.Spec.Containers {
 		rec := vpaapiutil.GetRecommendationForContainer(container.Name, processed)
 		if rec == nil || i >= len(resources) {
 			continue

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 )
 
@@ -93,12 +94,12 @@ func Larger(a, b corev1.ResourceList) corev1.ResourceList {
 	return out
 }
 
-// withRequests returns a copy of pod whose containers request what target
-// says.
+// withRequests returns a copy of pod whose containers and sidecars request
+// what target says.
 func withRequests(pod *corev1.Pod, target resources.Resources) *corev1.Pod {
 	out := pod.DeepCopy()
-	for i := range out.Spec.Containers {
-		c := &out.Spec.Containers[i]
+	for ref := range recommendation.Containers(out) {
+		c := ref.Container
 		t, ok := target[c.Name]
 		if !ok {
 			continue

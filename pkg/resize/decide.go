@@ -362,12 +362,14 @@ func podPhase(pod *corev1.Pod) string {
 }
 
 // Target merges desired into the pod's current container resources: for
-// each container with a recommendation, cpu and memory requests (and limits
-// when the VPA controls them) are replaced; everything else is kept.
+// each container with a recommendation (app containers and sidecars,
+// recommendation.Containers), cpu and memory requests (and limits when the
+// VPA controls them) are replaced; everything else is kept.
 // The result holds only cpu and memory.
 func Target(pod *corev1.Pod, desired recommendation.Desired) resources.Resources {
 	out := resources.Resources{}
-	for _, c := range pod.Spec.Containers {
+	for ref := range recommendation.Containers(pod) {
+		c := ref.Container
 		want, ok := desired[c.Name]
 		if !ok {
 			continue
@@ -390,13 +392,18 @@ func Target(pod *corev1.Pod, desired recommendation.Desired) resources.Resources
 	return out
 }
 
+func hasName(r resources.Resources, name string) bool {
+	_, ok := r[name]
+	return ok
+}
+
 // CurrentRequests returns the pod's spec cpu and memory requests (no
 // limits) for the containers named in like, and its pod-level requests when
 // like has them: what LastResize.From needs.
 func CurrentRequests(pod *corev1.Pod, like resources.Resources) resources.Resources {
 	out := resources.Resources{}
-	for _, c := range pod.Spec.Containers {
-		if _, ok := like[c.Name]; ok {
+	for ref := range recommendation.Containers(pod) {
+		if c := ref.Container; hasName(like, c.Name) {
 			out[c.Name] = corev1.ResourceRequirements{Requests: cpuMemory(c.Resources).Requests}
 		}
 	}
@@ -409,8 +416,8 @@ func CurrentRequests(pod *corev1.Pod, like resources.Resources) resources.Resour
 // (resources.PodLevel).
 func Current(pod *corev1.Pod, like resources.Resources) resources.Resources {
 	out := resources.Resources{}
-	for _, c := range pod.Spec.Containers {
-		if _, ok := like[c.Name]; ok {
+	for ref := range recommendation.Containers(pod) {
+		if c := ref.Container; hasName(like, c.Name) {
 			out[c.Name] = cpuMemory(c.Resources)
 		}
 	}
@@ -458,7 +465,8 @@ func requestChange(pod *corev1.Pod, desired recommendation.Desired,
 	skip func(container string, name corev1.ResourceName, want resource.Quantity) bool) (outOfRange bool, diff float64, skipped int) {
 	totalNow := map[corev1.ResourceName]float64{}
 	totalWant := map[corev1.ResourceName]float64{}
-	for _, c := range pod.Spec.Containers {
+	for ref := range recommendation.Containers(pod) {
+		c := ref.Container
 		want, ok := desired[c.Name]
 		if !ok {
 			continue
@@ -493,8 +501,8 @@ func requestChange(pod *corev1.Pod, desired recommendation.Desired,
 // changed resource whose resizePolicy is RestartContainer, its own or, for a
 // container without a limit of its own, the pod-level limit.
 func IsDisruptive(pod *corev1.Pod, target resources.Resources) bool {
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	for ref := range recommendation.Containers(pod) {
+		c := ref.Container
 		t, ok := target[c.Name]
 		if !ok {
 			continue
@@ -522,13 +530,11 @@ func PendingRestart(pod *corev1.Pod) bool {
 	case StateNone, StateInfeasible:
 		return false
 	}
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	for ref := range recommendation.Containers(pod) {
+		c := ref.Container
 		var running corev1.ResourceRequirements
-		for j := range pod.Status.ContainerStatuses {
-			if s := &pod.Status.ContainerStatuses[j]; s.Name == c.Name && s.Resources != nil {
-				running = *s.Resources
-			}
+		if s := recommendation.Status(pod, ref); s != nil && s.Resources != nil {
+			running = *s.Resources
 		}
 		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 			if policyFor(c, name) != corev1.RestartContainer {

@@ -54,6 +54,8 @@ func IsMemoryLimitRefusal(message string) bool {
 // the lower value the recommendation asks for.
 type HeldLimit struct {
 	Container string
+	// Sidecar tells that Container is a sidecar.
+	Sidecar bool
 	// Running is the limit kept (nil: the container runs without one and
 	// none is added).
 	Running *resource.Quantity
@@ -83,8 +85,11 @@ func (h HeldLimit) String() string {
 		why = append(why, fmt.Sprintf("lowering it to %s or less was refused before", h.Refused.String()))
 	}
 	who := "container " + h.Container
-	if h.Container == resources.PodLevel {
+	switch {
+	case h.Container == resources.PodLevel:
 		who = "pod level"
+	case h.Sidecar:
+		who = "sidecar " + h.Container
 	}
 	return fmt.Sprintf("%s: %s instead of %s (%s)", who, kept, h.Wanted.String(), strings.Join(why, "; "))
 }
@@ -105,16 +110,15 @@ func heldString(held []HeldLimit) string {
 }
 
 // runningMemoryLimit is the memory limit a container runs with: the one the
-// kubelet reports as actuated, or, without a report, the spec's. A resize the
-// kubelet refused is in the spec, not in the report.
-func runningMemoryLimit(pod *corev1.Pod, c *corev1.Container) (resource.Quantity, bool) {
-	for _, st := range pod.Status.ContainerStatuses {
-		if st.Name == c.Name && st.Resources != nil {
-			q, ok := st.Resources.Limits[corev1.ResourceMemory]
-			return q, ok
-		}
+// kubelet reports as actuated (a sidecar's in initContainerStatuses), or,
+// without a report, the spec's. A resize the kubelet refused is in the
+// spec, not in the report.
+func runningMemoryLimit(pod *corev1.Pod, ref recommendation.Ref) (resource.Quantity, bool) {
+	if st := recommendation.Status(pod, ref); st != nil && st.Resources != nil {
+		q, ok := st.Resources.Limits[corev1.ResourceMemory]
+		return q, ok
 	}
-	q, ok := c.Resources.Limits[corev1.ResourceMemory]
+	q, ok := ref.Container.Resources.Limits[corev1.ResourceMemory]
 	return q, ok
 }
 
@@ -122,15 +126,15 @@ func runningMemoryLimit(pod *corev1.Pod, c *corev1.Container) (resource.Quantity
 // limit, and whether the container's memory limit can be kept if it does
 // (an added limit cannot be taken back once in the spec: limits cannot be
 // removed in place).
-func lowersMemoryLimit(pod *corev1.Pod, c *corev1.Container, want resource.Quantity) (lowers, keepable bool) {
-	if policyFor(c, corev1.ResourceMemory) == corev1.RestartContainer {
+func lowersMemoryLimit(pod *corev1.Pod, ref recommendation.Ref, want resource.Quantity) (lowers, keepable bool) {
+	if policyFor(ref.Container, corev1.ResourceMemory) == corev1.RestartContainer {
 		return false, false
 	}
-	running, has := runningMemoryLimit(pod, c)
+	running, has := runningMemoryLimit(pod, ref)
 	if has {
 		return want.Cmp(running) < 0, true
 	}
-	_, inSpec := c.Resources.Limits[corev1.ResourceMemory]
+	_, inSpec := ref.Container.Resources.Limits[corev1.ResourceMemory]
 	return true, !inSpec
 }
 
@@ -148,10 +152,9 @@ func NeedsMemoryUsage(pod *corev1.Pod, desired recommendation.Desired, serverMin
 		return false
 	}
 	target := Target(pod, desired)
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		if want, ok := target[c.Name].Limits[corev1.ResourceMemory]; ok {
-			if lowers, keepable := lowersMemoryLimit(pod, c, want); lowers && keepable {
+	for ref := range recommendation.Containers(pod) {
+		if want, ok := target[ref.Container.Name].Limits[corev1.ResourceMemory]; ok {
+			if lowers, keepable := lowersMemoryLimit(pod, ref, want); lowers && keepable {
 				return true
 			}
 		}
@@ -170,8 +173,8 @@ func holdMemoryLimits(pod *corev1.Pod, target resources.Resources, usage map[str
 	var held []HeldLimit
 	out := target
 	copied := false
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	for ref := range recommendation.Containers(pod) {
+		c := ref.Container
 		t, ok := target[c.Name]
 		if !ok {
 			continue
@@ -180,11 +183,11 @@ func holdMemoryLimits(pod *corev1.Pod, target resources.Resources, usage map[str
 		if !ok {
 			continue
 		}
-		lowers, keepable := lowersMemoryLimit(pod, c, want)
+		lowers, keepable := lowersMemoryLimit(pod, ref, want)
 		if !lowers || !keepable {
 			continue
 		}
-		h := HeldLimit{Container: c.Name, Wanted: want.DeepCopy()}
+		h := HeldLimit{Container: c.Name, Sidecar: ref.Sidecar, Wanted: want.DeepCopy()}
 		if u, ok := usage[c.Name]; ok {
 			if floor := usageFloor(u, margin); want.Cmp(floor) <= 0 {
 				h.Usage, h.Floor, h.Margin = ptrTo(u.DeepCopy()), &floor, margin
@@ -201,7 +204,7 @@ func holdMemoryLimits(pod *corev1.Pod, target resources.Resources, usage map[str
 			copied = true
 		}
 		kept := out[c.Name]
-		if running, has := runningMemoryLimit(pod, c); has {
+		if running, has := runningMemoryLimit(pod, ref); has {
 			h.Running = ptrTo(running.DeepCopy())
 			kept.Limits[corev1.ResourceMemory] = running.DeepCopy()
 		} else {
@@ -253,13 +256,13 @@ func copyResources(in resources.Resources) resources.Resources {
 // added where a container runs without one count too.
 func refusedLimits(pod *corev1.Pod) resources.Resources {
 	out := resources.Resources{}
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	for ref := range recommendation.Containers(pod) {
+		c := ref.Container
 		spec, ok := c.Resources.Limits[corev1.ResourceMemory]
 		if !ok || policyFor(c, corev1.ResourceMemory) == corev1.RestartContainer {
 			continue
 		}
-		running, has := runningMemoryLimit(pod, c)
+		running, has := runningMemoryLimit(pod, ref)
 		if has && spec.Cmp(running) >= 0 {
 			continue
 		}

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 )
 
 // State is where a pod's resize stands, as reported by the kubelet.
@@ -56,7 +58,8 @@ type Status struct {
 //   - without conditions, completion is judged from status.observedGeneration
 //     where the kubelet reports it (1.34+, or 1.33 with
 //     PodObservedGenerationTracking), otherwise by comparing
-//     containerStatuses[].allocatedResources and .resources with the spec.
+//     containerStatuses[].allocatedResources and .resources with the spec
+//     (initContainerStatuses[] for sidecars).
 func ReadStatus(pod *corev1.Pod) Status {
 	for _, c := range pod.Status.Conditions {
 		if c.Type != corev1.PodResizePending || c.Status != corev1.ConditionTrue {
@@ -126,13 +129,10 @@ var minCPULimit = resource.MustParse("10m")
 // observedGeneration: allocated requests must equal the spec's, and actuated
 // limits must equal the spec's, allowing for the kubelet's rounding of CPU.
 func statusDiffersFromSpec(pod *corev1.Pod) (string, bool) {
-	statuses := map[string]*corev1.ContainerStatus{}
-	for i := range pod.Status.ContainerStatuses {
-		statuses[pod.Status.ContainerStatuses[i].Name] = &pod.Status.ContainerStatuses[i]
-	}
-	for _, c := range pod.Spec.Containers {
-		st, ok := statuses[c.Name]
-		if !ok || st.State.Running == nil {
+	for ref := range recommendation.Containers(pod) {
+		c := ref.Container
+		st := recommendation.Status(pod, ref)
+		if st == nil || st.State.Running == nil {
 			continue
 		}
 		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 )
 
@@ -33,11 +34,14 @@ func Validate(pod *corev1.Pod, target resources.Resources, serverMinor int) stri
 		}
 	}
 
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	for ref := range recommendation.Containers(pod) {
+		c := ref.Container
 		t, ok := target[c.Name]
 		if !ok {
 			continue
+		}
+		if msg := validateSidecar(ref, serverMinor); msg != "" {
+			return msg
 		}
 		for _, list := range []struct {
 			what      string
@@ -48,13 +52,13 @@ func Validate(pod *corev1.Pod, target resources.Resources, serverMinor int) stri
 					continue
 				}
 				if _, kept := list.want[name]; !kept {
-					return fmt.Sprintf("container %s: %s %s cannot be removed in place", c.Name, name, list.what)
+					return fmt.Sprintf("%s: %s %s cannot be removed in place", label(ref), name, list.what)
 				}
 			}
 		}
 		for name, req := range t.Requests {
 			if lim, ok := t.Limits[name]; ok && req.Cmp(lim) > 0 {
-				return fmt.Sprintf("container %s: %s request %s would exceed its limit %s", c.Name, name, req.String(), lim.String())
+				return fmt.Sprintf("%s: %s request %s would exceed its limit %s", label(ref), name, req.String(), lim.String())
 			}
 		}
 		if serverMinor == 33 && policyFor(c, corev1.ResourceMemory) != corev1.RestartContainer {
@@ -62,9 +66,9 @@ func Validate(pod *corev1.Pod, target resources.Resources, serverMinor int) stri
 			newLim, hasLim := t.Limits[corev1.ResourceMemory]
 			switch {
 			case !hadLim && hasLim:
-				return fmt.Sprintf("container %s: Kubernetes 1.33 forbids adding a memory limit in place unless its memory resizePolicy is RestartContainer", c.Name)
+				return fmt.Sprintf("%s: Kubernetes 1.33 forbids adding a memory limit in place unless its memory resizePolicy is RestartContainer", label(ref))
 			case hadLim && hasLim && newLim.Cmp(oldLim) < 0:
-				return fmt.Sprintf("container %s: Kubernetes 1.33 forbids decreasing a memory limit in place unless its memory resizePolicy is RestartContainer", c.Name)
+				return fmt.Sprintf("%s: Kubernetes 1.33 forbids decreasing a memory limit in place unless its memory resizePolicy is RestartContainer", label(ref))
 			}
 		}
 	}
@@ -115,7 +119,12 @@ func qosClass(pod *corev1.Pod, target resources.Resources) corev1.PodQOSClass {
 		}
 	}
 	for _, c := range pod.Spec.InitContainers {
-		visit(c.Resources)
+		r := c.Resources
+		if t, ok := target[c.Name]; ok && recommendation.IsSidecar(&c) {
+			// Target holds no init container that is not a sidecar.
+			r = t
+		}
+		visit(r)
 	}
 	for _, c := range pod.Spec.Containers {
 		r := c.Resources

@@ -203,12 +203,18 @@ func freesRoom(old, pod *corev1.Pod) bool {
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return old.Status.Phase != pod.Status.Phase
 	}
-	for i := range pod.Spec.Containers {
-		if i >= len(old.Spec.Containers) {
+	return requestDown(old.Spec.Containers, pod.Spec.Containers) || requestDown(old.Spec.InitContainers, pod.Spec.InitContainers)
+}
+
+// requestDown tells whether a container of now requests less than it did
+// before (sidecars are init containers).
+func requestDown(before, now []corev1.Container) bool {
+	for i := range now {
+		if i >= len(before) {
 			break
 		}
-		for name, q := range old.Spec.Containers[i].Resources.Requests {
-			if n, ok := pod.Spec.Containers[i].Resources.Requests[name]; ok && n.Cmp(q) < 0 {
+		for name, q := range before[i].Resources.Requests {
+			if n, ok := now[i].Resources.Requests[name]; ok && n.Cmp(q) < 0 {
 				return true
 			}
 		}

@@ -272,6 +272,9 @@ type Controller struct {
 	// goneHarms holds, per VPA key, harm deleted pods showed, for the VPA
 	// queue's worker.
 	goneHarms map[string][]goneHarm
+	// initIgnored holds the VPAs already reported as recommending for init
+	// containers that are not sidecars (sidecars.go).
+	initIgnored initIgnored
 }
 
 // New builds a Controller and registers its event handlers.

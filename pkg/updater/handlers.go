@@ -94,12 +94,21 @@ func relevantPodChange(old, pod *corev1.Pod) bool {
 		!slices.Equal(boost.Containers(old), boost.Containers(pod)) || containerRestarted(old, pod) {
 		return true
 	}
-	for i := range pod.Spec.Containers {
-		if i >= len(old.Spec.Containers) || !apiequality.Semantic.DeepEqual(old.Spec.Containers[i].Resources, pod.Spec.Containers[i].Resources) {
-			return true
-		}
+	if !sameResources(old.Spec.Containers, pod.Spec.Containers) || !sameResources(old.Spec.InitContainers, pod.Spec.InitContainers) {
+		return true
 	}
 	return !apiequality.Semantic.DeepEqual(containerResources(old), containerResources(pod))
+}
+
+// sameResources tells whether each container of now has the resources it
+// had before (sidecars are init containers).
+func sameResources(before, now []corev1.Container) bool {
+	for i := range now {
+		if i >= len(before) || !apiequality.Semantic.DeepEqual(before[i].Resources, now[i].Resources) {
+			return false
+		}
+	}
+	return true
 }
 
 func resizeConditions(p *corev1.Pod) []corev1.PodCondition {
@@ -114,9 +123,11 @@ func resizeConditions(p *corev1.Pod) []corev1.PodCondition {
 }
 
 func containerResources(p *corev1.Pod) []any {
-	out := make([]any, 0, 2*len(p.Status.ContainerStatuses))
-	for _, s := range p.Status.ContainerStatuses {
-		out = append(out, s.AllocatedResources, s.Resources)
+	out := make([]any, 0, 2*(len(p.Status.ContainerStatuses)+len(p.Status.InitContainerStatuses)))
+	for _, statuses := range [2][]corev1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
+		for _, s := range statuses {
+			out = append(out, s.AllocatedResources, s.Resources)
+		}
 	}
 	return out
 }
@@ -211,6 +222,7 @@ func (c *Controller) onVPADelete(obj any) {
 	delete(c.safetyWarned, vpa.UID)
 	delete(c.goneHarms, vpaKey(vpa))
 	c.mu.Unlock()
+	c.initIgnored.forget(vpa.UID)
 }
 
 // onConfigMap reacts to the cluster-wide kill switch: when it flips, every

@@ -98,6 +98,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.report(ctx, pod, vpa, state.Pod{State: state.PodError, Message: "cannot compute what the pod should get: " + err.Error()}, status)
 		return fmt.Errorf("computing recommendation: %w", err)
 	}
+	c.reportIgnoredInitContainers(ctx, pod, vpa)
 	var end *boostEnd
 	var again *restartBoost
 	if c.boostEnabled() && boost.Active(pod) {

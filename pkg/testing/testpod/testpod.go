@@ -73,6 +73,27 @@ func (b *Builder) Container(name, cpu, memory string) *Builder {
 	return b
 }
 
+// Sidecar adds a sidecar: an init container with restartPolicy Always,
+// whose requests are cpu and memory (either may be empty).
+func (b *Builder) Sidecar(name, cpu, memory string) *Builder {
+	b.pod.Spec.InitContainers = append(b.pod.Spec.InitContainers, corev1.Container{
+		Name:          name,
+		Resources:     corev1.ResourceRequirements{Requests: List(cpu, memory)},
+		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+	})
+	return b
+}
+
+// InitContainer adds an init container that is not a sidecar, whose
+// requests are cpu and memory (either may be empty).
+func (b *Builder) InitContainer(name, cpu, memory string) *Builder {
+	b.pod.Spec.InitContainers = append(b.pod.Spec.InitContainers, corev1.Container{
+		Name:      name,
+		Resources: corev1.ResourceRequirements{Requests: List(cpu, memory)},
+	})
+	return b
+}
+
 // Limits sets the limits of the named container.
 func (b *Builder) Limits(container, cpu, memory string) *Builder {
 	c := b.container(container)
@@ -95,7 +116,8 @@ func (b *Builder) ResizePolicy(container string, res corev1.ResourceName, policy
 
 // Running marks the pod Running and Ready, with container statuses that
 // report the spec's resources as allocated and actuated (a settled pod), and
-// status.observedGeneration equal to the generation.
+// status.observedGeneration equal to the generation. Sidecars run; other
+// init containers have completed.
 func (b *Builder) Running() *Builder {
 	b.pod.Status.Phase = corev1.PodRunning
 	b.pod.Status.Conditions = append(b.pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
@@ -109,6 +131,20 @@ func (b *Builder) Running() *Builder {
 			AllocatedResources: c.Resources.Requests.DeepCopy(),
 			Resources:          c.Resources.DeepCopy(),
 		})
+	}
+	b.pod.Status.InitContainerStatuses = nil
+	for _, c := range b.pod.Spec.InitContainers {
+		st := corev1.ContainerStatus{
+			Name:               c.Name,
+			Ready:              true,
+			State:              corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+			AllocatedResources: c.Resources.Requests.DeepCopy(),
+			Resources:          c.Resources.DeepCopy(),
+		}
+		if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+			st.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}
+		}
+		b.pod.Status.InitContainerStatuses = append(b.pod.Status.InitContainerStatuses, st)
 	}
 	b.pod.Status.QOSClass = QOS(b.pod)
 	if b.pod.Spec.Resources != nil {
@@ -149,6 +185,11 @@ func (b *Builder) container(name string) *corev1.Container {
 			return &b.pod.Spec.Containers[i]
 		}
 	}
+	for i := range b.pod.Spec.InitContainers {
+		if b.pod.Spec.InitContainers[i].Name == name {
+			return &b.pod.Spec.InitContainers[i]
+		}
+	}
 	panic("testpod: no container " + name)
 }
 
@@ -167,11 +208,11 @@ func List(cpu, memory string) corev1.ResourceList {
 	return l
 }
 
-// QOS computes the QoS class of a pod from its containers (no pod-level
-// resources), the same way the API server does.
+// QOS computes the QoS class of a pod from its containers and init
+// containers (no pod-level resources), the same way the API server does.
 func QOS(pod *corev1.Pod) corev1.PodQOSClass {
 	guaranteed, any := true, false
-	for _, c := range pod.Spec.Containers {
+	for _, c := range append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
 		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 			req, hasReq := c.Resources.Requests[r]
 			lim, hasLim := c.Resources.Limits[r]

@@ -233,7 +233,8 @@ func PodFromJobTemplate(job *batchv1.Job) *corev1.Pod {
 // validateTemplateTarget catches what the API server's pod template
 // validation would refuse in target: a request above its limit.
 func validateTemplateTarget(pod *corev1.Pod, target resources.Resources) string {
-	for _, c := range pod.Spec.Containers {
+	for ref := range recommendation.Containers(pod) {
+		c := ref.Container
 		t, ok := target[c.Name]
 		if !ok {
 			continue

@@ -54,6 +54,11 @@ const EventResizeWaitingForNodeCapacity = "InPlaceResizeWaitingForNodeCapacity"
 // evicts nothing and counts it as none of its disruptions.
 const EventResizePreemption = "InPlaceResizePreemption"
 
+// EventInitContainerRecommendationIgnored: the VPA's recommendation names
+// init containers that are not sidecars (restartPolicy Always); nothing is
+// set for them. Warning on the VPA, once per VPA and set of names.
+const EventInitContainerRecommendationIgnored = "InPlaceInitContainerRecommendationIgnored"
+
 // EventWorkerPanic: a worker recovered from a panic while handling an item
 // of the VPA (its pod, its Job, its pods' queueing or its condition); the
 // item is retried with backoff, and the updater's log has the stack.
