@@ -75,6 +75,12 @@ const (
 	// within Input.ReversalHold of it: a recommendation flapping between
 	// two values does not resize the pod at every flap.
 	ReasonReversalHeld Reason = "ReversalHeld"
+	// ReasonAwaitingEvidence: the recommendation does not rest on enough
+	// usage to be acted on yet (evidence.go): nothing is sent.
+	ReasonAwaitingEvidence Reason = "AwaitingEvidence"
+	// ReasonDecreasesHeld: a resize is sent with its increases only; its
+	// decreases wait for evidence.
+	ReasonDecreasesHeld Reason = "DecreasesHeld"
 )
 
 // Input is everything a decision depends on.
@@ -113,8 +119,12 @@ type Input struct {
 	// requests back the way it came is held, while they stay inside the
 	// recommended range; 0 holds nothing.
 	ReversalHold time.Duration
-	// Now is the time of the decision, compared with LastResize.At.
+	// Now is the time of the decision, compared with LastResize.At and the
+	// VPA's age.
 	Now time.Time
+	// Evidence is what is known of the usage the recommendation rests on;
+	// nil takes the recommendation as given (evidence.go).
+	Evidence *Evidence
 }
 
 // Decision is what to do and why.
@@ -140,8 +150,9 @@ type Decision struct {
 	// Held lists the memory limits kept at their running value in Target
 	// instead of the lower recommended ones.
 	Held []HeldLimit
-	// RecheckAfter, with ReasonReversalHeld, is when the hold ends and the
-	// pod is worth deciding again.
+	// RecheckAfter, with ReasonReversalHeld and ReasonAwaitingEvidence, is
+	// when the hold ends (or may have) and the pod is worth deciding again;
+	// 0 when only a change of its objects can end it.
 	RecheckAfter time.Duration
 	// NewMemoryRecord asks to remember this memory record for the pod
 	// (replacing any); ClearMemoryRecord to forget it.
@@ -245,6 +256,14 @@ func Decide(in Input) Decision {
 			return d.with(ActionSkip, ReasonReversalHeld, why)
 		}
 	}
+	kept := ""
+	if !resendRefused {
+		var stop *Decision
+		if target, kept, stop = holdBack(in, d, current, target); stop != nil {
+			return *stop
+		}
+		d.Target = target
+	}
 	if len(held) > 0 && d.NewMemoryRecord == nil {
 		d.NewMemoryRecord = usageRecord(memRecord, held)
 	}
@@ -285,6 +304,12 @@ func Decide(in Input) Decision {
 	case retryInfeasible:
 		reason = ReasonRetryLowerThanRecord
 		msg = "recommendation lower than the infeasible values; resize to " + target.String()
+	}
+	if kept != "" {
+		if reason == ReasonResize {
+			reason = ReasonDecreasesHeld
+		}
+		msg += "; " + kept
 	}
 	return d.with(ActionPatch, reason, msg)
 }
