@@ -99,6 +99,10 @@ type Config struct {
 	// change that only undoes it is held while the pod's requests stay
 	// inside the recommended range; 0 holds nothing.
 	ReversalHold time.Duration
+	// DecreaseMinHistory is --decrease-min-history: how much usage history
+	// a recommendation must rest on before a decrease inside its range is
+	// sent (pkg/resize's evidence rule).
+	DecreaseMinHistory time.Duration
 	// ResyncInterval is --updater-interval.
 	ResyncInterval time.Duration
 	// Workers is the number of concurrent workers.

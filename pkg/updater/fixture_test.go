@@ -127,6 +127,8 @@ type fixtureOpts struct {
 	memoryMargin float64
 	// reversalHold is --resize-reversal-hold.
 	reversalHold time.Duration
+	// decreaseMinHistory is --decrease-min-history.
+	decreaseMinHistory time.Duration
 	// calculator replaces the plain calculator (with no LimitRanges).
 	calculator Calculator
 	// pdbs are created with the pods and watched.
@@ -278,7 +280,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	cfg := Config{
 		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: max(1, o.workers), ServerMinor: o.serverMinor,
 		DryRun: o.dryRun, DeferredWarningAfter: o.deferredWarningAfter, StatusMinInterval: o.statusMinInterval,
-		MemoryLimitMargin: o.memoryMargin, ReversalHold: o.reversalHold,
+		MemoryLimitMargin: o.memoryMargin, ReversalHold: o.reversalHold, DecreaseMinHistory: o.decreaseMinHistory,
 	}
 	if o.pdbs != nil {
 		deps.PDBs = kubeFactory.Policy().V1().PodDisruptionBudgets()

@@ -116,6 +116,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		LastResize:        c.tracker.LastResize(pod.UID),
 		ReversalHold:      c.cfg.ReversalHold,
 		Now:               c.now(),
+		Evidence:          c.evidence(vpa),
 	}
 	if c.usage != nil && resize.NeedsMemoryUsage(pod, desired, c.cfg.ServerMinor) {
 		// Never blocks a resize: without usage, memory limits are lowered
@@ -130,6 +131,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		// Ending a boost: any change is worth the resize (a Factor 1.1
 		// boost is below the threshold), and it reverses no resize of ours.
 		in.Threshold, in.LastResize = -1, nil
+		// It restores what the pod was given before the boost: no
+		// recommendation is acted on, whatever its evidence.
+		in.Evidence = nil
 	}
 	d := resize.Decide(in)
 	var waiting *disruption.Verdict
@@ -169,7 +173,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if waiting != nil {
 		c.waitForBudget(pod, *waiting)
 	}
-	if d.Reason == resize.ReasonReversalHeld {
+	c.reportHeld(ctx, pod, d)
+	if d.RecheckAfter > 0 && d.Action != resize.ActionPatch {
 		// Decided again when the hold ends, not at the next resync only.
 		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, d.RecheckAfter)
 	}

@@ -44,8 +44,11 @@ type Options struct {
 	// RestartReservationTimeout bounds how long a restarting resize the
 	// kubelet has not applied keeps its place in the disruption budget.
 	RestartReservationTimeout time.Duration
-	FeatureGate               featuregate.MutableFeatureGate
-	LeaderElection            componentbaseconfig.LeaderElectionConfiguration
+	// DecreaseMinHistory: how much usage history a recommendation must
+	// rest on before a decrease inside its range is sent.
+	DecreaseMinHistory time.Duration
+	FeatureGate        featuregate.MutableFeatureGate
+	LeaderElection     componentbaseconfig.LeaderElectionConfiguration
 }
 
 // FallbackNamespace is the updater's namespace when it does not know its
@@ -80,6 +83,7 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		RestartMinReady:           30 * time.Second,
 		RestartReservationTimeout: 10 * time.Minute,
 		ReversalHold:              15 * time.Minute,
+		DecreaseMinHistory:        time.Hour,
 		Address:                   ":8943",
 		DeferredWarningAfter:      10 * time.Minute,
 		ConfigMap:                 namespace + "/" + DefaultKillSwitchName,
@@ -118,6 +122,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"How long a resize that restarts containers keeps its place under --eviction-tolerance and PodDisruptionBudgets while its pod stays Ready and the kubelet has not applied it (Deferred, failing on the node): then the place is given back, with a warning event, and the other pods of the workload may be resized. A pod that is not Ready keeps its place until it is back; a resize the kubelet marks Infeasible, or the API server refuses, gives it back at once.")
 	fs.DurationVar(&o.ReversalHold, "resize-reversal-hold", o.ReversalHold,
 		"How long after a pod's resize a change that would only move its requests back the way that resize came is held, while every request stays inside the recommended range: a recommendation flapping between two values resizes the pod once, not at every flap. A request outside the recommended range is never held. 0 holds nothing.")
+	fs.DurationVar(&o.DecreaseMinHistory, "decrease-min-history", o.DecreaseMinHistory,
+		"How much usage history a recommendation must rest on before a decrease inside its recommended range is sent (docs/resize-timing.md): read from the width of its bounds (upstream's recommender widens them while its history is short), else, when they prove nothing (equal to the target, capped), from the VPA's age. A request above the upper bound is lowered at once, and increases go as soon as the recommendation rests on a sample. 0 asks for no history.")
 	fs.StringVar(&o.VPAObjectNamespace, "vpa-object-namespace", o.VPAObjectNamespace,
 		"Only handle VPA objects (and their pods) in this namespace. Empty: all namespaces.")
 	fs.StringSliceVar(&o.IgnoredVPANamespaces, "ignored-vpa-object-namespaces", o.IgnoredVPANamespaces,
@@ -168,6 +174,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.ReversalHold < 0 {
 		errs = append(errs, fmt.Errorf("--resize-reversal-hold must not be negative, got %s", o.ReversalHold))
+	}
+	if o.DecreaseMinHistory < 0 {
+		errs = append(errs, fmt.Errorf("--decrease-min-history must not be negative, got %s", o.DecreaseMinHistory))
 	}
 	if o.RestartMinReady <= 0 {
 		errs = append(errs, fmt.Errorf("--restart-min-ready must be positive, got %s", o.RestartMinReady))

@@ -206,6 +206,7 @@ func Run(ctx context.Context, o *Options) error {
 		EvictionTolerance:    o.EvictionTolerance,
 		RestartMinReady:      o.RestartMinReady,
 		ReversalHold:         o.ReversalHold,
+		DecreaseMinHistory:   o.DecreaseMinHistory,
 		ResyncInterval:       o.UpdaterInterval,
 		Workers:              o.EffectiveWorkers(),
 		IgnoredNamespaces:    o.IgnoredVPANamespaces,

@@ -54,6 +54,11 @@ const EventResizeWaitingForNodeCapacity = "InPlaceResizeWaitingForNodeCapacity"
 // evicts nothing and counts it as none of its disruptions.
 const EventResizePreemption = "InPlaceResizePreemption"
 
+// EventResizeHeld: a resize, or its decreases, is held back on purpose:
+// the recommendation does not rest on enough usage yet
+// (docs/resize-timing.md); once per pod, reason and target.
+const EventResizeHeld = "InPlaceResizeHeld"
+
 // EventWorkerPanic: a worker recovered from a panic while handling an item
 // of the VPA (its pod, its Job, its pods' queueing or its condition); the
 // item is retried with backoff, and the updater's log has the stack.

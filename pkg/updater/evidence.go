@@ -1,0 +1,56 @@
+package updater
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
+)
+
+// What is held back of a resize before it is sent (pkg/resize's evidence
+// rule): the pod path gives Decide what is known of the usage behind the
+// recommendation, decides the pod again when time alone may end the hold,
+// and says once per held target why it waits.
+
+// noteHeld: a resize held back, per reason and target.
+const noteHeld = "held"
+
+// evidence is what the pod path knows of the usage vpa's recommendation
+// rests on: the VPA (its age, its bounds, its resource policy) and
+// --decrease-min-history.
+func (c *Controller) evidence(vpa *vpatypes.VerticalPodAutoscaler) *resize.Evidence {
+	return &resize.Evidence{VPA: vpa, MinHistory: c.cfg.DecreaseMinHistory}
+}
+
+// heldState is the state of a pod whose resize is held back, ok false for
+// any other decision.
+func heldState(d resize.Decision) (state.Pod, bool) {
+	switch d.Reason {
+	case resize.ReasonAwaitingEvidence:
+		return state.Pod{State: state.PodHeld, Values: d.Target.String(), Message: d.Message}, true
+	}
+	return state.Pod{}, false
+}
+
+// reportHeld sends, once per reason and target, an event on the pod saying
+// why its resize is held back; the pod is decided again when the hold may
+// end.
+func (c *Controller) reportHeld(_ context.Context, pod *corev1.Pod, d resize.Decision) {
+	format := ""
+	switch d.Reason {
+	case resize.ReasonAwaitingEvidence:
+		format = "Resize to %s held back: %s"
+	case resize.ReasonDecreasesHeld:
+		format = "Resizing in place to %s, increases only: %s"
+	default:
+		return
+	}
+	if c.tracker.Once(pod.UID, noteHeld, string(d.Reason)+" "+d.Target.String()) {
+		c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeHeld, format, d.Target.String(), d.Message)
+	}
+}

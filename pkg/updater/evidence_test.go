@@ -1,0 +1,89 @@
+package updater
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
+)
+
+// newVPA is an InPlace VPA created age before the fixtures' clock.
+func newVPA(age time.Duration, b *testvpa.Builder) *vpatypes.VerticalPodAutoscaler {
+	v := b.Obj()
+	v.CreationTimestamp = metav1.NewTime(t0.Add(-age))
+	return v
+}
+
+// The demo's finding (issue #34): upstream's recommender answers a new VPA
+// with its floor, lower bound, target and upper bound equal, before it has
+// a single sample; the updater used to resize the running pod down to it at
+// once. Now the decrease waits, the pod says why (state, event, condition)
+// and is decided again when the VPA is old enough; the first real
+// recommendation, an increase, goes at once.
+func TestAFloorRecommendationOnANewVPAIsNotActedOn(t *testing.T) {
+	vpa := newVPA(11*time.Second, testvpa.New("web").InPlace().Recommend("c", "10m", "10Mi"))
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{vpa},
+		fixtureOpts{decreaseMinHistory: time.Hour})
+	require.NoError(t, f.sync("p"))
+	assert.Empty(t, f.resizePatches(), "no resize to the floor")
+	assert.Equal(t, "Held", f.podState("p"))
+	after, queued := f.podQueue.of("default/p")
+	require.True(t, queued, "decided again when the VPA is old enough")
+	assert.Equal(t, time.Hour-11*time.Second, after)
+	events := f.events()
+	require.Len(t, events, 1)
+	assert.Contains(t, events[0], report.EventResizeHeld)
+	assert.Contains(t, events[0], "cpu and memory decrease waits until")
+	require.NoError(t, f.sync("p"))
+	assert.Empty(t, f.events(), "said once")
+
+	require.NoError(t, f.syncStatus("web"))
+	cond := f.condition("web")
+	require.NotNil(t, cond)
+	assert.Equal(t, corev1.ConditionFalse, cond.Status, "held on purpose, not blocked")
+	assert.Equal(t, condition.ReasonNotBlocked, cond.Reason)
+	assert.Contains(t, cond.Message, "1 held back")
+	assert.Contains(t, cond.Message, "Held back: p to c: requests cpu=10m memory=10Mi")
+
+	// The first real recommendation: above the pod's requests, on a sample
+	// (its upper bound at the recommender's maximum).
+	v := f.getVPA("web")
+	v.Status.Recommendation = testvpa.New("web").RecommendRange("c", "126m", "121Mi", "10m", "10Mi", "100", "100Gi").Obj().Status.Recommendation
+	_, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").UpdateStatus(context.Background(), v, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.waitCached("web", func(v *vpatypes.VerticalPodAutoscaler) bool {
+		return v.Status.Recommendation.ContainerRecommendations[0].Target.Cpu().String() == "126m"
+	})
+	require.NoError(t, f.sync("p"))
+	require.Len(t, f.resizePatches(), 1, "the increase goes at once")
+	assert.Contains(t, f.resizePatches()[0], `"cpu":"126m"`)
+}
+
+func TestAPointRecommendationOnAnOldVPAIsActedOn(t *testing.T) {
+	vpa := newVPA(2*time.Hour, testvpa.New("web").InPlace().Recommend("c", "10m", "10Mi"))
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{vpa},
+		fixtureOpts{decreaseMinHistory: time.Hour})
+	require.NoError(t, f.sync("p"))
+	assert.Len(t, f.resizePatches(), 1)
+}
+
+func TestHeldDecreaseIsSentWhenTheVPAIsOldEnough(t *testing.T) {
+	vpa := newVPA(time.Minute, testvpa.New("web").InPlace().Recommend("c", "50m", "50Mi"))
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{vpa},
+		fixtureOpts{decreaseMinHistory: time.Hour})
+	require.NoError(t, f.sync("p"))
+	assert.Empty(t, f.resizePatches())
+	f.clock.Step(59 * time.Minute)
+	require.NoError(t, f.sync("p"))
+	assert.Len(t, f.resizePatches(), 1, "sent once the VPA is an hour old")
+}
