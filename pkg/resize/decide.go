@@ -78,8 +78,12 @@ const (
 	// ReasonAwaitingEvidence: the recommendation does not rest on enough
 	// usage to be acted on yet (evidence.go): nothing is sent.
 	ReasonAwaitingEvidence Reason = "AwaitingEvidence"
+	// ReasonOutsideWindow: the resize lowers resources or restarts
+	// containers (or, with scope all, any resize) and its VPA's resize
+	// window is closed: nothing is sent until it opens.
+	ReasonOutsideWindow Reason = "OutsideResizeWindow"
 	// ReasonDecreasesHeld: a resize is sent with its increases only; its
-	// decreases wait for evidence.
+	// decreases wait for evidence or for the resize window.
 	ReasonDecreasesHeld Reason = "DecreasesHeld"
 )
 
@@ -119,12 +123,15 @@ type Input struct {
 	// requests back the way it came is held, while they stay inside the
 	// recommended range; 0 holds nothing.
 	ReversalHold time.Duration
-	// Now is the time of the decision, compared with LastResize.At and the
-	// VPA's age.
+	// Now is the time of the decision, compared with LastResize.At, the
+	// VPA's age and the windows' openings.
 	Now time.Time
 	// Evidence is what is known of the usage the recommendation rests on;
 	// nil takes the recommendation as given (evidence.go).
 	Evidence *Evidence
+	// Windows are the VPA's resize windows at Now; the zero value holds
+	// nothing (holdback.go).
+	Windows Windows
 }
 
 // Decision is what to do and why.
@@ -150,9 +157,10 @@ type Decision struct {
 	// Held lists the memory limits kept at their running value in Target
 	// instead of the lower recommended ones.
 	Held []HeldLimit
-	// RecheckAfter, with ReasonReversalHeld and ReasonAwaitingEvidence, is
-	// when the hold ends (or may have) and the pod is worth deciding again;
-	// 0 when only a change of its objects can end it.
+	// RecheckAfter, with ReasonReversalHeld, ReasonAwaitingEvidence and
+	// ReasonOutsideWindow, is when the hold ends (or may have) and the pod
+	// is worth deciding again; 0 when only a change of its objects can end
+	// it.
 	RecheckAfter time.Duration
 	// NewMemoryRecord asks to remember this memory record for the pod
 	// (replacing any); ClearMemoryRecord to forget it.
