@@ -53,6 +53,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/preemption"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
+	uwindow "github.com/vpa-inplace/vpa-inplace/pkg/updater/window"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
@@ -103,6 +104,9 @@ type Config struct {
 	// a recommendation must rest on before a decrease inside its range is
 	// sent (pkg/resize's evidence rule).
 	DecreaseMinHistory time.Duration
+	// MaxFreeze is --max-freeze: how far ahead a freeze-until annotation
+	// may end; 0 means window.DefaultMaxFreeze.
+	MaxFreeze time.Duration
 	// ResyncInterval is --updater-interval.
 	ResyncInterval time.Duration
 	// Workers is the number of concurrent workers.
@@ -199,6 +203,8 @@ type Controller struct {
 	now        func() time.Time
 	metrics    *report.Metrics
 	ignored    sets.Set[string]
+	// windows reads the VPAs' resize windows and freezes (windows.go).
+	windows *uwindow.Gate
 	// budget paces resizes that restart containers (restart.go).
 	budget   *disruption.Budget
 	minReady disruption.MinReady
@@ -285,6 +291,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		budget:    disruption.New(disruption.Config{Tolerance: cfg.EvictionTolerance, Timeout: cfg.RestartReservationTimeout}, deps.Clock),
 		preempted: preemption.New(deps.Clock),
 		minReady:  deps.MinReady,
+		windows:   uwindow.New(uwindow.Config{MaxFreeze: cfg.MaxFreeze}, nil),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),

@@ -31,7 +31,7 @@ func (c *Controller) evidence(vpa *vpatypes.VerticalPodAutoscaler) *resize.Evide
 // any other decision.
 func heldState(d resize.Decision) (state.Pod, bool) {
 	switch d.Reason {
-	case resize.ReasonAwaitingEvidence:
+	case resize.ReasonAwaitingEvidence, resize.ReasonOutsideWindow:
 		return state.Pod{State: state.PodHeld, Values: d.Target.String(), Message: d.Message}, true
 	}
 	return state.Pod{}, false
@@ -43,7 +43,7 @@ func heldState(d resize.Decision) (state.Pod, bool) {
 func (c *Controller) reportHeld(_ context.Context, pod *corev1.Pod, d resize.Decision) {
 	format := ""
 	switch d.Reason {
-	case resize.ReasonAwaitingEvidence:
+	case resize.ReasonAwaitingEvidence, resize.ReasonOutsideWindow:
 		format = "Resize to %s held back: %s"
 	case resize.ReasonDecreasesHeld:
 		format = "Resizing in place to %s, increases only: %s"

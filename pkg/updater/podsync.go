@@ -118,6 +118,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		Now:               c.now(),
 		Evidence:          c.evidence(vpa),
 	}
+	in.Windows = c.windowsFor(ctx, pod, vpa, in.Now)
 	if c.usage != nil && resize.NeedsMemoryUsage(pod, desired, c.cfg.ServerMinor) {
 		// Never blocks a resize: without usage, memory limits are lowered
 		// as recommended and the kubelet's own check is the last line.
@@ -133,7 +134,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		in.Threshold, in.LastResize = -1, nil
 		// It restores what the pod was given before the boost: no
 		// recommendation is acted on, whatever its evidence.
-		in.Evidence = nil
+		in.Evidence, in.Windows = nil, resize.Windows{}
 	}
 	d := resize.Decide(in)
 	var waiting *disruption.Verdict

@@ -14,6 +14,8 @@ import (
 	componentbaseconfig "k8s.io/component-base/config"
 	componentbaseoptions "k8s.io/component-base/config/options"
 	"k8s.io/component-base/featuregate"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/window"
 )
 
 // Options are the updater's settings, one per flag.
@@ -47,8 +49,10 @@ type Options struct {
 	// DecreaseMinHistory: how much usage history a recommendation must
 	// rest on before a decrease inside its range is sent.
 	DecreaseMinHistory time.Duration
-	FeatureGate        featuregate.MutableFeatureGate
-	LeaderElection     componentbaseconfig.LeaderElectionConfiguration
+	// MaxFreeze bounds how far ahead a freeze-until annotation may end.
+	MaxFreeze      time.Duration
+	FeatureGate    featuregate.MutableFeatureGate
+	LeaderElection componentbaseconfig.LeaderElectionConfiguration
 }
 
 // FallbackNamespace is the updater's namespace when it does not know its
@@ -84,6 +88,7 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		RestartReservationTimeout: 10 * time.Minute,
 		ReversalHold:              15 * time.Minute,
 		DecreaseMinHistory:        time.Hour,
+		MaxFreeze:                 window.DefaultMaxFreeze,
 		Address:                   ":8943",
 		DeferredWarningAfter:      10 * time.Minute,
 		ConfigMap:                 namespace + "/" + DefaultKillSwitchName,
@@ -124,6 +129,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"How long after a pod's resize a change that would only move its requests back the way that resize came is held, while every request stays inside the recommended range: a recommendation flapping between two values resizes the pod once, not at every flap. A request outside the recommended range is never held. 0 holds nothing.")
 	fs.DurationVar(&o.DecreaseMinHistory, "decrease-min-history", o.DecreaseMinHistory,
 		"How much usage history a recommendation must rest on before a decrease inside its recommended range is sent (docs/resize-timing.md): read from the width of its bounds (upstream's recommender widens them while its history is short), else, when they prove nothing (equal to the target, capped), from the VPA's age. A request above the upper bound is lowered at once, and increases go as soon as the recommendation rests on a sample. 0 asks for no history.")
+	fs.DurationVar(&o.MaxFreeze, "max-freeze", o.MaxFreeze,
+		"How far ahead a vpa-inplace.dev/freeze-until annotation may end (docs/resize-timing.md). A freeze ending later is invalid: the VPA is then frozen until the annotation is corrected, with a warning event, never left unrestricted.")
 	fs.StringVar(&o.VPAObjectNamespace, "vpa-object-namespace", o.VPAObjectNamespace,
 		"Only handle VPA objects (and their pods) in this namespace. Empty: all namespaces.")
 	fs.StringSliceVar(&o.IgnoredVPANamespaces, "ignored-vpa-object-namespaces", o.IgnoredVPANamespaces,
@@ -177,6 +184,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.DecreaseMinHistory < 0 {
 		errs = append(errs, fmt.Errorf("--decrease-min-history must not be negative, got %s", o.DecreaseMinHistory))
+	}
+	if o.MaxFreeze <= 0 {
+		errs = append(errs, fmt.Errorf("--max-freeze must be positive, got %s", o.MaxFreeze))
 	}
 	if o.RestartMinReady <= 0 {
 		errs = append(errs, fmt.Errorf("--restart-min-ready must be positive, got %s", o.RestartMinReady))

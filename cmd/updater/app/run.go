@@ -207,6 +207,7 @@ func Run(ctx context.Context, o *Options) error {
 		RestartMinReady:      o.RestartMinReady,
 		ReversalHold:         o.ReversalHold,
 		DecreaseMinHistory:   o.DecreaseMinHistory,
+		MaxFreeze:            o.MaxFreeze,
 		ResyncInterval:       o.UpdaterInterval,
 		Workers:              o.EffectiveWorkers(),
 		IgnoredNamespaces:    o.IgnoredVPANamespaces,

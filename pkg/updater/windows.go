@@ -1,0 +1,53 @@
+package updater
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
+)
+
+// Resize windows and freezes (pkg/updater/window reads them): the pod
+// path gives Decide the VPA's windows, a freeze withholds every resize as
+// a pause does (withheld), and the pod is decided again when the freeze
+// ends or the window opens (Decision.RecheckAfter), on the injected clock:
+// nothing polls.
+
+// withheldFrozen is the metric reason of a resize withheld by a freeze.
+const withheldFrozen = "Frozen"
+
+// windowsFor returns vpa's resize windows at now for pod's decision. It
+// reports an annotation that cannot be read (a warning event on the VPA,
+// once per value) and decides the pod again when a freeze ends.
+func (c *Controller) windowsFor(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, now time.Time) resize.Windows {
+	v := c.windows.For(vpa, now)
+	switch {
+	case v.Invalid:
+		if c.windows.FirstReport(vpa.UID, v.Why) {
+			klog.FromContext(ctx).Info("Resize window or freeze annotation invalid; the VPA is frozen until it is corrected", "vpa", klog.KObj(vpa), "why", v.Why)
+			c.recorder.Eventf(vpa, corev1.EventTypeWarning, report.EventResizeWindowInvalid, "Resizes of the VPA's pods are %s", v.Why)
+		}
+	default:
+		c.windows.FirstReport(vpa.UID, "")
+	}
+	if v.Frozen && !v.FrozenUntil.IsZero() {
+		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, max(v.FrozenUntil.Sub(now), time.Second))
+	}
+	return v.Windows
+}
+
+// frozen tells whether a freeze (or an annotation that cannot be read)
+// stops the resizes of vpa's pods now, and why.
+func (c *Controller) frozen(vpa *vpatypes.VerticalPodAutoscaler) (bool, string) {
+	if c.windows == nil {
+		return false, ""
+	}
+	v := c.windows.For(vpa, c.now())
+	return v.Frozen, "resizing is " + v.Why
+}
