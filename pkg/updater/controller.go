@@ -142,6 +142,9 @@ type Deps struct {
 	// ConfigMaps watches the cluster-wide kill switch (Config.ConfigMap);
 	// nil: no cluster-wide switch.
 	ConfigMaps coreinformers.ConfigMapInformer
+	// Namespaces watches the namespaces' resize windows and freezes
+	// (windows.go); nil: only the VPAs' own are read.
+	Namespaces coreinformers.NamespaceInformer
 	// Jobs watches Jobs, whose pod templates get the recommendation while
 	// suspended; nil: Jobs are not looked at.
 	Jobs       batchinformers.JobInformer
@@ -291,7 +294,6 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		budget:    disruption.New(disruption.Config{Tolerance: cfg.EvictionTolerance, Timeout: cfg.RestartReservationTimeout}, deps.Clock),
 		preempted: preemption.New(deps.Clock),
 		minReady:  deps.MinReady,
-		windows:   uwindow.New(uwindow.Config{MaxFreeze: cfg.MaxFreeze}, nil),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),
@@ -322,6 +324,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		Clock:   deps.Clock,
 		Requeue: func(key string, after time.Duration) { c.statusQueue.AddAfter(key, after) },
 	})
+	if err := c.watchNamespaces(deps.Namespaces); err != nil {
+		return nil, err
+	}
 	if deps.ConfigMaps != nil {
 		c.configMaps = deps.ConfigMaps.Lister()
 		// Fail closed: no resize before the kill switch has been read.

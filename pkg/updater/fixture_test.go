@@ -135,6 +135,8 @@ type fixtureOpts struct {
 	pdbs []*policyv1.PodDisruptionBudget
 	// nodes are created with the pods and watched.
 	nodes []*corev1.Node
+	// namespaces are created with the pods and watched (resize windows).
+	namespaces []*corev1.Namespace
 	// recordsNotLoaded leaves the controller as before Run has loaded the
 	// records; otherwise sync may be called without Run.
 	recordsNotLoaded bool
@@ -177,6 +179,9 @@ func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAu
 		kubeObjs = append(kubeObjs, p)
 	}
 	for _, n := range o.nodes {
+		kubeObjs = append(kubeObjs, n)
+	}
+	for _, n := range o.namespaces {
 		kubeObjs = append(kubeObjs, n)
 	}
 	for _, v := range vpas {
@@ -288,6 +293,9 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	if o.nodes != nil {
 		deps.Nodes = kubeFactory.Core().V1().Nodes()
 		deps.NodePods = nodePodFactory.Core().V1().Pods()
+	}
+	if o.namespaces != nil {
+		deps.Namespaces = kubeFactory.Core().V1().Namespaces()
 	}
 	if o.watchConfigMap {
 		deps.ConfigMaps = systemFactory.Core().V1().ConfigMaps()

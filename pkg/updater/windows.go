@@ -2,18 +2,25 @@ package updater
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
+	uwindow "github.com/vpa-inplace/vpa-inplace/pkg/updater/window"
 )
 
-// Resize windows and freezes (pkg/updater/window reads them): the pod
+// Resize windows and freezes on VPAs and their namespaces
+// (pkg/updater/window reads them): the pod
 // path gives Decide the VPA's windows, a freeze withholds every resize as
 // a pause does (withheld), and the pod is decided again when the freeze
 // ends or the window opens (Decision.RecheckAfter), on the injected clock:
@@ -50,4 +57,50 @@ func (c *Controller) frozen(vpa *vpatypes.VerticalPodAutoscaler) (bool, string) 
 	}
 	v := c.windows.For(vpa, c.now())
 	return v.Frozen, "resizing is " + v.Why
+}
+
+// watchNamespaces builds the Gate, reading the namespaces' annotations
+// through informer (nil: the VPAs' only), and queues the VPAs of a
+// namespace whose windows or freeze change.
+func (c *Controller) watchNamespaces(informer coreinformers.NamespaceInformer) error {
+	var lister corelisters.NamespaceLister
+	if informer != nil {
+		lister = informer.Lister()
+		// Fail closed: no resize before the namespaces' freezes are read.
+		c.synced = append(c.synced, informer.Informer().HasSynced)
+		if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onNamespace(nil, obj) },
+			UpdateFunc: c.onNamespace,
+		}); err != nil {
+			return fmt.Errorf("adding namespace handler: %w", err)
+		}
+	}
+	c.windows = uwindow.New(uwindow.Config{MaxFreeze: c.cfg.MaxFreeze}, lister)
+	return nil
+}
+
+// onNamespace queues the InPlace VPAs of a namespace whose resize-window,
+// scope or freeze annotations changed (a namespace first seen with one
+// counts as changed). Their pods follow (syncVPA).
+func (c *Controller) onNamespace(oldObj, obj any) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok || c.ignored.Has(ns.Name) {
+		return
+	}
+	var before map[string]string
+	if old, ok := oldObj.(*corev1.Namespace); ok {
+		before = old.Annotations
+	}
+	if !uwindow.Changed(before, ns.Annotations) {
+		return
+	}
+	vpas, err := c.vpas.VerticalPodAutoscalers(ns.Name).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, vpa := range vpas {
+		if isInPlace(vpa) {
+			c.vpaQueue.Add(vpaKey(vpa))
+		}
+	}
 }

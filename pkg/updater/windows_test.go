@@ -134,3 +134,29 @@ func TestAFreezeTooFarAheadIsInvalid(t *testing.T) {
 	require.Len(t, events, 1)
 	assert.Contains(t, events[0], "the most a freeze may last")
 }
+
+// The namespace's window holds the VPAs of the namespace; correcting the
+// namespace queues them again.
+func TestTheNamespacesWindowHoldsItsVPAs(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default", Annotations: map[string]string{window.WindowAnnotation: nineToTen}}}
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("50m", "50Mi")},
+		fixtureOpts{namespaces: []*corev1.Namespace{ns}})
+	require.NoError(t, f.sync("p"))
+	assert.Empty(t, f.resizePatches(), "no decrease outside the namespace's window")
+	events := f.events()
+	require.Len(t, events, 1)
+	assert.Contains(t, events[0], "on namespace default")
+
+	for f.ctrl.vpaQueue.Len() > 0 { // what the VPA's creation queued
+		key, _ := f.ctrl.vpaQueue.Get()
+		f.ctrl.vpaQueue.Done(key)
+	}
+	ns.Annotations = map[string]string{window.WindowAnnotation: "* 00:00-24:00 UTC"}
+	_, err := f.kube.CoreV1().Namespaces().Update(context.Background(), ns, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return f.ctrl.vpaQueue.Len() == 1 }, 5*time.Second, 10*time.Millisecond,
+		"the namespace's VPAs are queued again")
+	require.False(t, f.ctrl.windows.For(f.getVPA("web"), f.clock.Now()).Windows.Decreases.Held)
+	require.NoError(t, f.sync("p"))
+	assert.Len(t, f.resizePatches(), 1, "sent once the namespace's window is open")
+}

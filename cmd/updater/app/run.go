@@ -224,6 +224,7 @@ func Run(ctx context.Context, o *Options) error {
 		Pods:       podFactory.Core().V1().Pods(),
 		VPAs:       vpaInformer,
 		ConfigMaps: killSwitch.informer,
+		Namespaces: factory.Core().V1().Namespaces(),
 		Jobs:       factory.Batch().V1().Jobs(),
 		PDBs:       factory.Policy().V1().PodDisruptionBudgets(),
 		Nodes:      factory.Core().V1().Nodes(),
