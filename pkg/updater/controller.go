@@ -142,6 +142,9 @@ type Deps struct {
 	// ConfigMaps watches the cluster-wide kill switch (Config.ConfigMap);
 	// nil: no cluster-wide switch.
 	ConfigMaps coreinformers.ConfigMapInformer
+	// Checkpoints reads the recommender's checkpoints: how much usage a
+	// recommendation rests on (evidence.go); nil: only the VPA tells.
+	Checkpoints vpainformers.VerticalPodAutoscalerCheckpointInformer
 	// Namespaces watches the namespaces' resize windows and freezes
 	// (windows.go); nil: only the VPAs' own are read.
 	Namespaces coreinformers.NamespaceInformer
@@ -206,6 +209,9 @@ type Controller struct {
 	now        func() time.Time
 	metrics    *report.Metrics
 	ignored    sets.Set[string]
+	// checkpoints indexes the recommender's checkpoints by VPA
+	// (evidence.go); nil without them.
+	checkpoints cache.Indexer
 	// windows reads the VPAs' resize windows and freezes (windows.go).
 	windows *uwindow.Gate
 	// budget paces resizes that restart containers (restart.go).
@@ -325,6 +331,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		Requeue: func(key string, after time.Duration) { c.statusQueue.AddAfter(key, after) },
 	})
 	if err := c.watchNamespaces(deps.Namespaces); err != nil {
+		return nil, err
+	}
+	if err := c.readCheckpoints(deps.Checkpoints); err != nil {
 		return nil, err
 	}
 	if deps.ConfigMaps != nil {

@@ -2,10 +2,13 @@ package updater
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
@@ -21,10 +24,60 @@ import (
 const noteHeld = "held"
 
 // evidence is what the pod path knows of the usage vpa's recommendation
-// rests on: the VPA (its age, its bounds, its resource policy) and
-// --decrease-min-history.
+// rests on: the VPA (its age, its bounds, its resource policy), the
+// recommender's checkpoints of its containers and --decrease-min-history.
 func (c *Controller) evidence(vpa *vpatypes.VerticalPodAutoscaler) *resize.Evidence {
-	return &resize.Evidence{VPA: vpa, MinHistory: c.cfg.DecreaseMinHistory}
+	return &resize.Evidence{VPA: vpa, Histories: c.histories(vpa), MinHistory: c.cfg.DecreaseMinHistory}
+}
+
+// checkpointIndex indexes checkpoints by the namespace/name of their VPA.
+const checkpointIndex = "vpa"
+
+// readCheckpoints indexes the checkpoints of informer by VPA (nil: none are
+// read). They are cached without their histograms (cachetrim.Transform, the
+// binary's factory).
+func (c *Controller) readCheckpoints(informer vpainformers.VerticalPodAutoscalerCheckpointInformer) error {
+	if informer == nil {
+		return nil
+	}
+	if err := informer.Informer().AddIndexers(cache.Indexers{checkpointIndex: func(obj any) ([]string, error) {
+		cp, ok := obj.(*vpatypes.VerticalPodAutoscalerCheckpoint)
+		if !ok {
+			return nil, nil
+		}
+		return []string{cp.Namespace + "/" + cp.Spec.VPAObjectName}, nil
+	}}); err != nil {
+		return fmt.Errorf("adding checkpoint index: %w", err)
+	}
+	// Not waited for: an install whose VPA CRDs lack the checkpoints'
+	// would never start. Until they are cached, the bounds and the VPA's
+	// age tell.
+	c.checkpoints = informer.Informer().GetIndexer()
+	return nil
+}
+
+// histories tells, by container, what the recommender's checkpoints of
+// vpa say of their samples; nil without checkpoints.
+func (c *Controller) histories(vpa *vpatypes.VerticalPodAutoscaler) map[string]resize.History {
+	if c.checkpoints == nil {
+		return nil
+	}
+	objs, err := c.checkpoints.ByIndex(checkpointIndex, vpa.Namespace+"/"+vpa.Name)
+	if err != nil || len(objs) == 0 {
+		return nil
+	}
+	out := make(map[string]resize.History, len(objs))
+	for _, obj := range objs {
+		cp, ok := obj.(*vpatypes.VerticalPodAutoscalerCheckpoint)
+		if !ok {
+			continue
+		}
+		out[cp.Spec.ContainerName] = resize.History{
+			FirstSample: cp.Status.FirstSampleStart.Time, LastSample: cp.Status.LastSampleStart.Time,
+			Samples: cp.Status.TotalSamplesCount,
+		}
+	}
+	return out
 }
 
 // heldState is the state of a pod whose resize is held back, ok false for

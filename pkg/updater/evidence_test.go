@@ -87,3 +87,36 @@ func TestHeldDecreaseIsSentWhenTheVPAIsOldEnough(t *testing.T) {
 	require.NoError(t, f.sync("p"))
 	assert.Len(t, f.resizePatches(), 1, "sent once the VPA is an hour old")
 }
+
+// The recommender's checkpoint says it holds no sample: its floor is not
+// a measure, however old the VPA (the age rule alone would send it).
+func TestACheckpointOfNoSampleHoldsTheFloorOnAnOldVPA(t *testing.T) {
+	vpa := newVPA(2*time.Hour, testvpa.New("web").InPlace().Recommend("c", "10m", "10Mi"))
+	cp := &vpatypes.VerticalPodAutoscalerCheckpoint{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-c", Namespace: "default"},
+		Spec:       vpatypes.VerticalPodAutoscalerCheckpointSpec{VPAObjectName: "web", ContainerName: "c"},
+	}
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{vpa},
+		fixtureOpts{decreaseMinHistory: time.Hour, checkpoints: []*vpatypes.VerticalPodAutoscalerCheckpoint{cp}})
+	require.NoError(t, f.sync("p"))
+	assert.Empty(t, f.resizePatches(), "no resize to the floor")
+	assert.Equal(t, "Held", f.podState("p"))
+	events := f.events()
+	require.Len(t, events, 1)
+	assert.Contains(t, events[0], "checkpoint holds no usage sample")
+}
+
+// A checkpoint with hours of samples lets a decrease inside a wide range go.
+func TestACheckpointWithHistoryLetsADecreaseGo(t *testing.T) {
+	vpa := newVPA(10*time.Minute, testvpa.New("web").InPlace().RecommendRange("c", "50m", "50Mi", "20m", "20Mi", "10", "10Gi"))
+	cp := &vpatypes.VerticalPodAutoscalerCheckpoint{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-c", Namespace: "default"},
+		Spec:       vpatypes.VerticalPodAutoscalerCheckpointSpec{VPAObjectName: "web", ContainerName: "c"},
+		Status: vpatypes.VerticalPodAutoscalerCheckpointStatus{FirstSampleStart: metav1.NewTime(t0.Add(-3 * time.Hour)),
+			LastSampleStart: metav1.NewTime(t0), TotalSamplesCount: 500},
+	}
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{vpa},
+		fixtureOpts{decreaseMinHistory: time.Hour, checkpoints: []*vpatypes.VerticalPodAutoscalerCheckpoint{cp}})
+	require.NoError(t, f.sync("p"))
+	assert.Len(t, f.resizePatches(), 1, "three hours of samples: the decrease goes")
+}

@@ -137,6 +137,8 @@ type fixtureOpts struct {
 	nodes []*corev1.Node
 	// namespaces are created with the pods and watched (resize windows).
 	namespaces []*corev1.Namespace
+	// checkpoints are created with the VPAs and read (the evidence rule).
+	checkpoints []*vpatypes.VerticalPodAutoscalerCheckpoint
 	// recordsNotLoaded leaves the controller as before Run has loaded the
 	// records; otherwise sync may be called without Run.
 	recordsNotLoaded bool
@@ -186,6 +188,9 @@ func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAu
 	}
 	for _, v := range vpas {
 		vpaObjs = append(vpaObjs, v)
+	}
+	for _, cp := range o.checkpoints {
+		vpaObjs = append(vpaObjs, cp)
 	}
 	kube := kubefake.NewClientset(kubeObjs...)
 	bumpResourceVersions(kube)
@@ -297,6 +302,9 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	if o.namespaces != nil {
 		deps.Namespaces = kubeFactory.Core().V1().Namespaces()
 	}
+	if o.checkpoints != nil {
+		deps.Checkpoints = vpaFactory.Autoscaling().V1().VerticalPodAutoscalerCheckpoints()
+	}
 	if o.watchConfigMap {
 		deps.ConfigMaps = systemFactory.Core().V1().ConfigMaps()
 		cfg.ConfigMap = types.NamespacedName{Namespace: systemNamespace, Name: "vpa-inplace-updater-config"}
@@ -315,6 +323,9 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	}
 	vpaFactory.Start(ctx.Done())
 	require.True(t, cache.WaitForCacheSync(ctx.Done(), ctrl.synced...))
+	if deps.Checkpoints != nil { // not among ctrl.synced: not waited for by the binary
+		require.True(t, cache.WaitForCacheSync(ctx.Done(), deps.Checkpoints.Informer().HasSynced))
+	}
 	t.Cleanup(func() {
 		cancel()
 		for _, factory := range factories {

@@ -238,6 +238,7 @@ func Run(ctx context.Context, o *Options) error {
 		Calculator:    recommendations,
 		Store:         store,
 		MemoryRecords: memStore,
+		Checkpoints:   vpaFactory.Autoscaling().V1().VerticalPodAutoscalerCheckpoints(),
 		Usage:         memoryUsage,
 		Metrics:       metrics,
 		Recorder:      recorder,
