@@ -44,7 +44,11 @@ func (c *Controller) windowsFor(ctx context.Context, pod *corev1.Pod, vpa *vpaty
 		c.windows.FirstReport(vpa.UID, "")
 	}
 	if v.Frozen && !v.FrozenUntil.IsZero() {
-		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, max(v.FrozenUntil.Sub(now), time.Second))
+		left := max(v.FrozenUntil.Sub(now), time.Second)
+		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, left)
+		// The condition says the VPA is frozen until then, also when no
+		// pod of it changes state as the freeze ends.
+		c.statusQueue.AddAfter(vpaKey(vpa), left)
 	}
 	return v.Windows
 }
