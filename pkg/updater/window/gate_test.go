@@ -18,7 +18,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/window"
 )
 
-func namespaces(t *testing.T, nss ...*corev1.Namespace) corelisters.NamespaceLister {
+func namespaces(t testing.TB, nss ...*corev1.Namespace) corelisters.NamespaceLister {
 	t.Helper()
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, ns := range nss {
