@@ -132,8 +132,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		// Ending a boost: any change is worth the resize (a Factor 1.1
 		// boost is below the threshold), and it reverses no resize of ours.
 		in.Threshold, in.LastResize = -1, nil
-		// It restores what the pod was given before the boost: no
-		// recommendation is acted on, whatever its evidence.
+		// It undoes the boost, back to what the pod was admitted with:
+		// neither the evidence rule nor a resize window holds that.
 		in.Evidence, in.Windows = nil, resize.Windows{}
 	}
 	d := resize.Decide(in)
