@@ -120,3 +120,18 @@ func TestACheckpointWithHistoryLetsADecreaseGo(t *testing.T) {
 	require.NoError(t, f.sync("p"))
 	assert.Len(t, f.resizePatches(), 1, "three hours of samples: the decrease goes")
 }
+
+// Ending a startup boost lowers CPU from the boost back to what the pod was
+// admitted with: on a VPA minutes old, outside its resize window, it goes
+// all the same.
+func TestEndingABoostIsHeldNeitherByEvidenceNorByAWindow(t *testing.T) {
+	pod := boostedPod(t, "p", t0)
+	vpa := boostVPA("150m", 20)
+	vpa.CreationTimestamp = metav1.NewTime(t0.Add(-2 * time.Minute))
+	vpa.Annotations = map[string]string{"vpa-inplace.dev/resize-window": "* 09:00-10:00 UTC"}
+	f := newFixture(t, []*corev1.Pod{pod}, []*vpatypes.VerticalPodAutoscaler{vpa}, fixtureOpts{boost: true, decreaseMinHistory: time.Hour})
+	f.clock.Step(20 * time.Second)
+	require.NoError(t, f.sync("p"))
+	require.Len(t, f.resizePatches(), 1, "the boost ends")
+	assert.Contains(t, f.resizePatches()[0], `"cpu":"150m"`)
+}
