@@ -56,8 +56,10 @@ nohup _output/bin/admission-controller --kubeconfig="${dir}/deploy/admission-con
   --bind-address=127.0.0.1 --port="${webhook_port}" --address="127.0.0.1:${ac_health}" \
   --feature-gates=InPlace=true >"${dir}/admission-controller.log" 2>&1 &
 echo $! >"${dir}/admission-controller.pid"
+# --decrease-min-history=2m (default 1h): the demo lowers the pod a few
+# minutes after its VPA is created; its recommendation rests on that much usage.
 nohup _output/bin/updater --kubeconfig="${dir}/deploy/updater.kubeconfig" --feature-gates=InPlace=true \
-  --address="127.0.0.1:${updater_metrics}" >"${dir}/updater.log" 2>&1 &
+  --decrease-min-history=2m --address="127.0.0.1:${updater_metrics}" >"${dir}/updater.log" 2>&1 &
 echo $! >"${dir}/updater.pid"
 wait_ready admission-controller "http://127.0.0.1:${ac_health}/readyz"
 wait_ready updater "http://127.0.0.1:${updater_metrics}/readyz"

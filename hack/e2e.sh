@@ -11,7 +11,10 @@
 # --cert-mode=self-managed, from the binary and kubeconfig named by
 # E2E_ADMISSION_BINARY and E2E_ADMISSION_KUBECONFIG;
 # TestFitsNodeServingOneNamespaceCountsTheOthers one more updater, serving
-# E2E_SCOPED_NAMESPACE only, from E2E_UPDATER_BINARY.
+# E2E_SCOPED_NAMESPACE only, from E2E_UPDATER_BINARY. The suite's updaters run
+# with --decrease-min-history=0: its tests write point recommendations by hand
+# on VPAs seconds old, which the default would hold for an hour
+# (docs/resize-timing.md).
 #
 # Profiles (hack/cluster/up.sh): v1.37 (control plane and kubelets v1.37),
 # v1.35-kubelet (kubelets v1.35) and v1.34 (control plane and kubelets v1.34),
@@ -202,7 +205,7 @@ if [[ -f \${pidfile} ]]; then
 fi
 cd ${root}
 POD_NAME=updater-${replica} nohup _output/bin/updater --kubeconfig="${out}/updater.kubeconfig" --feature-gates=InPlace=true,CPUStartupBoost=true \\
-  --ignored-vpa-object-namespaces=${steady_namespace},${scoped_namespace} --updater-interval=5s --deferred-warning-after=5s --restart-min-ready=10s --address="127.0.0.1:${port}" \\
+  --ignored-vpa-object-namespaces=${steady_namespace},${scoped_namespace} --updater-interval=5s --deferred-warning-after=5s --restart-min-ready=10s --decrease-min-history=0 --address="127.0.0.1:${port}" \\
   --canary=off --resize-observation-window=20s \\
   --leader-elect-lease-duration=6s --leader-elect-renew-deadline=4s --leader-elect-retry-period=1s \\
   -v=2 >>"${logs}/updater-${replica}.log" 2>&1 &
@@ -265,7 +268,7 @@ run_profile() {
   local steady_metrics
   steady_metrics=$(free_port)
   _output/bin/updater --kubeconfig="${out}/updater.kubeconfig" --feature-gates=InPlace=true \
-    --vpa-object-namespace="${steady_namespace}" --leader-elect=false --updater-interval=5s \
+    --vpa-object-namespace="${steady_namespace}" --leader-elect=false --updater-interval=5s --decrease-min-history=0 \
     --address="127.0.0.1:${steady_metrics}" -v=2 >"${logs}/updater-steady.log" 2>&1 &
   pids+=($!)
   wait_ready updater-steady "http://127.0.0.1:${steady_metrics}/readyz"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Longer fuzz runs of the admission webhook's request decoding and handling,
-# and of the records decoder (annotations on VPAs, untrusted input). A
+# of the records decoder (annotations on VPAs, untrusted input) and of the
+# resize-window parser (VPA and namespace annotations). A
 # failing input is written to the package's testdata/fuzz/ and replayed by
 # every later `go test` of the package.
 #   FUZZTIME  how long each fuzz target runs (default 5m)
@@ -13,3 +14,4 @@ go test -run '^$' -fuzz '^FuzzPatchJSON$' -fuzztime "${FUZZTIME:-5m}" ./pkg/admi
 go test -run '^$' -fuzz '^FuzzAppendReview$' -fuzztime "${FUZZTIME:-5m}" ./pkg/admission/
 go test -run '^$' -fuzz '^FuzzDecodeAnnotation$' -fuzztime "${FUZZTIME:-5m}" ./pkg/records/
 go test -run '^$' -fuzz '^FuzzDecodeCompact$' -fuzztime "${FUZZTIME:-5m}" ./pkg/records/
+go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${FUZZTIME:-5m}" ./pkg/window/

@@ -13,3 +13,5 @@ go test -run '^$' -fuzz '^FuzzPatchJSON$' -fuzztime 10000x -parallel 2 ./pkg/adm
 # And of the records decoder, over random and adversarial annotations.
 go test -run '^$' -fuzz '^FuzzDecodeAnnotation$' -fuzztime 10000x -parallel 2 ./pkg/records/
 go test -run '^$' -fuzz '^FuzzDecodeCompact$' -fuzztime 10000x -parallel 2 ./pkg/records/
+# And of the resize-window parser (VPA and namespace annotations).
+go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 10000x -parallel 2 ./pkg/window/

@@ -100,9 +100,10 @@ func run() error {
 		return err
 	}
 
-	// The recommender's very first answer, before it has two CPU samples, is
-	// its minimum (10m): wait for one made from the usage.
-	fmt.Println("== 2. The recommender's recommendation from that usage; the updater applies it")
+	// The recommender's very first answer, before it has a sample, is its
+	// floor (10m): the updater does not act on it (docs/resize-timing.md).
+	// Wait for one made from the usage: the pod goes straight to it.
+	fmt.Println("== 2. The recommender's recommendation from that usage; the updater applies it (never its floor, which rests on no sample)")
 	if _, err := d.follow(ctx, pod.Name, func(tgt, _ resource.Quantity) bool { return tgt.MilliValue() >= 90 }); err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func run() error {
 		return err
 	}
 
-	fmt.Println("== 4. The usage falls back to 100m and 100Mi")
+	fmt.Println("== 4. The usage falls back to 100m and 100Mi (a decrease: sent once the recommendation rests on --decrease-min-history of usage)")
 	if err := d.setUsage(ctx, pod.Name, "app=cpu:100m,memory:100Mi"); err != nil {
 		return err
 	}

@@ -16,7 +16,10 @@
 //   - Deployments, ReplicaSets, StatefulSets, DaemonSets and
 //     ReplicationControllers: metadata, selector, replicas and status; never
 //     their pod template's spec;
-//   - Jobs and CronJobs: all of it (Job templates are resized in place).
+//   - Jobs and CronJobs: all of it (Job templates are resized in place);
+//   - VerticalPodAutoscalerCheckpoints: the VPA and container they are of,
+//     and how many samples over which span they hold; never their
+//     histograms.
 //
 // Everything else is dropped on arrival: managed fields, volumes, probes,
 // environment, commands, scheduling constraints, the pods' addresses, other
@@ -37,6 +40,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 )
 
 var _ cache.TransformFunc = Transform
@@ -61,6 +66,8 @@ func Transform(obj any) (any, error) {
 		o.Spec.VolumeClaimTemplates = nil
 	case *appsv1.DaemonSet:
 		trimTemplate(&o.Spec.Template)
+	case *vpatypes.VerticalPodAutoscalerCheckpoint:
+		o.Status.CPUHistogram, o.Status.MemoryHistogram = vpatypes.HistogramCheckpoint{}, vpatypes.HistogramCheckpoint{}
 	case *corev1.ReplicationController:
 		if o.Spec.Template != nil {
 			trimTemplate(o.Spec.Template)

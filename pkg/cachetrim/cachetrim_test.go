@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 )
 
 var managed = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate}}
@@ -343,4 +345,29 @@ func TestTransformTombstone(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, tombstone, out)
 	assert.Equal(t, heavyPod(), pod, "a tombstone's object is not touched")
+}
+
+// Checkpoints keep what the evidence rule reads (whose, how many samples
+// over which span) and lose their histograms.
+func TestTransformCheckpoint(t *testing.T) {
+	first := metav1.NewTime(time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC))
+	cp := &vpatypes.VerticalPodAutoscalerCheckpoint{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-c", ManagedFields: managed},
+		Spec:       vpatypes.VerticalPodAutoscalerCheckpointSpec{VPAObjectName: "web", ContainerName: "c"},
+		Status: vpatypes.VerticalPodAutoscalerCheckpointStatus{
+			CPUHistogram:     vpatypes.HistogramCheckpoint{BucketWeights: map[int]uint32{1: 10000, 7: 3}, TotalWeight: 12.5},
+			MemoryHistogram:  vpatypes.HistogramCheckpoint{BucketWeights: map[int]uint32{4: 10000}, TotalWeight: 2},
+			FirstSampleStart: first, LastSampleStart: metav1.NewTime(first.Add(time.Hour)), TotalSamplesCount: 60,
+		},
+	}
+	out, err := Transform(cp)
+	require.NoError(t, err)
+	got := out.(*vpatypes.VerticalPodAutoscalerCheckpoint)
+	assert.Nil(t, got.Status.CPUHistogram.BucketWeights)
+	assert.Nil(t, got.Status.MemoryHistogram.BucketWeights)
+	assert.Nil(t, got.ManagedFields)
+	assert.Equal(t, "web", got.Spec.VPAObjectName)
+	assert.Equal(t, "c", got.Spec.ContainerName)
+	assert.Equal(t, 60, got.Status.TotalSamplesCount)
+	assert.True(t, got.Status.LastSampleStart.Equal(&metav1.Time{Time: first.Add(time.Hour)}))
 }

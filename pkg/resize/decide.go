@@ -86,6 +86,16 @@ const (
 	// ReasonRevert: harm was seen after a resize lowered values of this
 	// pod; it is resized back to what it had (Input.Revert).
 	ReasonRevert Reason = "Revert"
+	// ReasonAwaitingEvidence: the recommendation does not rest on enough
+	// usage to be acted on yet (evidence.go): nothing is sent.
+	ReasonAwaitingEvidence Reason = "AwaitingEvidence"
+	// ReasonOutsideWindow: the resize lowers resources or restarts
+	// containers (or, with scope all, any resize) and its VPA's resize
+	// window is closed: nothing is sent until it opens.
+	ReasonOutsideWindow Reason = "OutsideResizeWindow"
+	// ReasonDecreasesHeld: a resize is sent with its increases only; its
+	// decreases wait for evidence or for the resize window.
+	ReasonDecreasesHeld Reason = "DecreasesHeld"
 )
 
 // Input is everything a decision depends on.
@@ -124,7 +134,8 @@ type Input struct {
 	// requests back the way it came is held, while they stay inside the
 	// recommended range; 0 holds nothing.
 	ReversalHold time.Duration
-	// Now is the time of the decision, compared with LastResize.At.
+	// Now is the time of the decision, compared with LastResize.At, the
+	// VPA's age and the windows' openings.
 	Now time.Time
 	// NodeFeatures are the features the pod's node declares
 	// (node.status.declaredFeatures); NodeKnown tells whether the node was
@@ -139,6 +150,12 @@ type Input struct {
 	// what it had before the resize that harmed it (RevertDesired), sent
 	// whatever the threshold and the reversal hold.
 	Revert string
+	// Evidence is what is known of the usage the recommendation rests on;
+	// nil takes the recommendation as given (evidence.go).
+	Evidence *Evidence
+	// Windows are the VPA's resize windows at Now; the zero value holds
+	// nothing (holdback.go).
+	Windows Windows
 }
 
 // Decision is what to do and why.
@@ -164,8 +181,10 @@ type Decision struct {
 	// Held lists the memory limits kept at their running value in Target
 	// instead of the lower recommended ones.
 	Held []HeldLimit
-	// RecheckAfter, with ReasonReversalHeld, is when the hold ends and the
-	// pod is worth deciding again.
+	// RecheckAfter, with ReasonReversalHeld, ReasonAwaitingEvidence and
+	// ReasonOutsideWindow, is when the hold ends (or may have) and the pod
+	// is worth deciding again; 0 when only a change of its objects can end
+	// it.
 	RecheckAfter time.Duration
 	// NewMemoryRecord asks to remember this memory record for the pod
 	// (replacing any); ClearMemoryRecord to forget it.
@@ -280,6 +299,16 @@ func Decide(in Input) Decision {
 			return d.with(ActionSkip, ReasonReversalHeld, why)
 		}
 	}
+	kept := ""
+	if !resendRefused && in.Revert == "" {
+		// A revert undoes harm: neither the evidence rule nor a resize
+		// window holds it back.
+		var stop *Decision
+		if target, kept, stop = holdBack(in, d, current, target); stop != nil {
+			return *stop
+		}
+		d.Target = target
+	}
 	var gateReason Reason
 	if gated, reason, why := in.Gate.apply(current, target); reason != "" {
 		target, d.Target, d.Gated, gateReason = gated, gated, why, reason
@@ -339,6 +368,12 @@ func Decide(in Input) Decision {
 	}
 	if gateReason != "" {
 		msg += "; " + d.Gated
+	}
+	if kept != "" {
+		if reason == ReasonResize {
+			reason = ReasonDecreasesHeld
+		}
+		msg += "; " + kept
 	}
 	return d.with(ActionPatch, reason, msg)
 }

@@ -56,6 +56,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/preemption"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
+	uwindow "github.com/vpa-inplace/vpa-inplace/pkg/updater/window"
 	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
@@ -102,6 +103,13 @@ type Config struct {
 	// change that only undoes it is held while the pod's requests stay
 	// inside the recommended range; 0 holds nothing.
 	ReversalHold time.Duration
+	// DecreaseMinHistory is --decrease-min-history: how much usage history
+	// a recommendation must rest on before a decrease inside its range is
+	// sent (pkg/resize's evidence rule).
+	DecreaseMinHistory time.Duration
+	// MaxFreeze is --max-freeze: how far ahead a freeze-until annotation
+	// may end; 0 means window.DefaultMaxFreeze.
+	MaxFreeze time.Duration
 	// ResyncInterval is --updater-interval.
 	ResyncInterval time.Duration
 	// Workers is the number of concurrent workers.
@@ -153,6 +161,12 @@ type Deps struct {
 	// ConfigMaps watches the cluster-wide kill switch (Config.ConfigMap);
 	// nil: no cluster-wide switch.
 	ConfigMaps coreinformers.ConfigMapInformer
+	// Checkpoints reads the recommender's checkpoints: how much usage a
+	// recommendation rests on (evidence.go); nil: only the VPA tells.
+	Checkpoints vpainformers.VerticalPodAutoscalerCheckpointInformer
+	// Namespaces watches the namespaces' resize windows and freezes
+	// (windows.go); nil: only the VPAs' own are read.
+	Namespaces coreinformers.NamespaceInformer
 	// Jobs watches Jobs, whose pod templates get the recommendation while
 	// suspended; nil: Jobs are not looked at.
 	Jobs       batchinformers.JobInformer
@@ -222,6 +236,11 @@ type Controller struct {
 	now         func() time.Time
 	metrics     *report.Metrics
 	ignored     sets.Set[string]
+	// checkpoints indexes the recommender's checkpoints by VPA
+	// (evidence.go); nil without them.
+	checkpoints cache.Indexer
+	// windows reads the VPAs' resize windows and freezes (windows.go).
+	windows *uwindow.Gate
 	// budget paces resizes that restart containers (restart.go).
 	budget   *disruption.Budget
 	minReady disruption.MinReady
@@ -367,6 +386,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		Clock:   deps.Clock,
 		Requeue: func(key string, after time.Duration) { c.statusQueue.AddAfter(key, after) },
 	})
+	if err := c.watchNamespaces(deps.Namespaces); err != nil {
+		return nil, err
+	}
+	if err := c.readCheckpoints(deps.Checkpoints); err != nil {
+		return nil, err
+	}
 	if deps.ConfigMaps != nil {
 		c.configMaps = deps.ConfigMaps.Lister()
 		// Fail closed: no resize before the kill switch has been read.

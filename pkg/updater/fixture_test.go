@@ -128,12 +128,18 @@ type fixtureOpts struct {
 	memoryMargin float64
 	// reversalHold is --resize-reversal-hold.
 	reversalHold time.Duration
+	// decreaseMinHistory is --decrease-min-history.
+	decreaseMinHistory time.Duration
 	// calculator replaces the plain calculator (with no LimitRanges).
 	calculator Calculator
 	// pdbs are created with the pods and watched.
 	pdbs []*policyv1.PodDisruptionBudget
 	// nodes are created with the pods and watched.
 	nodes []*corev1.Node
+	// namespaces are created with the pods and watched (resize windows).
+	namespaces []*corev1.Namespace
+	// checkpoints are created with the VPAs and read (the evidence rule).
+	checkpoints []*vpatypes.VerticalPodAutoscalerCheckpoint
 	// recordsNotLoaded leaves the controller as before Run has loaded the
 	// records; otherwise sync may be called without Run.
 	recordsNotLoaded bool
@@ -187,8 +193,14 @@ func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAu
 	for _, n := range o.nodes {
 		kubeObjs = append(kubeObjs, n)
 	}
+	for _, n := range o.namespaces {
+		kubeObjs = append(kubeObjs, n)
+	}
 	for _, v := range vpas {
 		vpaObjs = append(vpaObjs, v)
+	}
+	for _, cp := range o.checkpoints {
+		vpaObjs = append(vpaObjs, cp)
 	}
 	kube := kubefake.NewClientset(kubeObjs...)
 	bumpResourceVersions(kube)
@@ -290,7 +302,7 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: max(1, o.workers), ServerMinor: o.serverMinor,
 		DryRun: o.dryRun, DeferredWarningAfter: o.deferredWarningAfter, StatusMinInterval: o.statusMinInterval,
 		MemoryLimitMargin: o.memoryMargin, ReversalHold: o.reversalHold, BoostMaxRestarts: o.boostMaxRestarts,
-		Canary: o.canary, ObservationWindow: o.observationWindow,
+		Canary: o.canary, ObservationWindow: o.observationWindow, DecreaseMinHistory: o.decreaseMinHistory,
 	}
 	if o.pdbs != nil {
 		deps.PDBs = kubeFactory.Policy().V1().PodDisruptionBudgets()
@@ -298,6 +310,12 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	if o.nodes != nil {
 		deps.Nodes = kubeFactory.Core().V1().Nodes()
 		deps.NodePods = nodePodFactory.Core().V1().Pods()
+	}
+	if o.namespaces != nil {
+		deps.Namespaces = kubeFactory.Core().V1().Namespaces()
+	}
+	if o.checkpoints != nil {
+		deps.Checkpoints = vpaFactory.Autoscaling().V1().VerticalPodAutoscalerCheckpoints()
 	}
 	if o.watchConfigMap {
 		deps.ConfigMaps = systemFactory.Core().V1().ConfigMaps()
@@ -317,6 +335,9 @@ func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	}
 	vpaFactory.Start(ctx.Done())
 	require.True(t, cache.WaitForCacheSync(ctx.Done(), ctrl.synced...))
+	if deps.Checkpoints != nil { // not among ctrl.synced: not waited for by the binary
+		require.True(t, cache.WaitForCacheSync(ctx.Done(), deps.Checkpoints.Informer().HasSynced))
+	}
 	t.Cleanup(func() {
 		cancel()
 		for _, factory := range factories {

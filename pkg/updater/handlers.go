@@ -17,6 +17,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	uwindow "github.com/vpa-inplace/vpa-inplace/pkg/updater/window"
 )
 
 // Event handlers. They only look at the objects they are given and queue
@@ -181,7 +182,8 @@ func (c *Controller) onVPA(oldObj, obj any) {
 	newRecommendation := !isUpdate || !apiequality.Semantic.DeepEqual(old.Status.Recommendation, vpa.Status.Recommendation)
 	if isUpdate && !newRecommendation &&
 		apiequality.Semantic.DeepEqual(old.Spec, vpa.Spec) &&
-		old.Annotations[PausedAnnotation] == vpa.Annotations[PausedAnnotation] {
+		old.Annotations[PausedAnnotation] == vpa.Annotations[PausedAnnotation] &&
+		!uwindow.Changed(old.Annotations, vpa.Annotations) {
 		return
 	}
 	if newRecommendation {
@@ -208,6 +210,7 @@ func (c *Controller) onVPADelete(obj any) {
 	}
 	c.resolver.Forget(vpa.UID)
 	c.calc.Forget(vpa.UID)
+	c.windows.Forget(vpa.UID)
 	// The VPA's records went with its annotations.
 	c.store.ForgetOwner(ownerOf(vpa))
 	c.memStore.ForgetOwner(ownerOf(vpa))

@@ -80,6 +80,9 @@ func (c *Controller) withheld(vpa *vpatypes.VerticalPodAutoscaler) (reason, why 
 	if on, why := vpaPaused(vpa); on {
 		return withheldVPAPaused, "resizing is paused " + why
 	}
+	if on, why := c.frozen(vpa); on {
+		return withheldFrozen, why
+	}
 	if c.cfg.DryRun {
 		return withheldDryRun, "the updater runs with --dry-run"
 	}

@@ -45,6 +45,9 @@ func stateOf(d resize.Decision, record, memRecord *records.Record, st resize.Sta
 			return kept()
 		}
 	}
+	if st, ok := heldState(d); ok {
+		return st
+	}
 	switch d.Reason {
 	case resize.ReasonPodNotRunning:
 		return state.Pod{State: state.PodNotRunning, Message: d.Message}

@@ -137,8 +137,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		ReversalHold:      c.cfg.ReversalHold,
 		Now:               c.now(),
 		Revert:            reverting,
+		Evidence:          c.evidence(vpa),
 	}
 	in.NodeFeatures, in.NodeKnown = c.nodeFeatures(pod)
+	in.Windows = c.windowsFor(ctx, pod, vpa, in.Now)
 	if c.usage != nil && resize.NeedsMemoryUsage(pod, desired, c.cfg.ServerMinor) {
 		// Never blocks a resize: without usage, memory limits are lowered
 		// as recommended and the kubelet's own check is the last line.
@@ -153,6 +155,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		// worth the resize (a Factor 1.1 boost is below the threshold), and
 		// it reverses no resize of ours.
 		in.Threshold, in.LastResize = -1, nil
+		// It undoes the boost, back to what the pod was admitted with:
+		// neither the evidence rule nor a resize window holds that.
+		in.Evidence, in.Windows = nil, resize.Windows{}
 	}
 	d := resize.Decide(in)
 	// A decrease goes to the VPA's canaries first, and never to values
@@ -215,7 +220,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if waiting != nil {
 		c.waitForBudget(pod, *waiting)
 	}
-	if d.Reason == resize.ReasonReversalHeld {
+	c.reportHeld(ctx, pod, d)
+	if d.RecheckAfter > 0 && d.Action != resize.ActionPatch {
 		// Decided again when the hold ends, not at the next resync only.
 		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, d.RecheckAfter)
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/component-base/featuregate"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/window"
 )
 
 // Options are the updater's settings, one per flag.
@@ -52,8 +53,13 @@ type Options struct {
 	HarmHold                time.Duration
 	HarmNotReadyGrace       time.Duration
 	Canary                  string
-	FeatureGate             featuregate.MutableFeatureGate
-	LeaderElection          componentbaseconfig.LeaderElectionConfiguration
+	// DecreaseMinHistory: how much usage history a recommendation must
+	// rest on before a decrease inside its range is sent.
+	DecreaseMinHistory time.Duration
+	// MaxFreeze bounds how far ahead a freeze-until annotation may end.
+	MaxFreeze      time.Duration
+	FeatureGate    featuregate.MutableFeatureGate
+	LeaderElection componentbaseconfig.LeaderElectionConfiguration
 
 	// StartupBoostMaxRestarts: how many restarts of a container are
 	// boosted again (gate CPUStartupBoost).
@@ -96,6 +102,8 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		RestartMinReady:           30 * time.Second,
 		RestartReservationTimeout: 10 * time.Minute,
 		ReversalHold:              15 * time.Minute,
+		DecreaseMinHistory:        time.Hour,
+		MaxFreeze:                 window.DefaultMaxFreeze,
 		Address:                   ":8943",
 		DeferredWarningAfter:      10 * time.Minute,
 		ConfigMap:                 namespace + "/" + DefaultKillSwitchName,
@@ -139,6 +147,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"How long a resize that restarts containers keeps its place under --eviction-tolerance and PodDisruptionBudgets while its pod stays Ready and the kubelet has not applied it (Deferred, failing on the node): then the place is given back, with a warning event, and the other pods of the workload may be resized. A pod that is not Ready keeps its place until it is back; a resize the kubelet marks Infeasible, or the API server refuses, gives it back at once.")
 	fs.DurationVar(&o.ReversalHold, "resize-reversal-hold", o.ReversalHold,
 		"How long after a pod's resize a change that would only move its requests back the way that resize came is held, while every request stays inside the recommended range: a recommendation flapping between two values resizes the pod once, not at every flap. A request outside the recommended range is never held. 0 holds nothing.")
+	fs.DurationVar(&o.DecreaseMinHistory, "decrease-min-history", o.DecreaseMinHistory,
+		"How much usage history a recommendation must rest on before a decrease inside its recommended range is sent (docs/resize-timing.md): read from the recommender's checkpoint of the container (first and last sample, number of samples), else from the width of its bounds (upstream's recommender widens them while its history is short), else, when they prove nothing (equal to the target, capped), from the VPA's age. A request above the upper bound is lowered at once, and increases go as soon as the recommendation rests on a sample: nothing is sent while the checkpoint holds no sample. 0 asks for no more than that.")
+	fs.DurationVar(&o.MaxFreeze, "max-freeze", o.MaxFreeze,
+		"How far ahead a vpa-inplace.dev/freeze-until annotation may end (docs/resize-timing.md). A freeze ending later is invalid: the VPA is then frozen until the annotation is corrected, with a warning event, never left unrestricted.")
 	fs.StringVar(&o.VPAObjectNamespace, "vpa-object-namespace", o.VPAObjectNamespace,
 		"Only handle VPA objects (and their pods) in this namespace. Empty: all namespaces.")
 	fs.StringSliceVar(&o.IgnoredVPANamespaces, "ignored-vpa-object-namespaces", o.IgnoredVPANamespaces,
@@ -199,6 +211,12 @@ func (o *Options) Validate() []error {
 	}
 	if o.ReversalHold < 0 {
 		errs = append(errs, fmt.Errorf("--resize-reversal-hold must not be negative, got %s", o.ReversalHold))
+	}
+	if o.DecreaseMinHistory < 0 {
+		errs = append(errs, fmt.Errorf("--decrease-min-history must not be negative, got %s", o.DecreaseMinHistory))
+	}
+	if o.MaxFreeze <= 0 {
+		errs = append(errs, fmt.Errorf("--max-freeze must be positive, got %s", o.MaxFreeze))
 	}
 	if o.RestartMinReady <= 0 {
 		errs = append(errs, fmt.Errorf("--restart-min-ready must be positive, got %s", o.RestartMinReady))

@@ -98,6 +98,8 @@ func TestValidate(t *testing.T) {
 		{[]string{"--workers=-1"}, "--workers"},
 		{[]string{"--deferred-warning-after=-1s"}, "--deferred-warning-after"},
 		{[]string{"--restart-reservation-timeout=0"}, "--restart-reservation-timeout"},
+		{[]string{"--decrease-min-history=-1s"}, "--decrease-min-history"},
+		{[]string{"--max-freeze=0"}, "--max-freeze"},
 		{[]string{"--config-map=no-namespace"}, "--config-map must be namespace/name"},
 		{[]string{"--config-map=/name"}, "--config-map must be namespace/name"},
 		{[]string{"--config-map=a/b/c"}, "--config-map must be namespace/name"},

@@ -199,7 +199,7 @@ func Blocked(s Summary) vpatypes.VerticalPodAutoscalerCondition {
 			reason = ReasonNoPods
 		}
 	}
-	msg := counts(s.Pods, byState) + jobCounts(s.Jobs, jobsByState) + waitingFor(byState[state.PodWaiting])
+	msg := counts(s.Pods, byState) + jobCounts(s.Jobs, jobsByState) + waitingFor(byState[state.PodWaiting]) + heldBack(byState[state.PodHeld])
 	if s.Canary != "" {
 		msg += " Decrease paced: " + s.Canary + "."
 	}
@@ -244,6 +244,7 @@ func counts(pods []state.Pod, byState map[state.PodState][]state.Pod) string {
 		{state.PodWaitingForNode, "waiting for node capacity"},
 		{state.PodCanaryWait, "waiting for the canary"},
 		{state.PodHeldAfterHarm, "held after harm"},
+		{state.PodHeld, "held back"},
 		{state.PodWithheld, "not sent"},
 		{state.PodDeferred, "deferred"},
 		{state.PodInfeasible, "infeasible"},
@@ -327,6 +328,25 @@ func waitingFor(pods []state.Pod) string {
 	}
 	return " Waiting: " + strings.Join(parts, ", ") + "."
 }
+
+// heldBack says why resizes are held back on purpose (not a block: the
+// condition stays False for them), "" when none is: " Held back: web-1:
+// ... (and 2 more)."
+func heldBack(pods []state.Pod) string {
+	if len(pods) == 0 {
+		return ""
+	}
+	first := pods[0]
+	for _, p := range pods[1:] {
+		if p.Name < first.Name {
+			first = p
+		}
+	}
+	return fmt.Sprintf(" Held back: %s to %s: %s%s.", first.Name, first.Values, Truncate(first.Message, maxHeldMessage), more(pods))
+}
+
+// maxHeldMessage bounds what one held pod's reason adds to the message.
+const maxHeldMessage = 512
 
 func more[T any](ps []T) string {
 	if len(ps) < 2 {

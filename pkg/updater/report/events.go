@@ -59,6 +59,16 @@ const EventResizePreemption = "InPlaceResizePreemption"
 // set for them. Warning on the VPA, once per VPA and set of names.
 const EventInitContainerRecommendationIgnored = "InPlaceInitContainerRecommendationIgnored"
 
+// EventResizeHeld: a resize, or its decreases, is held back on purpose:
+// the recommendation does not rest on enough usage yet
+// (docs/resize-timing.md); once per pod, reason and target.
+const EventResizeHeld = "InPlaceResizeHeld"
+
+// EventResizeWindowInvalid: a resize-window, resize-window-scope or
+// freeze-until annotation cannot be read; the VPA is frozen until it is
+// corrected. Warning on the VPA, once per value.
+const EventResizeWindowInvalid = "InPlaceResizeWindowInvalid"
+
 // EventWorkerPanic: a worker recovered from a panic while handling an item
 // of the VPA (its pod, its Job, its pods' queueing or its condition); the
 // item is retried with backoff, and the updater's log has the stack.

@@ -144,7 +144,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Resizes refused or failed, by reason: NodeCapacity, Invalid, Conflict, Transient (patch refused or failed), KubeletInfeasible (accepted, then marked Infeasible by the kubelet), KubeletMemoryLimitRefused (accepted, then not applied by the kubelet because it lowered a memory limit to the memory in use).",
 		}, []string{"reason"}),
 		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricResizesWithheld, Help: "Resizes decided but not sent, by reason: DryRun, VPAPaused, ClusterPaused.",
+			Name: MetricResizesWithheld, Help: "Resizes decided but not sent, by reason: DryRun, VPAPaused, ClusterPaused, Frozen.",
 		}, []string{"reason"}),
 		recommendation: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    MetricRecommendationLag,

@@ -47,6 +47,10 @@ const (
 	PodNotRunning PodState = "NotRunning"
 	// PodNoRecommendation: the VPA recommends nothing for its containers.
 	PodNoRecommendation PodState = "NoRecommendation"
+	// PodHeld: a resize is held back on purpose, not blocked: the
+	// recommendation does not rest on enough usage yet (pkg/resize's
+	// evidence rule). Values holds the target held back.
+	PodHeld PodState = "Held"
 	// PodBoosted: the pod runs with a CPU startup boost (pkg/boost) that
 	// has not ended yet: it is not otherwise resized until it does.
 	PodBoosted PodState = "StartupBoost"

@@ -1,0 +1,109 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
+)
+
+// What is held back of a resize before it is sent (pkg/resize's evidence
+// rule): the pod path gives Decide what is known of the usage behind the
+// recommendation, decides the pod again when time alone may end the hold,
+// and says once per held target why it waits.
+
+// noteHeld: a resize held back, per reason and target.
+const noteHeld = "held"
+
+// evidence is what the pod path knows of the usage vpa's recommendation
+// rests on: the VPA (its age, its bounds, its resource policy), the
+// recommender's checkpoints of its containers and --decrease-min-history.
+func (c *Controller) evidence(vpa *vpatypes.VerticalPodAutoscaler) *resize.Evidence {
+	return &resize.Evidence{VPA: vpa, Histories: c.histories(vpa), MinHistory: c.cfg.DecreaseMinHistory}
+}
+
+// checkpointIndex indexes checkpoints by the namespace/name of their VPA.
+const checkpointIndex = "vpa"
+
+// readCheckpoints indexes the checkpoints of informer by VPA (nil: none are
+// read). They are cached without their histograms (cachetrim.Transform, the
+// binary's factory).
+func (c *Controller) readCheckpoints(informer vpainformers.VerticalPodAutoscalerCheckpointInformer) error {
+	if informer == nil {
+		return nil
+	}
+	if err := informer.Informer().AddIndexers(cache.Indexers{checkpointIndex: func(obj any) ([]string, error) {
+		cp, ok := obj.(*vpatypes.VerticalPodAutoscalerCheckpoint)
+		if !ok {
+			return nil, nil
+		}
+		return []string{cp.Namespace + "/" + cp.Spec.VPAObjectName}, nil
+	}}); err != nil {
+		return fmt.Errorf("adding checkpoint index: %w", err)
+	}
+	// Not waited for: an install whose VPA CRDs lack the checkpoints'
+	// would never start. Until they are cached, the bounds and the VPA's
+	// age tell.
+	c.checkpoints = informer.Informer().GetIndexer()
+	return nil
+}
+
+// histories tells, by container, what the recommender's checkpoints of
+// vpa say of their samples; nil without checkpoints.
+func (c *Controller) histories(vpa *vpatypes.VerticalPodAutoscaler) map[string]resize.History {
+	if c.checkpoints == nil {
+		return nil
+	}
+	objs, err := c.checkpoints.ByIndex(checkpointIndex, vpa.Namespace+"/"+vpa.Name)
+	if err != nil || len(objs) == 0 {
+		return nil
+	}
+	out := make(map[string]resize.History, len(objs))
+	for _, obj := range objs {
+		cp, ok := obj.(*vpatypes.VerticalPodAutoscalerCheckpoint)
+		if !ok {
+			continue
+		}
+		out[cp.Spec.ContainerName] = resize.History{
+			FirstSample: cp.Status.FirstSampleStart.Time, LastSample: cp.Status.LastSampleStart.Time,
+			Samples: cp.Status.TotalSamplesCount,
+		}
+	}
+	return out
+}
+
+// heldState is the state of a pod whose resize is held back, ok false for
+// any other decision.
+func heldState(d resize.Decision) (state.Pod, bool) {
+	switch d.Reason {
+	case resize.ReasonAwaitingEvidence, resize.ReasonOutsideWindow:
+		return state.Pod{State: state.PodHeld, Values: d.Target.String(), Message: d.Message}, true
+	}
+	return state.Pod{}, false
+}
+
+// reportHeld sends, once per reason and target, an event on the pod saying
+// why its resize is held back; the pod is decided again when the hold may
+// end.
+func (c *Controller) reportHeld(_ context.Context, pod *corev1.Pod, d resize.Decision) {
+	format := ""
+	switch d.Reason {
+	case resize.ReasonAwaitingEvidence, resize.ReasonOutsideWindow:
+		format = "Resize to %s held back: %s"
+	case resize.ReasonDecreasesHeld:
+		format = "Resizing in place to %s, increases only: %s"
+	default:
+		return
+	}
+	if c.tracker.Once(pod.UID, noteHeld, string(d.Reason)+" "+d.Target.String()) {
+		c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeHeld, format, d.Target.String(), d.Message)
+	}
+}

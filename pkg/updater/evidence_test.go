@@ -1,0 +1,137 @@
+package updater
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
+)
+
+// newVPA is an InPlace VPA created age before the fixtures' clock.
+func newVPA(age time.Duration, b *testvpa.Builder) *vpatypes.VerticalPodAutoscaler {
+	v := b.Obj()
+	v.CreationTimestamp = metav1.NewTime(t0.Add(-age))
+	return v
+}
+
+// The demo's finding (issue #34): upstream's recommender answers a new VPA
+// with its floor, lower bound, target and upper bound equal, before it has
+// a single sample; the updater used to resize the running pod down to it at
+// once. Now the decrease waits, the pod says why (state, event, condition)
+// and is decided again when the VPA is old enough; the first real
+// recommendation, an increase, goes at once.
+func TestAFloorRecommendationOnANewVPAIsNotActedOn(t *testing.T) {
+	vpa := newVPA(11*time.Second, testvpa.New("web").InPlace().Recommend("c", "10m", "10Mi"))
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{vpa},
+		fixtureOpts{decreaseMinHistory: time.Hour})
+	require.NoError(t, f.sync("p"))
+	assert.Empty(t, f.resizePatches(), "no resize to the floor")
+	assert.Equal(t, "Held", f.podState("p"))
+	after, queued := f.podQueue.of("default/p")
+	require.True(t, queued, "decided again when the VPA is old enough")
+	assert.Equal(t, time.Hour-11*time.Second, after)
+	events := f.events()
+	require.Len(t, events, 1)
+	assert.Contains(t, events[0], report.EventResizeHeld)
+	assert.Contains(t, events[0], "cpu and memory decrease waits until")
+	require.NoError(t, f.sync("p"))
+	assert.Empty(t, f.events(), "said once")
+
+	require.NoError(t, f.syncStatus("web"))
+	cond := f.condition("web")
+	require.NotNil(t, cond)
+	assert.Equal(t, corev1.ConditionFalse, cond.Status, "held on purpose, not blocked")
+	assert.Equal(t, condition.ReasonNotBlocked, cond.Reason)
+	assert.Contains(t, cond.Message, "1 held back")
+	assert.Contains(t, cond.Message, "Held back: p to c: requests cpu=10m memory=10Mi")
+
+	// The first real recommendation: above the pod's requests, on a sample
+	// (its upper bound at the recommender's maximum).
+	v := f.getVPA("web")
+	v.Status.Recommendation = testvpa.New("web").RecommendRange("c", "126m", "121Mi", "10m", "10Mi", "100", "100Gi").Obj().Status.Recommendation
+	_, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").UpdateStatus(context.Background(), v, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.waitCached("web", func(v *vpatypes.VerticalPodAutoscaler) bool {
+		return v.Status.Recommendation.ContainerRecommendations[0].Target.Cpu().String() == "126m"
+	})
+	require.NoError(t, f.sync("p"))
+	require.Len(t, f.resizePatches(), 1, "the increase goes at once")
+	assert.Contains(t, f.resizePatches()[0], `"cpu":"126m"`)
+}
+
+func TestAPointRecommendationOnAnOldVPAIsActedOn(t *testing.T) {
+	vpa := newVPA(2*time.Hour, testvpa.New("web").InPlace().Recommend("c", "10m", "10Mi"))
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{vpa},
+		fixtureOpts{decreaseMinHistory: time.Hour})
+	require.NoError(t, f.sync("p"))
+	assert.Len(t, f.resizePatches(), 1)
+}
+
+func TestHeldDecreaseIsSentWhenTheVPAIsOldEnough(t *testing.T) {
+	vpa := newVPA(time.Minute, testvpa.New("web").InPlace().Recommend("c", "50m", "50Mi"))
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{vpa},
+		fixtureOpts{decreaseMinHistory: time.Hour})
+	require.NoError(t, f.sync("p"))
+	assert.Empty(t, f.resizePatches())
+	f.clock.Step(59 * time.Minute)
+	require.NoError(t, f.sync("p"))
+	assert.Len(t, f.resizePatches(), 1, "sent once the VPA is an hour old")
+}
+
+// The recommender's checkpoint says it holds no sample: its floor is not
+// a measure, however old the VPA (the age rule alone would send it).
+func TestACheckpointOfNoSampleHoldsTheFloorOnAnOldVPA(t *testing.T) {
+	vpa := newVPA(2*time.Hour, testvpa.New("web").InPlace().Recommend("c", "10m", "10Mi"))
+	cp := &vpatypes.VerticalPodAutoscalerCheckpoint{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-c", Namespace: "default"},
+		Spec:       vpatypes.VerticalPodAutoscalerCheckpointSpec{VPAObjectName: "web", ContainerName: "c"},
+	}
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{vpa},
+		fixtureOpts{decreaseMinHistory: time.Hour, checkpoints: []*vpatypes.VerticalPodAutoscalerCheckpoint{cp}})
+	require.NoError(t, f.sync("p"))
+	assert.Empty(t, f.resizePatches(), "no resize to the floor")
+	assert.Equal(t, "Held", f.podState("p"))
+	events := f.events()
+	require.Len(t, events, 1)
+	assert.Contains(t, events[0], "checkpoint holds no usage sample")
+}
+
+// A checkpoint with hours of samples lets a decrease inside a wide range go.
+func TestACheckpointWithHistoryLetsADecreaseGo(t *testing.T) {
+	vpa := newVPA(10*time.Minute, testvpa.New("web").InPlace().RecommendRange("c", "50m", "50Mi", "20m", "20Mi", "10", "10Gi"))
+	cp := &vpatypes.VerticalPodAutoscalerCheckpoint{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-c", Namespace: "default"},
+		Spec:       vpatypes.VerticalPodAutoscalerCheckpointSpec{VPAObjectName: "web", ContainerName: "c"},
+		Status: vpatypes.VerticalPodAutoscalerCheckpointStatus{FirstSampleStart: metav1.NewTime(t0.Add(-3 * time.Hour)),
+			LastSampleStart: metav1.NewTime(t0), TotalSamplesCount: 500},
+	}
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{vpa},
+		fixtureOpts{decreaseMinHistory: time.Hour, checkpoints: []*vpatypes.VerticalPodAutoscalerCheckpoint{cp}})
+	require.NoError(t, f.sync("p"))
+	assert.Len(t, f.resizePatches(), 1, "three hours of samples: the decrease goes")
+}
+
+// Ending a startup boost lowers CPU from the boost back to what the pod was
+// admitted with: on a VPA minutes old, outside its resize window, it goes
+// all the same.
+func TestEndingABoostIsHeldNeitherByEvidenceNorByAWindow(t *testing.T) {
+	pod := boostedPod(t, "p", t0)
+	vpa := boostVPA("150m", 20)
+	vpa.CreationTimestamp = metav1.NewTime(t0.Add(-2 * time.Minute))
+	vpa.Annotations = map[string]string{"vpa-inplace.dev/resize-window": "* 09:00-10:00 UTC"}
+	f := newFixture(t, []*corev1.Pod{pod}, []*vpatypes.VerticalPodAutoscaler{vpa}, fixtureOpts{boost: true, decreaseMinHistory: time.Hour})
+	f.clock.Step(20 * time.Second)
+	require.NoError(t, f.sync("p"))
+	require.Len(t, f.resizePatches(), 1, "the boost ends")
+	assert.Contains(t, f.resizePatches()[0], `"cpu":"150m"`)
+}

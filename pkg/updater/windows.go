@@ -1,0 +1,110 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
+	uwindow "github.com/vpa-inplace/vpa-inplace/pkg/updater/window"
+)
+
+// Resize windows and freezes on VPAs and their namespaces
+// (pkg/updater/window reads them): the pod
+// path gives Decide the VPA's windows, a freeze withholds every resize as
+// a pause does (withheld), and the pod is decided again when the freeze
+// ends or the window opens (Decision.RecheckAfter), on the injected clock:
+// nothing polls.
+
+// withheldFrozen is the metric reason of a resize withheld by a freeze.
+const withheldFrozen = "Frozen"
+
+// windowsFor returns vpa's resize windows at now for pod's decision. It
+// reports an annotation that cannot be read (a warning event on the VPA,
+// once per value) and decides the pod again when a freeze ends.
+func (c *Controller) windowsFor(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, now time.Time) resize.Windows {
+	v := c.windows.For(vpa, now)
+	switch {
+	case v.Invalid:
+		if c.windows.FirstReport(vpa.UID, v.Why) {
+			klog.FromContext(ctx).Info("Resize window or freeze annotation invalid; the VPA is frozen until it is corrected", "vpa", klog.KObj(vpa), "why", v.Why)
+			c.recorder.Eventf(vpa, corev1.EventTypeWarning, report.EventResizeWindowInvalid, "Resizes of the VPA's pods are %s", v.Why)
+		}
+	default:
+		c.windows.FirstReport(vpa.UID, "")
+	}
+	if v.Frozen && !v.FrozenUntil.IsZero() {
+		left := max(v.FrozenUntil.Sub(now), time.Second)
+		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, left)
+		// The condition says the VPA is frozen until then, also when no
+		// pod of it changes state as the freeze ends.
+		c.statusQueue.AddAfter(vpaKey(vpa), left)
+	}
+	return v.Windows
+}
+
+// frozen tells whether a freeze (or an annotation that cannot be read)
+// stops the resizes of vpa's pods now, and why.
+func (c *Controller) frozen(vpa *vpatypes.VerticalPodAutoscaler) (bool, string) {
+	if c.windows == nil {
+		return false, ""
+	}
+	v := c.windows.For(vpa, c.now())
+	return v.Frozen, "resizing is " + v.Why
+}
+
+// watchNamespaces builds the Gate, reading the namespaces' annotations
+// through informer (nil: the VPAs' only), and queues the VPAs of a
+// namespace whose windows or freeze change.
+func (c *Controller) watchNamespaces(informer coreinformers.NamespaceInformer) error {
+	var lister corelisters.NamespaceLister
+	if informer != nil {
+		lister = informer.Lister()
+		// Fail closed: no resize before the namespaces' freezes are read.
+		c.synced = append(c.synced, informer.Informer().HasSynced)
+		if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onNamespace(nil, obj) },
+			UpdateFunc: c.onNamespace,
+		}); err != nil {
+			return fmt.Errorf("adding namespace handler: %w", err)
+		}
+	}
+	c.windows = uwindow.New(uwindow.Config{MaxFreeze: c.cfg.MaxFreeze}, lister)
+	return nil
+}
+
+// onNamespace queues the InPlace VPAs of a namespace whose resize-window,
+// scope or freeze annotations changed (a namespace first seen with one
+// counts as changed). Their pods follow (syncVPA).
+func (c *Controller) onNamespace(oldObj, obj any) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok || c.ignored.Has(ns.Name) {
+		return
+	}
+	var before map[string]string
+	if old, ok := oldObj.(*corev1.Namespace); ok {
+		before = old.Annotations
+	}
+	if !uwindow.Changed(before, ns.Annotations) {
+		return
+	}
+	vpas, err := c.vpas.VerticalPodAutoscalers(ns.Name).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, vpa := range vpas {
+		if isInPlace(vpa) {
+			c.vpaQueue.Add(vpaKey(vpa))
+		}
+	}
+}
