@@ -38,7 +38,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 )
 
@@ -69,79 +68,59 @@ type killRule struct {
 // parseKill parses the value of KillAnnotation into its rules by container name ("*" for
 // every other container). Any rule broken is an error and nothing is returned.
 func parseKill(s string) (map[string]killRule, error) {
-	if len(s) > maxKillBytes {
-		return nil, fmt.Errorf("longer than %d bytes", maxKillBytes)
-	}
-	if strings.Count(s, ";") >= maxKillEntries {
-		return nil, fmt.Errorf("more than %d entries", maxKillEntries)
-	}
-	out := map[string]killRule{}
-	for _, entry := range strings.Split(s, ";") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
-		name, fields, ok := strings.Cut(entry, "=")
-		name = strings.TrimSpace(name)
+	return parseContainerEntries(s, maxKillBytes, maxKillEntries, killRuleOf)
+}
+
+// killRuleOf parses the fields of one container's kill rule.
+func killRuleOf(name, fields string) (killRule, error) {
+	r := killRule{Restart: -1}
+	seen := map[string]bool{}
+	for _, f := range strings.Split(fields, ",") {
+		key, val, ok := strings.Cut(strings.TrimSpace(f), ":")
 		if !ok {
-			return nil, fmt.Errorf("entry %q: want CONTAINER=FIELD,...", entry)
+			return killRule{}, fmt.Errorf("container %q: field %q: want KEY:VALUE", name, f)
 		}
-		if name != "*" && len(validation.IsDNS1123Label(name)) > 0 {
-			return nil, fmt.Errorf("entry %q: %q is not a container name", entry, name)
+		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+		if seen[key] {
+			return killRule{}, fmt.Errorf("container %q: %s: set twice", name, key)
 		}
-		if _, dup := out[name]; dup {
-			return nil, fmt.Errorf("container %q named twice", name)
-		}
-		r := killRule{Restart: -1}
-		seen := map[string]bool{}
-		for _, f := range strings.Split(fields, ",") {
-			key, val, ok := strings.Cut(strings.TrimSpace(f), ":")
-			if !ok {
-				return nil, fmt.Errorf("container %q: field %q: want KEY:VALUE", name, f)
-			}
-			key, val = strings.TrimSpace(key), strings.TrimSpace(val)
-			if seen[key] {
-				return nil, fmt.Errorf("container %q: %s: set twice", name, key)
-			}
-			seen[key] = true
-			var err error
-			switch key {
-			case "reason":
-				switch val {
-				case reasonOOMKilled, reasonError:
-					r.Reason = val
-				default:
-					err = fmt.Errorf("%q: want %s or %s", val, reasonOOMKilled, reasonError)
-				}
-			case "restart":
-				r.Restart, err = parseRestart(val)
-			case "memory-limit-below":
-				r.MemoryLimitBelow, err = parseMemory(val)
-				if err == nil && r.MemoryLimitBelow == 0 {
-					err = errors.New("want more than 0")
-				}
-			case "after":
-				r.After, err = parseAfter(val)
+		seen[key] = true
+		var err error
+		switch key {
+		case "reason":
+			switch val {
+			case reasonOOMKilled, reasonError:
+				r.Reason = val
 			default:
-				err = errors.New("unknown key (want reason, restart, memory-limit-below or after)")
+				err = fmt.Errorf("%q: want %s or %s", val, reasonOOMKilled, reasonError)
 			}
-			if err != nil {
-				return nil, fmt.Errorf("container %q: %s: %w", name, key, err)
+		case "restart":
+			r.Restart, err = parseRestart(val)
+		case "memory-limit-below":
+			r.MemoryLimitBelow, err = parseMemory(val)
+			if err == nil && r.MemoryLimitBelow == 0 {
+				err = errors.New("want more than 0")
 			}
+		case "after":
+			r.After, err = parseAfter(val)
+		default:
+			err = errors.New("unknown key (want reason, restart, memory-limit-below or after)")
 		}
-		if r.Reason == "" {
-			r.Reason = reasonError
-			if r.MemoryLimitBelow > 0 {
-				r.Reason = reasonOOMKilled
-			}
+		if err != nil {
+			return killRule{}, fmt.Errorf("container %q: %s: %w", name, key, err)
 		}
-		r.ExitCode = 1
-		if r.Reason == reasonOOMKilled {
-			r.ExitCode = 137 // 128 + SIGKILL, as a runtime reports an OOM kill
-		}
-		out[name] = r
 	}
-	return out, nil
+	if r.Reason == "" {
+		r.Reason = reasonError
+		if r.MemoryLimitBelow > 0 {
+			r.Reason = reasonOOMKilled
+		}
+	}
+	r.ExitCode = 1
+	if r.Reason == reasonOOMKilled {
+		r.ExitCode = 137 // 128 + SIGKILL, as a runtime reports an OOM kill
+	}
+	return r, nil
 }
 
 func parseRestart(s string) (int64, error) {

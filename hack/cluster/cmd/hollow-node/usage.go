@@ -69,13 +69,48 @@ type usageField struct {
 // parseUsage parses the value of UsageAnnotation into its entries by container name ("*"
 // for every other container). Any rule broken is an error and nothing is returned.
 func parseUsage(s string) (map[string]usageField, error) {
-	if len(s) > maxUsageBytes {
-		return nil, fmt.Errorf("longer than %d bytes", maxUsageBytes)
+	return parseContainerEntries(s, maxUsageBytes, maxUsageEntries, usageOf)
+}
+
+// usageOf parses the fields of one container's usage entry.
+func usageOf(name, fields string) (usageField, error) {
+	var u usageField
+	for _, f := range strings.Split(fields, ",") {
+		key, val, ok := strings.Cut(strings.TrimSpace(f), ":")
+		if !ok {
+			return usageField{}, fmt.Errorf("container %q: field %q: want KEY:VALUE", name, f)
+		}
+		val = strings.TrimSpace(val)
+		var err error
+		switch key {
+		case "cpu":
+			u.cpu, err = setOnce(u.cpu, val, parseCPU)
+		case "memory":
+			u.memory, err = setOnce(u.memory, val, parseMemory)
+		case "noise":
+			u.noise, err = setOnce(u.noise, val, parseNoise)
+		default:
+			err = errors.New("unknown key (want cpu, memory or noise)")
+		}
+		if err != nil {
+			return usageField{}, fmt.Errorf("container %q: %s: %w", name, key, err)
+		}
 	}
-	if strings.Count(s, ";") >= maxUsageEntries {
-		return nil, fmt.Errorf("more than %d entries", maxUsageEntries)
+	return u, nil
+}
+
+// parseContainerEntries splits an annotation value of the form
+// "CONTAINER=FIELD,...;CONTAINER=FIELD,..." into its entries by container name ("*" for
+// every other container), bounded before it is split, and parses each entry's fields
+// with parseEntry. Any rule broken is an error and nothing is returned.
+func parseContainerEntries[T any](s string, maxBytes, maxEntries int, parseEntry func(name, fields string) (T, error)) (map[string]T, error) {
+	if len(s) > maxBytes {
+		return nil, fmt.Errorf("longer than %d bytes", maxBytes)
 	}
-	out := map[string]usageField{}
+	if strings.Count(s, ";") >= maxEntries {
+		return nil, fmt.Errorf("more than %d entries", maxEntries)
+	}
+	out := map[string]T{}
 	for _, entry := range strings.Split(s, ";") {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
@@ -92,29 +127,11 @@ func parseUsage(s string) (map[string]usageField, error) {
 		if _, dup := out[name]; dup {
 			return nil, fmt.Errorf("container %q named twice", name)
 		}
-		var u usageField
-		for _, f := range strings.Split(fields, ",") {
-			key, val, ok := strings.Cut(strings.TrimSpace(f), ":")
-			if !ok {
-				return nil, fmt.Errorf("container %q: field %q: want KEY:VALUE", name, f)
-			}
-			val = strings.TrimSpace(val)
-			var err error
-			switch key {
-			case "cpu":
-				u.cpu, err = setOnce(u.cpu, val, parseCPU)
-			case "memory":
-				u.memory, err = setOnce(u.memory, val, parseMemory)
-			case "noise":
-				u.noise, err = setOnce(u.noise, val, parseNoise)
-			default:
-				err = errors.New("unknown key (want cpu, memory or noise)")
-			}
-			if err != nil {
-				return nil, fmt.Errorf("container %q: %s: %w", name, key, err)
-			}
+		v, err := parseEntry(name, fields)
+		if err != nil {
+			return nil, err
 		}
-		out[name] = u
+		out[name] = v
 	}
 	return out, nil
 }
