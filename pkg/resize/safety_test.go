@@ -132,3 +132,21 @@ func TestRevert(t *testing.T) {
 	assert.Contains(t, d.Message, "container c OOMKilled")
 	assert.Nil(t, RevertDesired(Current(testpod.New("p").Container("c", "2", "2Gi").Running().Obj(), from), from), "nothing left to raise back")
 }
+
+// A revert undoes harm: a closed resize window (scope all) does not hold it
+// back, while the same resize without harm waits for the window.
+func TestRevertIsNotHeldByAResizeWindow(t *testing.T) {
+	pod := testpod.New("p").Container("c", "2", "1Gi").Running().Obj()
+	desired := recommendation.Desired{"c": {Requests: testpod.List("", "2Gi")}}
+	closed := Windows{All: WindowHold{Held: true, Until: t0.Add(time.Hour), Why: "Mon-Fri 01:00-05:00 UTC"}}
+	in := Input{Pod: pod, Desired: desired, Threshold: 0.1, ServerMinor: 37, DisruptionAllowed: true, Now: t0, Windows: closed}
+
+	d := Decide(in)
+	assert.Equal(t, ActionWait, d.Action, d.Message)
+	assert.Equal(t, ReasonOutsideWindow, d.Reason)
+
+	in.Revert = "container c OOMKilled"
+	d = Decide(in)
+	assert.Equal(t, ActionPatch, d.Action, d.Message)
+	assert.Equal(t, ReasonRevert, d.Reason)
+}
