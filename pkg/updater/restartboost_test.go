@@ -282,3 +282,26 @@ func TestContainerRestarted(t *testing.T) {
 		})
 	}
 }
+
+// The end of a boost after a restart is no new decrease: it does not wait
+// for the VPA's canary, here another pod whose decrease is still watched.
+func TestTheEndOfABoostAfterARestartDoesNotWaitForTheCanary(t *testing.T) {
+	p := restartedPod("p", "150m", 1, t0.Add(2*time.Second))
+	q := restartedPod("q", "200m", 0, t0)
+	f := newFixture(t, []*corev1.Pod{p, q}, []*vpatypes.VerticalPodAutoscaler{boostVPA("150m", 20)},
+		fixtureOpts{boost: true, boostMaxRestarts: 3})
+	f.clock.SetTime(t0.Add(3 * time.Second))
+
+	require.NoError(t, f.sync("q"))
+	require.Len(t, f.resizePatches(), 1, "q lowered first: the VPA's canary")
+	require.NoError(t, f.sync("p"))
+	require.Len(t, f.resizePatches(), 2, "p boosted again after its restart")
+	assert.Contains(t, f.resizePatches()[1], `"cpu":"300m"`)
+
+	f.kubeletOn("p", actuate)
+	f.clock.Step(19 * time.Second)
+	require.NoError(t, f.sync("p"))
+	patches := f.resizePatches()
+	require.Len(t, patches, 3, "the boost ends on time, whatever the canary: %s", f.podState("p"))
+	assert.Contains(t, patches[2], `"cpu":"150m"`)
+}
