@@ -28,7 +28,6 @@ import (
 const (
 	// e2eObservationWindow is hack/e2e.sh's --resize-observation-window.
 	e2eObservationWindow = 20 * time.Second
-	killAnnotation       = "hollow-node.vpa-inplace.dev/kill"
 	eventHarmed          = "InPlaceResizeHarmed"
 	eventReverted        = "InPlaceResizeReverted"
 	eventCanary          = "InPlaceResizeCanary"

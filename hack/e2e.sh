@@ -64,7 +64,18 @@ go build -o _output/bin/ ./cmd/...
 # Which tests run: the suite's (all but the install phase's) and the
 # install phase's, each narrowed by E2E_RUN.
 readonly install_tests='^(TestChartInstall|TestKustomizeInstall)$'
-mapfile -t listed < <(go test -tags e2e -list "${E2E_RUN:-.}" ./e2e/ | grep '^Test')
+# Listed first, so that a suite that does not compile fails here instead of
+# selecting nothing; a pattern that selects no test at all fails too.
+listing=$(go test -tags e2e -list "${E2E_RUN:-.}" ./e2e/) || {
+  echo "${listing}" >&2
+  echo "e2e: the suite does not build (go test -tags e2e -list)" >&2
+  exit 1
+}
+mapfile -t listed < <(grep '^Test' <<<"${listing}" || true)
+if ((${#listed[@]} == 0)); then
+  echo "e2e: no test matches E2E_RUN=${E2E_RUN:-.}" >&2
+  exit 1
+fi
 
 # The AEP-8818 core scenarios on a v1.34 control plane and kubelets: resizes
 # in place, Deferred (waited for, completed when room frees), Infeasible
