@@ -236,6 +236,61 @@ func deploy(t *testing.T, ns string, w workload) []corev1.Pod {
 	}
 	_, err := kube.AppsV1().Deployments(ns).Create(ctxFor(t), w.deployment(ns), metav1.CreateOptions{})
 	require.NoError(t, err)
+	return waitRunning(t, ns, w)
+}
+
+// deployOnceAdmitted creates w's Deployment without replicas, waits until a
+// pod of its ReplicaSet created with dryRun comes back from the admission
+// controller with cpu, then scales it to w.replicas and waits for its pods
+// to run. The admission controller reads VPAs from an informer cache, which
+// a pod created right after a recommendation is written may precede (that
+// pod is then resized in place by the updater).
+func deployOnceAdmitted(t *testing.T, ns string, w workload, cpu string) []corev1.Pod {
+	t.Helper()
+	if w.node == "" {
+		w.node = env("E2E_NODE", "hollow-1")
+	}
+	d := w.deployment(ns)
+	d.Spec.Replicas = ptr.To[int32](0)
+	_, err := kube.AppsV1().Deployments(ns).Create(ctxFor(t), d, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitFor(t, eventually, "the admission controller gives a new pod of "+w.name+" cpu "+cpu, func(ctx context.Context) (bool, error) {
+		rss, err := kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{
+			LabelSelector: labels.SelectorFromSet(labels.Set{"app": w.name}).String(),
+		})
+		if err != nil || len(rss.Items) == 0 {
+			return false, nil
+		}
+		rs := rss.Items[0]
+		probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			GenerateName: w.name + "-", Labels: d.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}},
+		}, Spec: *d.Spec.Template.Spec.DeepCopy()}
+		got, err := kube.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, nil
+		}
+		return got.Spec.Containers[0].Resources.Requests.Cpu().String() == cpu, nil
+	})
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got, err := kube.AppsV1().Deployments(ns).Get(ctxFor(t), w.name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		got.Spec.Replicas = ptr.To(max(w.replicas, 1))
+		_, err = kube.AppsV1().Deployments(ns).Update(ctxFor(t), got, metav1.UpdateOptions{})
+		return err
+	})
+	require.NoError(t, err)
+	return waitRunning(t, ns, w)
+}
+
+// waitRunning waits until w.replicas pods of w run and are Ready.
+func waitRunning(t *testing.T, ns string, w workload) []corev1.Pod {
+	t.Helper()
+	if w.replicas == 0 {
+		w.replicas = 1
+	}
 	var pods []corev1.Pod
 	waitFor(t, eventually, fmt.Sprintf("%d running pods of %s", w.replicas, w.name), func(ctx context.Context) (bool, error) {
 		pods = podsOf(t, ns, w.name)

@@ -160,7 +160,7 @@ func TestRecommendationAppliedAtPodCreation(t *testing.T) {
 	ns := newNamespace(t, nil)
 	newVPA(t, ns, "web", vpatypes.UpdateModeInPlace, nil)
 	recommend(t, ns, "web", "300m", "200Mi")
-	pods := deploy(t, ns, workload{name: "web", replicas: 2, requests: rl("100m", "100Mi"), limits: rl("200m", "")})
+	pods := deployOnceAdmitted(t, ns, workload{name: "web", replicas: 2, requests: rl("100m", "100Mi"), limits: rl("200m", "")}, "300m")
 	for _, p := range pods {
 		c := p.Spec.Containers[0]
 		assert.Equal(t, "300m", ptr.To(c.Resources.Requests[corev1.ResourceCPU]).String())
