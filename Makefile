@@ -121,7 +121,7 @@ cluster-status: ## Show the local cluster's processes and their memory.
 ##@ End to end
 
 .PHONY: e2e
-e2e: ## Run the e2e suite on the local cluster, profiles v1.37 and v1.35-kubelet (E2E_PROFILES, E2E_RUN to narrow).
+e2e: ## Run the e2e suite on the local cluster, profiles v1.37, v1.35-kubelet and v1.37-preemption (E2E_PROFILES, E2E_RUN to narrow).
 	hack/e2e.sh
 
 .PHONY: e2e-v1.34

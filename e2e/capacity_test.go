@@ -33,18 +33,7 @@ func TestFitsNodeSendsNothingUntilTheNodeHasRoom(t *testing.T) {
 	before := snap(pods)
 	filler := fill(t, ns, node, "3")
 	newVPA(t, ns, "web", vpatypes.UpdateModeInPlace, nil)
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		v, err := vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Get(ctxFor(t), "web", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if v.Annotations == nil {
-			v.Annotations = map[string]string{}
-		}
-		v.Annotations["vpa-inplace.dev/resize-when"] = "fits-node"
-		_, err = vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Update(ctxFor(t), v, metav1.UpdateOptions{})
-		return err
-	}))
+	annotateVPA(t, ns, "web", map[string]string{"vpa-inplace.dev/resize-when": "fits-node"})
 	g0 := pods[0].Generation
 
 	recommend(t, ns, "web", "1", "100Mi")

@@ -193,6 +193,8 @@ type workload struct {
 	policy     []corev1.ContainerResizePolicy
 	tolerate   bool
 	annotation map[string]string
+	// priorityClass names the pods' PriorityClass (none: priority 0).
+	priorityClass string
 }
 
 func (w workload) deployment(ns string) *appsv1.Deployment {
@@ -213,6 +215,7 @@ func (w workload) deployment(ns string) *appsv1.Deployment {
 						return []corev1.Toleration{{Key: "vpa-inplace.dev/cpu-manager", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 					}(),
 					TerminationGracePeriodSeconds: ptr.To[int64](1),
+					PriorityClassName:             w.priorityClass,
 					Containers: []corev1.Container{{
 						Name:         "app",
 						Image:        "registry.invalid/app:1",
@@ -351,6 +354,28 @@ func newVPA(t *testing.T, ns, target string, mode vpatypes.UpdateMode, policy *v
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return v
+}
+
+// annotateVPA sets annotations on a VPA and returns it as updated.
+func annotateVPA(t *testing.T, ns, name string, annotations map[string]string) *vpatypes.VerticalPodAutoscaler {
+	t.Helper()
+	var updated *vpatypes.VerticalPodAutoscaler
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		v, err := vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if v.Annotations == nil {
+			v.Annotations = map[string]string{}
+		}
+		for k, val := range annotations {
+			v.Annotations[k] = val
+		}
+		updated, err = vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Update(context.Background(), v, metav1.UpdateOptions{})
+		return err
+	})
+	require.NoError(t, err)
+	return updated
 }
 
 // recommend writes a recommendation for container "app" into the VPA status,

@@ -20,7 +20,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 )
@@ -39,21 +38,7 @@ const (
 func canaryVPA(t *testing.T, ns, target string) *vpatypes.VerticalPodAutoscaler {
 	t.Helper()
 	newVPA(t, ns, target, vpatypes.UpdateModeInPlace, nil)
-	var v *vpatypes.VerticalPodAutoscaler
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		got, err := vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Get(ctxFor(t), target, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if got.Annotations == nil {
-			got.Annotations = map[string]string{}
-		}
-		got.Annotations["vpa-inplace.dev/canary"] = "1"
-		v, err = vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Update(ctxFor(t), got, metav1.UpdateOptions{})
-		return err
-	})
-	require.NoError(t, err)
-	return v
+	return annotateVPA(t, ns, target, map[string]string{"vpa-inplace.dev/canary": "1"})
 }
 
 func memoryRequest(p *corev1.Pod) string {

@@ -117,3 +117,20 @@ func kubeletRefusesOverCapacity(t *testing.T) bool {
 	_, kubelet := clusterVersions(t)
 	return kubelet <= 35 && !admissionRefusesOverCapacity(t)
 }
+
+// apiServerFeatureEnabled tells whether the API server runs with the
+// feature gate on, from its kubernetes_feature_enabled metric; a gate the
+// server does not know is off. The profiles give the same gates to every
+// component (hack/cluster/up.sh CLUSTER_FEATURE_GATES).
+func apiServerFeatureEnabled(t *testing.T, gate string) bool {
+	t.Helper()
+	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctxFor(t))
+	require.NoError(t, err, "reading the API server's metrics")
+	series := `kubernetes_feature_enabled{name="` + gate + `"`
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, series) {
+			return strings.HasSuffix(strings.TrimSpace(line), " 1")
+		}
+	}
+	return false
+}

@@ -3,15 +3,12 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 )
@@ -20,26 +17,6 @@ const (
 	windowAnnotation = "vpa-inplace.dev/resize-window"
 	eventResizeHeld  = "InPlaceResizeHeld"
 )
-
-// annotateVPA sets annotations on a VPA.
-func annotateVPA(t *testing.T, ns, name string, annotations map[string]string) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		v, err := vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if v.Annotations == nil {
-			v.Annotations = map[string]string{}
-		}
-		for k, val := range annotations {
-			v.Annotations[k] = val
-		}
-		_, err = vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Update(context.Background(), v, metav1.UpdateOptions{})
-		return err
-	})
-	require.NoError(t, err)
-}
 
 // (c) of issue #34: a resize window opening 40 s from now. A decrease waits
 // (held, said in an event) and goes when the window opens, on the updater's

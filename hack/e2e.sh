@@ -17,14 +17,17 @@
 # (docs/resize-timing.md).
 #
 # Profiles (hack/cluster/up.sh): v1.37 (control plane and kubelets v1.37),
-# v1.35-kubelet (kubelets v1.35) and v1.34 (control plane and kubelets v1.34),
+# v1.35-kubelet (kubelets v1.35), v1.37-preemption (v1.37 with
+# InPlacePodVerticalScalingSchedulerPreemption on every component, running
+# the resize-preemption and Deferred tests only: preemption_tests below) and
+# v1.34 (control plane and kubelets v1.34),
 # which runs the AEP core scenarios only (profile_tests below) and is not a
 # default profile: `make e2e-v1.34` (its cold build does not fit CI's budget). A test a
 # profile's Kubernetes cannot run skips and says why; every skip is listed in
 # the profile's summary and never counts as a pass, and a skip of a test the
 # profile must run (required_tests) fails the profile.
 #
-# Env: E2E_PROFILES (default "v1.37 v1.35-kubelet"), E2E_RUN (go test -run
+# Env: E2E_PROFILES (default "v1.37 v1.35-kubelet v1.37-preemption"), E2E_RUN (go test -run
 # pattern, within each profile's tests), E2E_KEEP=1 keeps the last cluster running for inspection,
 # E2E_DEPLOY_FROM=deploy applies deploy/overlays/local instead of the chart,
 # E2E_STEADY_DURATION (default 10m; empty: not run) how long the steady-usage scenario counts resizes,
@@ -43,7 +46,7 @@ set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-profiles=${E2E_PROFILES:-"v1.37 v1.35-kubelet"}
+profiles=${E2E_PROFILES:-"v1.37 v1.35-kubelet v1.37-preemption"}
 # The namespace of the steady-usage scenario (e2e/recommender_test.go).
 steady_namespace=e2e-steady
 # The namespace an updater with --vpa-object-namespace serves, started by
@@ -86,10 +89,17 @@ fi
 # and suspended Jobs (templates immutable before 1.35: nothing sent,
 # reported once); the chart installs.
 readonly core_v134='^(TestBasicInPlaceUpdate|TestNoEvictionOnFailure|TestRecommendationAppliedAtPodCreation|TestSingleReplicaDeploymentResized|TestIndefiniteWaitForDeferredUpdate|TestDeferredResizeCompletesWhenCapacityFrees|TestVPAConditionDeferred|TestInfeasibleResizeHandling|TestInfeasibleStatusStorage|TestVPAConditionInfeasible|TestNoRetryForUnchangedRecommendation|TestRetryAfterRecommendationChange|TestSuccessfulUpdateClearsStoredAttempt|TestStaleEntryCleanup|TestFailedUpdateRetrySuccess|TestInfeasibleRecordSurvivesRestart|TestRestartingResizesRespectTheTolerance|TestInfeasibleRestartingResizeGivesItsPlaceBack|TestKubeletRefusedMemoryLimitDecrease|TestSuspendedJobTemplateNotSentBefore135|TestChartInstall)$'
+# Resize preemption (KEP-5836, alpha in 1.37) on a v1.37 cluster whose
+# components all run with its gate on: the scheduler preempts a pod of lower
+# priority for a Deferred resize and the updater says so; a fits-node resize
+# is never Deferred, so it preempts nothing; a Deferred resize among pods of
+# one priority still waits, and completes when room frees.
+readonly preemption_tests='^(TestResizePreemptionMadeVisible|TestFitsNodeResizeCausesNoPreemption|TestIndefiniteWaitForDeferredUpdate|TestDeferredResizeCompletesWhenCapacityFrees|TestVPAConditionDeferred|TestStrimziNodePoolResizeWhenAlwaysIsDeferred)$'
 # profile_tests PROFILE: the tests a profile runs (a pattern; empty: all).
 profile_tests() {
   case $1 in
     v1.34) echo "${core_v134}" ;;
+    v1.37-preemption) echo "${preemption_tests}" ;;
     *) echo "" ;;
   esac
 }
@@ -98,7 +108,22 @@ profile_tests() {
 required_tests() {
   case $1 in
     v1.34) echo "${core_v134}" ;;
+    v1.37-preemption) echo "${preemption_tests}" ;;
     *) echo '^$' ;;
+  esac
+}
+# cluster_profile PROFILE: the cluster profile (hack/cluster/up.sh) it runs on.
+cluster_profile() {
+  case $1 in
+    v1.37-preemption) echo v1.37 ;;
+    *) echo "$1" ;;
+  esac
+}
+# feature_gates PROFILE: the gates given to every component of its cluster.
+feature_gates() {
+  case $1 in
+    v1.37-preemption) echo InPlacePodVerticalScalingSchedulerPreemption=true ;;
+    *) echo "" ;;
   esac
 }
 # tests_of PROFILE SUITE|INSTALL: the listed tests the profile runs in that phase.
@@ -241,8 +266,10 @@ run_profile() {
     echo "== profile ${profile}: no test selected"
     return 0
   fi
-  echo "== profile ${profile}: cluster up"
-  CLUSTER_PROFILE=${profile} hack/cluster/up.sh
+  local cluster gates
+  cluster=$(cluster_profile "${profile}") gates=$(feature_gates "${profile}")
+  echo "== profile ${profile}: cluster up (cluster profile ${cluster}${gates:+, feature gates ${gates}})"
+  CLUSTER_PROFILE=${cluster} CLUSTER_FEATURE_GATES=${gates} hack/cluster/up.sh
   # shellcheck disable=SC1091
   source "${CLUSTER_DIR}/env.sh"
 
@@ -300,7 +327,7 @@ run_profile() {
     # A subtest pattern of E2E_RUN (TestX/sub) narrows within the tests.
     [[ ${E2E_RUN:-} == */* ]] && suite_pattern+="/${E2E_RUN#*/}"
     echo "== profile ${profile}: go test -tags e2e ./e2e/ (${#suite_run[@]} tests)"
-    if ! KUBECONFIG=${KUBECONFIG} E2E_PROFILE=${profile} E2E_UPDATER_METRICS="http://127.0.0.1:${updater_metrics}/metrics" \
+    if ! KUBECONFIG=${KUBECONFIG} E2E_PROFILE=${cluster} E2E_UPDATER_METRICS="http://127.0.0.1:${updater_metrics}/metrics" \
       E2E_UPDATER_RESTART="${logs}/restart-updater-a.sh" E2E_UPDATER_PIDFILE="${logs}/updater-a.pid" \
       E2E_UPDATER_KUBECONFIG="${E2E_UPDATER_KUBECONFIG-${out}/updater.kubeconfig}" \
       E2E_STANDBY_RESTART="${logs}/restart-updater-b.sh" E2E_STANDBY_PIDFILE="${logs}/updater-b.pid" \
@@ -328,7 +355,7 @@ run_profile() {
     echo "== profile ${profile}: install phase: go test -tags e2e -run ${install_tests} ./e2e/"
     local run
     run="^($(IFS='|'; echo "${install_run[*]}"))\$"
-    if ! KUBECONFIG=${KUBECONFIG} E2E_PROFILE=${profile} E2E_INSTALL_PHASE=1 E2E_STEADY_DURATION= \
+    if ! KUBECONFIG=${KUBECONFIG} E2E_PROFILE=${cluster} E2E_INSTALL_PHASE=1 E2E_STEADY_DURATION= \
       E2E_HELM="${helm_bin}" E2E_KUSTOMIZE="${kustomize_bin}" E2E_REPO_ROOT="${root}" \
       E2E_UPDATER_BINARY="${root}/_output/bin/updater" E2E_ADMISSION_BINARY="${root}/_output/bin/admission-controller" \
       E2E_LOG_DIR="${logs}" go test -tags e2e -count=1 -v -timeout 15m -run "${run}" ./e2e/ 2>&1 | tee "${logs}/go-test-install.log"; then

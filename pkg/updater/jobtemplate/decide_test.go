@@ -106,6 +106,11 @@ func TestDecide(t *testing.T) {
 			newRecord: &records.Record{Kind: records.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 4},
 		},
 		{
+			name: "1.33: nothing sent, recorded as unsupported", job: suspendedJob().Generation(2).Obj(),
+			desired: want("c", "250m", "200Mi"), minor: 33, action: resize.ActionSkip, reason: ReasonJobUnsupported,
+			newRecord: &records.Record{Kind: records.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 2},
+		},
+		{
 			name: "1.34, already recorded for this generation, another target: skip, no new record", job: suspendedJob().Generation(4).Obj(),
 			desired: want("c", "300m", "300Mi"), minor: 34, action: resize.ActionSkip, reason: resize.ReasonRecordedSame,
 			record: &records.Record{Kind: records.KindJobUnsupported, Attempted: reqs("c", "250m", "200Mi"), Generation: 4},
