@@ -151,15 +151,29 @@ func NeedsMemoryUsage(pod *corev1.Pod, desired recommendation.Desired, serverMin
 	default:
 		return false
 	}
-	target := Target(pod, desired)
 	for ref := range recommendation.Containers(pod) {
-		if want, ok := target[ref.Container.Name].Limits[corev1.ResourceMemory]; ok {
+		if want, ok := targetMemoryLimit(ref, desired); ok {
 			if lowers, keepable := lowersMemoryLimit(pod, ref, want); lowers && keepable {
 				return true
 			}
 		}
 	}
 	return podLevelLowersMemoryLimit(pod, desired)
+}
+
+// targetMemoryLimit is the memory limit Target gives the container, without
+// building the whole Target: the recommended one, else the container's own;
+// none for a container the recommendation does not name.
+func targetMemoryLimit(ref recommendation.Ref, desired recommendation.Desired) (resource.Quantity, bool) {
+	want, named := desired[ref.Container.Name]
+	if !named {
+		return resource.Quantity{}, false
+	}
+	if q, ok := want.Limits[corev1.ResourceMemory]; ok {
+		return q, true
+	}
+	q, ok := ref.Container.Resources.Limits[corev1.ResourceMemory]
+	return q, ok
 }
 
 // holdMemoryLimits returns target with every unsafe memory-limit decrease

@@ -372,3 +372,35 @@ func TestMergeMemoryRecordKeepsTheHighestUnsafeLimit(t *testing.T) {
 	assert.Equal(t, "a: limits memory=300Mi; b: limits memory=150Mi; c: limits memory=50Mi", merged.Attempted.String())
 	assert.Equal(t, "a: limits memory=300Mi; b: limits memory=100Mi", old.Attempted.String(), "the old record is not changed")
 }
+
+// targetMemoryLimit is what Target gives each container as its memory
+// limit, container by container (NeedsMemoryUsage runs on every decision
+// and reads it without building the whole Target).
+func TestTargetMemoryLimitIsTargets(t *testing.T) {
+	pods := map[string]*corev1.Pod{
+		"limit in spec": burstable("100m", "100Mi", "200Mi").Running().Obj(),
+		"no limit":      testpod.New("p").Container("c", "100m", "100Mi").Running().Obj(),
+		"two containers, one limited": testpod.New("p").Container("c", "100m", "100Mi").Limits("c", "", "300Mi").
+			Container("d", "100m", "100Mi").Running().Obj(),
+	}
+	desires := map[string]recommendation.Desired{
+		"memory limit recommended": desire("100m", "100Mi", "150Mi"),
+		"requests only":            {"c": {Requests: testpod.List("200m", "50Mi")}},
+		"the other container only": {"d": {Requests: testpod.List("200m", "50Mi"), Limits: testpod.List("", "80Mi")}},
+		"both containers":          {"c": {Requests: testpod.List("200m", "50Mi")}, "d": {Limits: testpod.List("", "80Mi")}},
+		"none":                     {},
+	}
+	for pn, pod := range pods {
+		for dn, desired := range desires {
+			target := Target(pod, desired)
+			for ref := range recommendation.Containers(pod) {
+				want, wantOK := target[ref.Container.Name].Limits[corev1.ResourceMemory]
+				got, ok := targetMemoryLimit(ref, desired)
+				assert.Equal(t, wantOK, ok, "%s, %s, container %s", pn, dn, ref.Container.Name)
+				if ok {
+					assert.Zero(t, want.Cmp(got), "%s, %s, container %s: %s, Target %s", pn, dn, ref.Container.Name, &got, &want)
+				}
+			}
+		}
+	}
+}

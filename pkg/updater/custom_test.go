@@ -47,7 +47,7 @@ func (noSelectors) Fetch(context.Context, *vpatypes.VerticalPodAutoscaler) (labe
 	return nil, errors.New("the server could not find the requested resource")
 }
 
-func podSetResolver(t *testing.T, vpas cache.Indexer) Resolver {
+func podSetResolver(t testing.TB, vpas cache.Indexer) Resolver {
 	r, err := target.NewResolver(vpas, noSelectors{}, controllerfetcher.NilControllerFetcher{}, podSetKinds{}, time.Now)
 	require.NoError(t, err)
 	return r
@@ -146,7 +146,7 @@ func (emptyTarget) Target(context.Context, *vpatypes.VerticalPodAutoscaler) (tar
 func TestEmptyTargetQueuesNothing(t *testing.T) {
 	vpa := podSetVPA("300m", "100Mi")
 	f := newFixture(t, nil, []*vpatypes.VerticalPodAutoscaler{vpa},
-		fixtureOpts{resolver: func(*testing.T, cache.Indexer) Resolver { return emptyTarget{} }})
+		fixtureOpts{resolver: func(testing.TB, cache.Indexer) Resolver { return emptyTarget{} }})
 	require.NotPanics(t, func() { f.ctrl.enqueueVPAPods(f.ctx, vpa) })
 	assert.Zero(t, f.ctrl.queue.Len())
 }

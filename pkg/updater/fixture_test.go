@@ -82,7 +82,7 @@ func (labelResolver) Target(_ context.Context, vpa *vpatypes.VerticalPodAutoscal
 func (labelResolver) Forget(types.UID) {}
 
 type fixture struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	kube     *kubefake.Clientset
 	vpa      *vpafake.Clientset
@@ -121,7 +121,7 @@ type fixtureOpts struct {
 	// wrapResolver, when set, wraps the fixture's resolver.
 	wrapResolver func(Resolver) Resolver
 	// resolver replaces the label resolver, built on the VPA lister.
-	resolver func(*testing.T, cache.Indexer) Resolver
+	resolver func(testing.TB, cache.Indexer) Resolver
 	// usage tells the memory in use by containers; nil: unknown.
 	usage usage.Source
 	// memoryMargin is --memory-limit-decrease-margin.
@@ -178,7 +178,7 @@ func (r *gatedResolver) VPAForPod(ctx context.Context, pod *corev1.Pod) (*vpatyp
 	return r.Resolver.VPAForPod(ctx, pod)
 }
 
-func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAutoscaler, o fixtureOpts) *fixture {
+func newFixture(t testing.TB, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAutoscaler, o fixtureOpts) *fixture {
 	t.Helper()
 	var kubeObjs, vpaObjs []runtime.Object
 	for _, p := range pods {
@@ -210,7 +210,7 @@ func newFixture(t *testing.T, pods []*corev1.Pod, vpas []*vpatypes.VerticalPodAu
 // newFixtureOn builds a controller, with its own informers and store, on
 // existing clients: a second call is the updater after a restart, or another
 // replica.
-func newFixtureOn(t *testing.T, kube *kubefake.Clientset, vpaClient *vpafake.Clientset, o fixtureOpts) *fixture {
+func newFixtureOn(t testing.TB, kube *kubefake.Clientset, vpaClient *vpafake.Clientset, o fixtureOpts) *fixture {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)

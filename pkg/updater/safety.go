@@ -14,6 +14,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/canary"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/observe"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
@@ -193,7 +194,7 @@ func (c *Controller) liftHold(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscal
 	if len(desired) == 0 {
 		return
 	}
-	c.canaries.Lift(ownerOf(vpa), resize.Target(pod, desired))
+	c.canaries.Lift(ownerOf(vpa), func() resources.Resources { return resize.Target(pod, desired) })
 }
 
 // admitDecrease asks the gate which decreases of a resize may go now. When

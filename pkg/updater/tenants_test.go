@@ -79,7 +79,7 @@ func TestHostileOwnerWalksLeaveWorkersToOthers(t *testing.T) {
 	t.Cleanup(func() { close(stop); srv.Close() })
 	meta, err := metadata.NewForConfig(&rest.Config{Host: srv.URL, QPS: 1e6, Burst: 1e6})
 	require.NoError(t, err)
-	resolver := func(t *testing.T, vpas cache.Indexer) Resolver {
+	resolver := func(t testing.TB, vpas cache.Indexer) Resolver {
 		r, err := target.NewResolver(vpas, hostileSelector{}, controllerfetcher.NilControllerFetcher{}, tenantKinds{}, time.Now,
 			target.WithOwners(target.NewMetadataOwners(meta, linkResources{}, nil, time.Now)))
 		require.NoError(t, err)

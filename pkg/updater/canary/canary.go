@@ -502,12 +502,13 @@ func (g *Gate) Reverted(uid types.UID) {
 	}
 }
 
-// Lift forgets the held values the recommendation (desired, what a pod of
-// the VPA would be given) has risen above, and the hold once none is left;
-// and a proven round whose values it has risen above: a decrease back to
-// them is tried on canaries again. It returns whether the VPA still has a
-// hold.
-func (g *Gate) Lift(owner records.Owner, desired resources.Resources) bool {
+// Lift forgets the held values the recommendation (what desired returns:
+// what a pod of the VPA would be given) has risen above, and the hold once
+// none is left; and a proven round whose values it has risen above: a
+// decrease back to them is tried on canaries again. It returns whether the
+// VPA still has a hold. desired is called only when the VPA has a hold or
+// a proven round, so most decisions never compute it.
+func (g *Gate) Lift(owner records.Owner, desiredFor func() resources.Resources) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	v, ok := g.vpas[owner.UID]
@@ -517,6 +518,7 @@ func (g *Gate) Lift(owner records.Owner, desired resources.Resources) bool {
 	if v.hold == nil && (v.round == nil || !v.round.passed) {
 		return false
 	}
+	desired := desiredFor()
 	if r := v.round; r != nil && r.passed && risen(desired, r.to) {
 		g.endRound(v, "")
 	}

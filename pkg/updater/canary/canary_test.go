@@ -148,8 +148,8 @@ func TestHarmHoldsTheValuesForTheWholeVPA(t *testing.T) {
 	assert.False(t, ok)
 
 	t.Run("the recommendation rises above the held values: the hold ends", func(t *testing.T) {
-		assert.True(t, g.Lift(owner, mem("1Gi")), "not above")
-		assert.False(t, g.Lift(owner, mem("1100Mi")))
+		assert.True(t, g.Lift(owner, func() resources.Resources { return mem("1Gi") }), "not above")
+		assert.False(t, g.Lift(owner, func() resources.Resources { return mem("1100Mi") }))
 		_, ok := store.Get(owner.UID)
 		assert.False(t, ok, "its record goes")
 		assert.True(t, g.Admit(req(2, "1Gi")).Canary)
