@@ -37,7 +37,16 @@ type Memo struct {
 
 	mu    sync.Mutex
 	byVPA map[types.UID]*memoVPA
+	// gone holds the UIDs of the VPAs forgotten lately, in the order of
+	// goneOrder (at most memoGone): a worker that read a VPA before its
+	// deletion and computes after Forget stores nothing for it.
+	gone      map[types.UID]struct{}
+	goneOrder []types.UID
 }
+
+// memoGone bounds the deleted VPAs remembered as gone: a worker holds a
+// read of a VPA for one sync only, so the latest few suffice.
+const memoGone = 1024
 
 // memoVPA holds one VPA's remembered results, most recent first.
 type memoVPA struct {
@@ -55,7 +64,7 @@ type memoShape struct {
 // changes once a LimitRange change is visible to calc (a count of the
 // LimitRange informer's events does); nil when calc ignores LimitRanges.
 func NewMemo(calc PodCalculator, limitRanges func() uint64) *Memo {
-	return &Memo{calc: calc, limitRanges: limitRanges, byVPA: map[types.UID]*memoVPA{}}
+	return &Memo{calc: calc, limitRanges: limitRanges, byVPA: map[types.UID]*memoVPA{}, gone: map[types.UID]struct{}{}}
 }
 
 // ForPod returns what calc.ForPod returns for pod and vpa, computed once per
@@ -91,6 +100,9 @@ func (m *Memo) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler) (Des
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, gone := m.gone[vpa.UID]; gone {
+		return desired, nil
+	}
 	entry = m.byVPA[vpa.UID]
 	if entry == nil || entry.version != vpa.ResourceVersion || entry.limitRanges != generation {
 		// A worker holding an older read of the VPA replaces a newer
@@ -108,6 +120,15 @@ func (m *Memo) Forget(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.byVPA, uid)
+	if _, ok := m.gone[uid]; ok {
+		return
+	}
+	if len(m.goneOrder) == memoGone {
+		delete(m.gone, m.goneOrder[0])
+		m.goneOrder = append(m.goneOrder[:0], m.goneOrder[1:]...)
+	}
+	m.gone[uid] = struct{}{}
+	m.goneOrder = append(m.goneOrder, uid)
 }
 
 // Len returns the number of VPAs with results remembered.

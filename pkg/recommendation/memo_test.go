@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
@@ -291,4 +292,43 @@ func TestMemoPodLevelShapes(t *testing.T) {
 			assert.Equal(t, want, got)
 		})
 	}
+}
+
+// forgettingCalculator has its VPA deleted (Forget) while it computes: a
+// worker that read the VPA from the cache just before its delete event.
+type forgettingCalculator struct {
+	memo  *Memo
+	calc  PodCalculator
+	calls int
+}
+
+func (c *forgettingCalculator) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler) (Desired, error) {
+	c.calls++
+	c.memo.Forget(vpa.UID)
+	return c.calc.ForPod(pod, vpa)
+}
+
+// A worker that read a VPA before its deletion and computes after Forget
+// stores nothing: the deleted VPA's result would otherwise stay remembered
+// for good. The VPAs forgotten are remembered as gone up to memoGone.
+func TestMemoStoresNothingForAVPADeletedDuringItsComputation(t *testing.T) {
+	calc := &forgettingCalculator{calc: NewCalculator(limitrange.NewNoopLimitsCalculator())}
+	memo := NewMemo(calc, nil)
+	calc.memo = memo
+	pod := testpod.New("p").Container("c", "100m", "100Mi").Running().Obj()
+	vpa := versioned(testvpa.New("v").InPlace().Recommend("c", "300m", "300Mi"), "10")
+	desired, err := memo.ForPod(pod, vpa)
+	require.NoError(t, err)
+	assert.NotEmpty(t, desired, "the worker gets its answer")
+	assert.Zero(t, memo.Len(), "nothing remembered for a deleted VPA")
+
+	plain := NewMemo(NewCalculator(limitrange.NewNoopLimitsCalculator()), nil)
+	plain.Forget(vpa.UID)
+	for i := range memoGone {
+		plain.Forget(types.UID(fmt.Sprint("other-", i)))
+	}
+	_, err = plain.ForPod(pod, vpa)
+	require.NoError(t, err)
+	assert.Equal(t, 1, plain.Len(), "a UID forgotten longer ago than memoGone others is no longer held as gone")
+	assert.Len(t, plain.gone, memoGone)
 }

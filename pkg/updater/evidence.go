@@ -53,7 +53,40 @@ func (c *Controller) readCheckpoints(informer vpainformers.VerticalPodAutoscaler
 	// would never start. Until they are cached, the bounds and the VPA's
 	// age tell.
 	c.checkpoints = informer.Informer().GetIndexer()
+	// A recommendation whose container has no sample yet is held with no
+	// timer (nothing tells when one comes): the checkpoint that shows the
+	// first sample decides the VPA's pods again, instead of its next
+	// status write or the resync.
+	// The initial list adds nothing: every pod is decided at start anyway.
+	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initialList bool) {
+			if !initialList {
+				c.onCheckpoint(nil, obj)
+			}
+		},
+		UpdateFunc: func(oldObj, obj any) {
+			old, _ := oldObj.(*vpatypes.VerticalPodAutoscalerCheckpoint)
+			c.onCheckpoint(old, obj)
+		},
+	}); err != nil {
+		return fmt.Errorf("watching checkpoints: %w", err)
+	}
 	return nil
+}
+
+// onCheckpoint queues the VPA of a checkpoint that shows its container's
+// first sample (old: the checkpoint before, nil when it was just added).
+// Later samples change no decision at once: a decrease waiting for more
+// history has its own timer.
+func (c *Controller) onCheckpoint(old *vpatypes.VerticalPodAutoscalerCheckpoint, obj any) {
+	cp, ok := obj.(*vpatypes.VerticalPodAutoscalerCheckpoint)
+	if !ok || cp.Status.TotalSamplesCount <= 0 || cp.Spec.VPAObjectName == "" || c.ignored.Has(cp.Namespace) {
+		return
+	}
+	if old != nil && old.Status.TotalSamplesCount > 0 {
+		return
+	}
+	c.vpaQueue.Add(cp.Namespace + "/" + cp.Spec.VPAObjectName)
 }
 
 // histories tells, by container, what the recommender's checkpoints of

@@ -135,3 +135,57 @@ func TestEndingABoostIsHeldNeitherByEvidenceNorByAWindow(t *testing.T) {
 	require.Len(t, f.resizePatches(), 1, "the boost ends")
 	assert.Contains(t, f.resizePatches()[0], `"cpu":"150m"`)
 }
+
+// A real recommendation (an increase) on a container the recommender has
+// no sample of yet is held with no timer: the checkpoint's first sample
+// queues the VPA, whose pods are decided again at once (before, the pod
+// waited for the recommender's next status write or the resync: one
+// recommender interval in the demo). Later samples queue nothing.
+func TestTheFirstSampleOfACheckpointDecidesTheHeldPodsAgain(t *testing.T) {
+	vpa := newVPA(11*time.Second, testvpa.New("web").InPlace().RecommendRange("c", "126m", "121Mi", "10m", "10Mi", "100", "100Gi"))
+	cp := &vpatypes.VerticalPodAutoscalerCheckpoint{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-c", Namespace: "default"},
+		Spec:       vpatypes.VerticalPodAutoscalerCheckpointSpec{VPAObjectName: "web", ContainerName: "c"},
+	}
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{vpa},
+		fixtureOpts{decreaseMinHistory: time.Hour, checkpoints: []*vpatypes.VerticalPodAutoscalerCheckpoint{cp}})
+	// What the VPA's own add queued, and the pod decided once.
+	for f.ctrl.vpaQueue.Len() > 0 {
+		key, _ := f.ctrl.vpaQueue.Get()
+		f.ctrl.vpaQueue.Done(key)
+	}
+	require.NoError(t, f.sync("p"))
+	assert.Empty(t, f.resizePatches(), "no sample yet: held")
+	assert.Equal(t, "Held", f.podState("p"))
+	_, timer := f.podQueue.of("default/p")
+	assert.False(t, timer, "no timer can tell when a sample comes")
+
+	setSamples := func(n int) {
+		t.Helper()
+		got, err := f.vpa.AutoscalingV1().VerticalPodAutoscalerCheckpoints("default").Get(context.Background(), "web-c", metav1.GetOptions{})
+		require.NoError(t, err)
+		got.Status.TotalSamplesCount = n
+		got.Status.FirstSampleStart, got.Status.LastSampleStart = metav1.NewTime(t0), metav1.NewTime(t0)
+		_, err = f.vpa.AutoscalingV1().VerticalPodAutoscalerCheckpoints("default").Update(context.Background(), got, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	f.queued() // the pod's own add, drained
+	f.ctrl.started.Store(true) // as Run does: the VPA's pods are found through its target
+	setSamples(1)
+	require.Eventually(t, func() bool { return f.ctrl.vpaQueue.Len() == 1 }, 5*time.Second, 10*time.Millisecond, "the VPA is queued")
+	key, _ := f.ctrl.vpaQueue.Get()
+	assert.Equal(t, "default/web", key)
+	require.NoError(t, f.ctrl.syncVPA(f.ctx, key))
+	f.ctrl.vpaQueue.Done(key)
+	assert.Contains(t, f.queued(), "default/p", "its pods are queued")
+	require.NoError(t, f.sync("p"))
+	require.Len(t, f.resizePatches(), 1, "the increase goes on the first sample")
+	assert.Contains(t, f.resizePatches()[0], `"cpu":"126m"`)
+
+	setSamples(2)
+	require.Eventually(t, func() bool {
+		cached, ok, _ := f.ctrl.checkpoints.GetByKey("default/web-c")
+		return ok && cached.(*vpatypes.VerticalPodAutoscalerCheckpoint).Status.TotalSamplesCount == 2
+	}, 5*time.Second, 10*time.Millisecond)
+	assert.Zero(t, f.ctrl.vpaQueue.Len(), "a later sample queues nothing")
+}
