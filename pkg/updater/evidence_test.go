@@ -169,7 +169,7 @@ func TestTheFirstSampleOfACheckpointDecidesTheHeldPodsAgain(t *testing.T) {
 		_, err = f.vpa.AutoscalingV1().VerticalPodAutoscalerCheckpoints("default").Update(context.Background(), got, metav1.UpdateOptions{})
 		require.NoError(t, err)
 	}
-	f.queued() // the pod's own add, drained
+	f.queued()                 // the pod's own add, drained
 	f.ctrl.started.Store(true) // as Run does: the VPA's pods are found through its target
 	setSamples(1)
 	require.Eventually(t, func() bool { return f.ctrl.vpaQueue.Len() == 1 }, 5*time.Second, 10*time.Millisecond, "the VPA is queued")
