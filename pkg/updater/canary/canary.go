@@ -506,7 +506,7 @@ func (g *Gate) Reverted(uid types.UID) {
 // what a pod of the VPA would be given) has risen above, and the hold once
 // none is left; and a proven round whose values it has risen above: a
 // decrease back to them is tried on canaries again. It returns whether the
-// VPA still has a hold. desired is called only when the VPA has a hold or
+// VPA still has a hold. desiredFor is called only when the VPA has a hold or
 // a proven round, so most decisions never compute it.
 func (g *Gate) Lift(owner records.Owner, desiredFor func() resources.Resources) bool {
 	g.mu.Lock()
