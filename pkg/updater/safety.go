@@ -105,7 +105,9 @@ func (c *Controller) watchResize(ctx context.Context, pod *corev1.Pod, vpa *vpat
 	switch look.State {
 	case observe.StateWatching:
 		if look.Started {
-			logger.V(2).Info("Resize completed; watching the pod", "until", look.Until, "canary", look.Resize.Canary)
+			// Per resize, per-event detail: a canary's watch is said at V(2),
+			// as the decisions that wait on it are.
+			logger.V(watchLogLevel(look.Resize)).Info("Resize completed; watching the pod", "until", look.Until, "canary", look.Resize.Canary)
 			if look.Resize.Canary {
 				c.canaries.Started(owner, pod.UID, look.Since)
 				c.enqueueCondition(vpaKey(vpa))
@@ -113,7 +115,7 @@ func (c *Controller) watchResize(ctx context.Context, pod *corev1.Pod, vpa *vpat
 		}
 		c.queue.AddAfter(key, look.After)
 	case observe.StatePassed:
-		logger.V(2).Info("Watched the pod for its window after its resize; no harm", "since", look.Since, "canary", look.Resize.Canary)
+		logger.V(watchLogLevel(look.Resize)).Info("Watched the pod for its window after its resize; no harm", "since", look.Since, "canary", look.Resize.Canary)
 		if waiting := c.canaries.Passed(owner, pod.UID, resize.Current(pod, look.Resize.To)); len(waiting) > 0 || look.Resize.Canary {
 			if len(waiting) > 0 {
 				c.recorder.Eventf(vpa, corev1.EventTypeNormal, report.EventResizeCanaryPassed,
@@ -127,6 +129,17 @@ func (c *Controller) watchResize(ctx context.Context, pod *corev1.Pod, vpa *vpat
 	case observe.StateHarmed:
 		c.harmed(ctx, pod, vpa, look.Resize, look.Harm, true)
 	}
+}
+
+// watchLogLevel is the verbosity of the start and the end of a watch after
+// a resize: 2 for a canary's (the decrease of its VPA waits on it), 4 for
+// any other (an event's detail; the vpa_inplace_updater_resizes_watched
+// gauge counts the pods watched).
+func watchLogLevel(r observe.Resize) int {
+	if r.Canary {
+		return 2
+	}
+	return 4
 }
 
 // harmed acts on harm seen after a resize: values it lowered are held for

@@ -60,7 +60,10 @@ func (c *Controller) frozen(vpa *vpatypes.VerticalPodAutoscaler) (bool, string) 
 		return false, ""
 	}
 	v := c.windows.For(vpa, c.now())
-	return v.Frozen, "resizing is " + v.Why
+	if !v.Frozen {
+		return false, ""
+	}
+	return true, "resizing is " + v.Why
 }
 
 // watchNamespaces builds the Gate, reading the namespaces' annotations

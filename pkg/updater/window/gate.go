@@ -84,8 +84,17 @@ func New(cfg Config, lister corelisters.NamespaceLister) *Gate {
 
 // source is one object whose annotations count: the VPA or its namespace.
 type source struct {
-	where       string
+	// namespace is the namespace's name; "" for the VPA.
+	namespace   string
 	annotations map[string]string
+}
+
+// where names the source in messages; built only when one is written.
+func (s source) where() string {
+	if s.namespace == "" {
+		return "on the VPA"
+	}
+	return "on namespace " + s.namespace
 }
 
 type scheduled struct {
@@ -96,9 +105,10 @@ type scheduled struct {
 
 // For tells what vpa's windows and freezes allow at now.
 func (g *Gate) For(vpa *vpatypes.VerticalPodAutoscaler, now time.Time) Verdict {
-	sources := []source{{where: "on the VPA", annotations: vpa.Annotations}}
+	var all [2]source
+	sources := append(all[:0], source{annotations: vpa.Annotations})
 	if ns := g.namespace(vpa.Namespace); ns != nil {
-		sources = append(sources, source{where: "on namespace " + ns.Name, annotations: ns.Annotations})
+		sources = append(sources, source{namespace: ns.Name, annotations: ns.Annotations})
 	}
 	var v Verdict
 	var invalid, frozen []string
@@ -108,9 +118,9 @@ func (g *Gate) For(vpa *vpatypes.VerticalPodAutoscaler, now time.Time) Verdict {
 			until, err := window.ParseFreeze(value, now, g.cfg.MaxFreeze)
 			switch {
 			case err != nil:
-				invalid = append(invalid, err.Error()+" ("+s.where+")")
+				invalid = append(invalid, err.Error()+" ("+s.where()+")")
 			case now.Before(until):
-				frozen = append(frozen, fmt.Sprintf("until %s by %s %s", until.UTC().Format(time.RFC3339), window.FreezeAnnotation, s.where))
+				frozen = append(frozen, fmt.Sprintf("until %s by %s %s", until.UTC().Format(time.RFC3339), window.FreezeAnnotation, s.where()))
 				if until.After(v.FrozenUntil) {
 					v.FrozenUntil = until
 				}
@@ -122,15 +132,15 @@ func (g *Gate) For(vpa *vpatypes.VerticalPodAutoscaler, now time.Time) Verdict {
 		}
 		schedule, err := g.parse(value)
 		if err != nil {
-			invalid = append(invalid, err.Error()+" ("+s.where+")")
+			invalid = append(invalid, err.Error()+" ("+s.where()+")")
 			continue
 		}
 		scope, err := window.ParseScope(s.annotations[window.ScopeAnnotation])
 		if err != nil {
-			invalid = append(invalid, err.Error()+" ("+s.where+")")
+			invalid = append(invalid, err.Error()+" ("+s.where()+")")
 			continue
 		}
-		schedules = append(schedules, scheduled{schedule: schedule, scope: scope, why: fmt.Sprintf("%q %s", strings.TrimSpace(value), s.where)})
+		schedules = append(schedules, scheduled{schedule: schedule, scope: scope, why: fmt.Sprintf("%q %s", strings.TrimSpace(value), s.where())})
 	}
 	switch {
 	case len(invalid) > 0:
