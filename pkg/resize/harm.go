@@ -39,19 +39,39 @@ type Harm struct {
 }
 
 // Baseline is what a pod showed when its resize completed: harm is what it
-// shows beyond it.
+// shows beyond it. The zero Baseline knows nothing (a resize restored from
+// a record).
 type Baseline struct {
-	// Restarts are the restart counts of its containers (and of its init
-	// containers, sidecars among them), by name.
-	Restarts map[string]int32
+	// restarts are the restart counts of its init containers (sidecars
+	// among them) and containers; a slice, as each watched pod keeps one
+	// for its window.
+	restarts []containerRestarts
+}
+
+type containerRestarts struct {
+	name  string
+	count int32
+}
+
+// Known tells whether the baseline was read from a pod.
+func (b Baseline) Known() bool { return b.restarts != nil }
+
+// restartsOf returns the restart count of the container named name.
+func (b Baseline) restartsOf(name string) (int32, bool) {
+	for _, r := range b.restarts {
+		if r.name == name {
+			return r.count, true
+		}
+	}
+	return 0, false
 }
 
 // BaselineOf reads a pod's baseline.
 func BaselineOf(pod *corev1.Pod) Baseline {
-	b := Baseline{Restarts: map[string]int32{}}
+	b := Baseline{restarts: make([]containerRestarts, 0, len(pod.Status.InitContainerStatuses)+len(pod.Status.ContainerStatuses))}
 	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, s := range list {
-			b.Restarts[s.Name] = s.RestartCount
+			b.restarts = append(b.restarts, containerRestarts{name: s.Name, count: s.RestartCount})
 		}
 	}
 	return b
@@ -85,11 +105,11 @@ func HarmSince(pod *corev1.Pod, b Baseline) (Harm, bool) {
 			if t := s.State.Terminated; t != nil && t.Reason == oomKilledReason {
 				// Not restarted (restartPolicy Never or OnFailure, or
 				// not yet): its state says it.
-				if s.RestartCount == b.Restarts[s.Name] && !t.FinishedAt.IsZero() {
+				if was, _ := b.restartsOf(s.Name); s.RestartCount == was && !t.FinishedAt.IsZero() {
 					return oomHarm(s.Name, t), true
 				}
 			}
-			was, known := b.Restarts[s.Name]
+			was, known := b.restartsOf(s.Name)
 			if !known || s.RestartCount <= was {
 				continue
 			}

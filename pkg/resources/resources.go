@@ -3,6 +3,7 @@
 package resources
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -15,39 +16,46 @@ import (
 type Resources map[string]corev1.ResourceRequirements
 
 // ForEachValue calls fn for every (container, requests|limits, resource)
-// present in a or b, in a stable order.
+// present in a or b, in a stable order. The quantities fn is given are
+// valid only during that call (fn copies what it keeps): every decision
+// compares values this way, so it allocates no set, and no quantity per
+// value.
 func ForEachValue(a, b Resources, fn func(container, list string, name corev1.ResourceName, av, bv *resource.Quantity)) {
-	containers := map[string]bool{}
+	var buf [4]string
+	names := buf[:0]
 	for c := range a {
-		containers[c] = true
-	}
-	for c := range b {
-		containers[c] = true
-	}
-	names := make([]string, 0, len(containers))
-	for c := range containers {
 		names = append(names, c)
 	}
-	sort.Strings(names)
+	for c := range b {
+		if _, both := a[c]; !both {
+			names = append(names, c)
+		}
+	}
+	slices.Sort(names)
+	var aq, bq resource.Quantity
 	for _, c := range names {
 		ar, br := a[c], b[c]
-		for _, list := range []string{"requests", "limits"} {
+		for _, list := range [2]string{"requests", "limits"} {
 			al, bl := ar.Requests, br.Requests
 			if list == "limits" {
 				al, bl = ar.Limits, br.Limits
 			}
-			for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-				fn(c, list, name, get(al, name), get(bl, name))
+			for _, name := range [2]corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				fn(c, list, name, get(al, name, &aq), get(bl, name, &bq))
 			}
 		}
 	}
 }
 
-func get(l corev1.ResourceList, name corev1.ResourceName) *resource.Quantity {
-	if q, ok := l[name]; ok {
-		return &q
+// get copies l's value of name into slot, and returns slot; nil when l
+// has none.
+func get(l corev1.ResourceList, name corev1.ResourceName, slot *resource.Quantity) *resource.Quantity {
+	q, ok := l[name]
+	if !ok {
+		return nil
 	}
-	return nil
+	*slot = q
+	return slot
 }
 
 // Equal reports whether two Resources hold the same values.
@@ -99,3 +107,61 @@ func (r Resources) String() string {
 // cannot be a container's name: container names are DNS labels, without
 // parentheses. String renders it first.
 const PodLevel = "(pod)"
+
+// Values are Resources in compact form, for state kept long (the watch of
+// each resize for its window): one slice of values rather than a map per
+// container and per list, about a sixth of the memory.
+type Values []Value
+
+// Value is one request or limit of one container.
+type Value struct {
+	Container string
+	Limit     bool
+	Name      corev1.ResourceName
+	Quantity  resource.Quantity
+}
+
+// Compact returns r's values, in ForEachValue's order; nil when r has none.
+func Compact(r Resources) Values {
+	var out Values
+	ForEachValue(r, nil, func(c, list string, name corev1.ResourceName, q, _ *resource.Quantity) {
+		if q != nil {
+			if out == nil {
+				out = make(Values, 0, 2*len(r))
+			}
+			out = append(out, Value{Container: c, Limit: list == "limits", Name: name, Quantity: *q})
+		}
+	})
+	return out
+}
+
+// Resources returns the values as Resources; nil when there are none.
+func (v Values) Resources() Resources {
+	if len(v) == 0 {
+		return nil
+	}
+	out := Resources{}
+	for _, x := range v {
+		r := out[x.Container]
+		l := &r.Requests
+		if x.Limit {
+			l = &r.Limits
+		}
+		if *l == nil {
+			*l = corev1.ResourceList{}
+		}
+		(*l)[x.Name] = x.Quantity
+		out[x.Container] = r
+	}
+	return out
+}
+
+// Containers returns the containers the values are of, as Resources with
+// no value: what a function that reads a pod's values "like" these takes.
+func (v Values) Containers() Resources {
+	out := make(Resources, 1)
+	for _, x := range v {
+		out[x.Container] = corev1.ResourceRequirements{}
+	}
+	return out
+}

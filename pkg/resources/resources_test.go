@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 )
@@ -19,4 +20,59 @@ func TestEqualAndString(t *testing.T) {
 	assert.False(t, Equal(a, Resources{"c": res("1", "", "", "")}))
 	assert.Equal(t, "c: requests cpu=1 memory=1Gi; d: requests cpu=1 limits memory=2Gi",
 		Resources{"d": res("1", "", "", "2Gi"), "c": res("1", "1Gi", "", "")}.String())
+}
+
+func TestForEachValue(t *testing.T) {
+	a := Resources{
+		"b": {Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
+		"a": {Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
+	}
+	b := Resources{
+		"b": {Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}},
+		"c": {Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+	}
+	show := func(q *resource.Quantity) string {
+		if q == nil {
+			return "-"
+		}
+		return q.String()
+	}
+	var seen []string
+	ForEachValue(a, b, func(c, list string, name corev1.ResourceName, av, bv *resource.Quantity) {
+		if av != nil || bv != nil {
+			seen = append(seen, c+" "+list+" "+string(name)+" "+show(av)+" "+show(bv))
+		}
+	})
+	assert.Equal(t, []string{
+		"a limits memory 1Gi -",
+		"b requests cpu 100m 200m",
+		"c requests memory - 64Mi",
+	}, seen, "every value of either side, once, containers in name order")
+
+	t.Run("allocates no set and no quantity per value", func(t *testing.T) {
+		n := 0
+		allocs := testing.AllocsPerRun(100, func() {
+			ForEachValue(a, b, func(_, _ string, _ corev1.ResourceName, av, bv *resource.Quantity) {
+				if av != nil && bv != nil && av.Cmp(*bv) < 0 {
+					n++
+				}
+			})
+		})
+		assert.LessOrEqual(t, allocs, 2.0, "the two quantity slots at most")
+		assert.Equal(t, 101, n, "100 runs and the warm-up each saw b's cpu rise")
+	})
+}
+
+func TestCompactValues(t *testing.T) {
+	r := Resources{
+		"app":     res("100m", "1Gi", "", "2Gi"),
+		"sidecar": {Requests: testpod.List("10m", "")},
+	}
+	v := Compact(r)
+	assert.Len(t, v, 4, "every value, once")
+	assert.True(t, Equal(r, v.Resources()), "round trip: %s", v.Resources())
+	assert.Equal(t, Resources{"app": {}, "sidecar": {}}, v.Containers())
+	assert.Nil(t, Compact(nil))
+	assert.Nil(t, Compact(Resources{"app": {}}), "a container with no value")
+	assert.Nil(t, Values(nil).Resources())
 }

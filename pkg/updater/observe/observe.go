@@ -97,7 +97,10 @@ type Watcher struct {
 }
 
 type watch struct {
+	// Resize without its From and To, which from and to keep compact
+	// for the window (resources.Values: a sixth of the memory).
 	Resize
+	from, to resources.Values
 	// since is when the resize was seen completed (zero while under way);
 	// baseline what the pod showed then.
 	since    time.Time
@@ -105,6 +108,19 @@ type watch struct {
 	// notReadyAt is when the pod was first seen not Ready since the watch
 	// began, when its Ready condition tells no time.
 	notReadyAt time.Time
+}
+
+func newWatch(r Resize) *watch {
+	wt := &watch{Resize: r, from: resources.Compact(r.From), to: resources.Compact(r.To)}
+	wt.Resize.From, wt.Resize.To = nil, nil
+	return wt
+}
+
+// full returns the resize watched, with its From and To.
+func (wt *watch) full() Resize {
+	r := wt.Resize
+	r.From, r.To = wt.from.Resources(), wt.to.Resources()
+	return r
 }
 
 // New returns an empty Watcher.
@@ -117,7 +133,7 @@ func New(cfg Config, clk clock.PassiveClock) *Watcher {
 func (w *Watcher) Sent(uid types.UID, r Resize) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.watches[uid] = &watch{Resize: r}
+	w.watches[uid] = newWatch(r)
 }
 
 // Restore watches a resize sent before this process started (a canary's,
@@ -129,7 +145,8 @@ func (w *Watcher) Restore(uid types.UID, r Resize, since time.Time, pod *corev1.
 	if _, ok := w.watches[uid]; ok {
 		return
 	}
-	wt := &watch{Resize: r, since: since}
+	wt := newWatch(r)
+	wt.since = since
 	if !since.IsZero() {
 		// The pod as it is now is the baseline: what it showed in
 		// between is not known.
@@ -140,7 +157,10 @@ func (w *Watcher) Restore(uid types.UID, r Resize, since time.Time, pod *corev1.
 
 // Look is what a look at a watched pod found.
 type Look struct {
-	State  State
+	State State
+	// Resize is the resize watched. While it is Pending or Watching, its
+	// From and To are left out (a look at a watched pod at every resync
+	// builds no copy of them); a look that ends the watch has them.
 	Resize Resize
 	// Since is when the resize was seen completed; Until when the window
 	// ends.
@@ -158,7 +178,7 @@ type Look struct {
 // Observe looks at a pod: it begins the watch once the resize is seen
 // completed, and tells harm, or the end of the window. false when the pod
 // is not watched.
-func (w *Watcher) Observe(pod *corev1.Pod) (Look, bool) {
+func (w *Watcher) Observe(pod *corev1.Pod) (look Look, watched bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wt, ok := w.watches[pod.UID]
@@ -166,13 +186,18 @@ func (w *Watcher) Observe(pod *corev1.Pod) (Look, bool) {
 		return Look{}, false
 	}
 	now := w.clock.Now()
-	look := Look{Resize: wt.Resize}
+	look = Look{Resize: wt.Resize}
+	defer func() {
+		if look.State != StatePending && look.State != StateWatching {
+			look.Resize = wt.full()
+		}
+	}()
 	if wt.since.IsZero() {
 		switch st := resize.ReadStatus(pod).State; {
-		case st == resize.StateNone && resize.AtLeast(resize.Current(pod, wt.To), wt.To) && resize.AtLeast(wt.To, resize.Current(pod, wt.To)):
+		case st == resize.StateNone && holds(pod, wt.to):
 			wt.since, wt.baseline = now, resize.BaselineOf(pod)
 			look.Started = true
-			if wt.Before.Restarts != nil {
+			if wt.Before.Known() {
 				if h, harmed := resize.HarmSince(pod, wt.Before); harmed && h.Kind == resize.HarmOOMKilled {
 					delete(w.watches, pod.UID)
 					look.Since, look.Until = wt.since, wt.since.Add(wt.Window)
@@ -237,10 +262,10 @@ func (w *Watcher) Gone(pod *corev1.Pod) (Resize, resize.Harm, bool) {
 	}
 	delete(w.watches, pod.UID)
 	if wt.since.IsZero() {
-		return wt.Resize, resize.Harm{}, false
+		return wt.full(), resize.Harm{}, false
 	}
 	h, harmed := resize.HarmSince(pod, wt.baseline)
-	return wt.Resize, h, harmed
+	return wt.full(), h, harmed
 }
 
 // Watching tells whether a pod is watched.
@@ -274,6 +299,23 @@ func (w *Watcher) Len() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.watches)
+}
+
+// holds tells whether the pod's spec holds to's values: each that the
+// spec has is equal.
+func holds(pod *corev1.Pod, to resources.Values) bool {
+	now := resize.Current(pod, to.Containers())
+	for _, v := range to {
+		r := now[v.Container]
+		l := r.Requests
+		if v.Limit {
+			l = r.Limits
+		}
+		if q, ok := l[v.Name]; ok && q.Cmp(v.Quantity) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -65,9 +65,15 @@ func TestWatchBeginsWhenTheResizeCompletesAndPassesAtTheWindowsEnd(t *testing.T)
 	assert.Equal(t, time.Second, look.After)
 	assert.False(t, look.Started)
 
+	assert.Nil(t, look.Resize.To, "while watching, the values stay compact")
+	assert.Equal(t, "p", look.Resize.Name)
+
 	clk.Step(time.Second)
 	look, _ = w.Observe(podAt(true))
 	assert.Equal(t, StatePassed, look.State)
+	assert.True(t, resources.Equal(lowered().From, look.Resize.From) && resources.Equal(lowered().To, look.Resize.To),
+		"the look that ends the watch has the resize's values: %s to %s", look.Resize.From, look.Resize.To)
+	assert.True(t, look.Resize.Lowers())
 	assert.False(t, w.Watching("uid-p"), "the watch is over")
 	_, ok = w.Observe(podAt(true))
 	assert.False(t, ok)
@@ -137,6 +143,10 @@ func TestHarmWithinTheWindow(t *testing.T) {
 		look, _ := w.Observe(p)
 		assert.Equal(t, StateWatching, look.State, "the restart happened before the new resize completed")
 		assert.Equal(t, t0.Add(time.Minute), look.Since)
+		clk.Step(window)
+		look, _ = w.Observe(p)
+		require.Equal(t, StatePassed, look.State)
+		assert.True(t, resources.Equal(again.To, look.Resize.To), "the new resize's watch: %s", look.Resize.To)
 		assert.False(t, look.Resize.Lowers())
 	})
 }
