@@ -135,6 +135,7 @@ func (c *Controller) watchNodePods(logger klog.Logger, deps Deps) error {
 	if nodePods == nil || nodePods.Informer().GetIndexer() == deps.Pods.Informer().GetIndexer() {
 		c.nodePodIdx = deps.Pods.Informer().GetIndexer()
 		c.room = noderoom.New(deps.Clock, c.podsOnNode)
+		c.roomSeenByPods = true
 		return nil
 	}
 	informer := nodePods.Informer()
@@ -149,6 +150,7 @@ func (c *Controller) watchNodePods(logger klog.Logger, deps Deps) error {
 				c.enqueueWaitingOnNode(pod.Spec.NodeName)
 			}
 			if okOld && ok {
+				c.room.Seen(pod)
 				c.observePreemption(logger, old, pod)
 			}
 		},

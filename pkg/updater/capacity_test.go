@@ -166,3 +166,25 @@ func TestFitsNodeCountsThePodsOfEveryNamespace(t *testing.T) {
 	require.NoError(t, f.sync("kafka-0"))
 	assert.Len(t, f.resizePatches(), 1)
 }
+
+// TestHoldOfNodeRoomEndsWhenTheCacheShowsTheResize: a resize sent to a pod
+// that no fits-node check reads (a Deployment's) holds its room until the
+// cache the ledger reads shows it, and not until the next check of its
+// node or the next resync: a burst of 1,000 resizes keeps no room held
+// once they are applied. Both caches: the pods' own, and the pods bound to
+// nodes watched cluster-wide for an updater serving one namespace.
+func TestHoldOfNodeRoomEndsWhenTheCacheShowsTheResize(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Status: corev1.NodeStatus{Allocatable: testpod.List("4", "16Gi")}}
+	for name, o := range map[string]fixtureOpts{
+		"the pods' own cache":          {nodes: []*corev1.Node{node}},
+		"the cache of the node's pods": {nodes: []*corev1.Node{node}, podNamespace: "default"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("2", "1Gi")}, o)
+			require.NoError(t, f.sync("p"))
+			require.Len(t, f.resizePatches(), 1)
+			require.Eventually(t, func() bool { return f.ctrl.room.Len() == 0 }, waitFor, every,
+				"the hold ends with the cache's update, without another sync")
+		})
+	}
+}

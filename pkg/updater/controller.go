@@ -247,6 +247,10 @@ type Controller struct {
 	// room holds the node room of resizes sent and not yet in the cache
 	// (capacity.go); nil without a node cache.
 	room *noderoom.Ledger
+	// roomSeenByPods: the ledger reads the pods' own cache, whose update
+	// handler (onPod) ends the holds it shows; otherwise the cache of the
+	// pods bound to nodes does (watchNodePods).
+	roomSeenByPods bool
 	// preempted holds the pods the scheduler preempted on the nodes of
 	// Deferred resizes (preempted.go).
 	preempted *preemption.Ledger

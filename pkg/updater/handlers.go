@@ -61,6 +61,11 @@ func (c *Controller) onPod(logger klog.Logger, oldObj, obj any) {
 		return
 	}
 	old, isUpdate := oldObj.(*corev1.Pod)
+	if isUpdate && c.roomSeenByPods {
+		// The cache the ledger reads: the resize it holds room for is in
+		// it now, or not yet.
+		c.room.Seen(pod)
+	}
 	if isUpdate && freesRoom(old, pod) {
 		// Whatever its namespace: its node's room is every pod's.
 		c.enqueueWaitingOnNode(pod.Spec.NodeName)

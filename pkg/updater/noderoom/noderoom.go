@@ -13,7 +13,8 @@
 // check on a full node (110 pods) holds it for about half a millisecond,
 // most of it PodRequests (BenchmarkReserve), and checks on other nodes do
 // not wait for it. A hold ends when the cache
-// shows the resize (the pod's own requests count it from then on), when
+// shows the resize (the pod's own requests count it from then on: Seen, from
+// the cache's update handler, or the next check of the node), when
 // the patch is refused or fails before it could be applied, when the pod
 // goes, or after MaxHold. A patch whose answer was lost keeps its hold: it
 // may have been applied.
@@ -138,10 +139,38 @@ func (n *nodeHolds) settle(others []*corev1.Pod, now time.Time) {
 			delete(n.held, uid)
 			continue
 		}
-		if p, ok := byUID[uid]; ok && (p.Generation > h.generation || resize.SpecOf(p) != h.spec) {
+		if p, ok := byUID[uid]; ok && h.shownBy(p) {
 			delete(n.held, uid)
 		}
 	}
+}
+
+// shownBy tells whether the cached pod shows the resize held for it.
+func (h *hold) shownBy(pod *corev1.Pod) bool {
+	return pod.Generation > h.generation || resize.SpecOf(pod) != h.spec
+}
+
+// Seen drops the hold of a pod that the cache now shows resized, and
+// reports whether it did. It is called by the update handler of the cache
+// the ledger reads (Pods), which has the pod by then: a hold lasts while its
+// resize is on its way, not until the next check of its node or Retain, so
+// that a burst of resizes to pods no check reads keeps no room held.
+// A pod without a hold costs a map lookup.
+func (l *Ledger) Seen(pod *corev1.Pod) bool {
+	l.mu.Lock()
+	n := l.nodes[pod.Spec.NodeName]
+	l.mu.Unlock()
+	if n == nil {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h, ok := n.held[pod.UID]
+	if !ok || !h.shownBy(pod) {
+		return false
+	}
+	delete(n.held, pod.UID)
+	return true
 }
 
 // Release drops a pod's hold: its resize was refused or failed before it

@@ -127,6 +127,21 @@ func TestReserve(t *testing.T) {
 		ok, _ = l.Reserve(b, to("1500m"), node("3"))
 		assert.False(t, ok, "kafka-0 may still get 2 cpus")
 	})
+	t.Run("the cache's update ends the hold it shows", func(t *testing.T) {
+		c := newCache(a, b)
+		l := New(clk, c.onNode)
+		ok, _ := l.Reserve(a, to("1500m"), nil)
+		require.True(t, ok)
+		assert.False(t, l.Seen(a), "the pod as it was when the resize was sent does not show it")
+		assert.False(t, l.Seen(b), "no hold: nothing to end")
+		elsewhere := resized(a, "1500m")
+		elsewhere.Spec.NodeName = "node-2"
+		assert.False(t, l.Seen(elsewhere), "a node without holds")
+		assert.Equal(t, 1, l.Len())
+		c.set(resized(a, "1500m"))
+		assert.True(t, l.Seen(resized(a, "1500m")))
+		assert.Equal(t, 0, l.Len(), "no check of the node needed")
+	})
 	t.Run("pods gone lose their holds", func(t *testing.T) {
 		l := New(clk, newCache(a, b).onNode)
 		ok, _ := l.Reserve(a, to("1500m"), node("2500m"))
