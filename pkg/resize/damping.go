@@ -10,10 +10,12 @@ import (
 )
 
 // LastResize is a resize sent to a pod: when, and the requests of the
-// containers it changed before and after.
+// containers it changed before and after. Every pod resized keeps its last:
+// From is compact, To is the target, which the pods sent an equal one share.
 type LastResize struct {
-	At       time.Time
-	From, To resources.Resources
+	At   time.Time
+	From resources.Values
+	To   resources.Resources
 }
 
 // reversalHeld tells whether the change to the pod's requests is held as
@@ -33,7 +35,7 @@ func reversalHeld(in Input, current resources.Resources) (time.Duration, string)
 		return 0, ""
 	}
 	reversed := func(container string, name corev1.ResourceName, want resource.Quantity) bool {
-		from, okFrom := last.From[container].Requests[name]
+		from, okFrom := last.From.Request(container, name)
 		to, okTo := last.To[container].Requests[name]
 		if !okFrom || !okTo {
 			return false

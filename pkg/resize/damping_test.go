@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
+	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 )
 
@@ -17,7 +18,7 @@ func TestDecideHoldsTheReversalOfTheLastResize(t *testing.T) {
 	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	hold := 15 * time.Minute
 	// The pod was resized up to 144.6 MB two minutes ago.
-	up := &LastResize{At: t0, From: reqs("c", "100m", "126.8M"), To: reqs("c", "100m", "144.6M")}
+	up := &LastResize{At: t0, From: resources.Compact(reqs("c", "100m", "126.8M")), To: reqs("c", "100m", "144.6M")}
 	inRange := func(cpu, mem string) recommendation.Desired {
 		return recommendation.Desired{"c": {Requests: testpod.List(cpu, mem),
 			LowerBound: testpod.List("50m", "100M"), UpperBound: testpod.List("1", "300M")}}

@@ -125,7 +125,7 @@ func TestRevert(t *testing.T) {
 	require.Equal(t, "c: requests memory=2Gi", back.String())
 	desired := recommendation.Desired{"c": {Requests: back["c"].Requests}}
 	d := Decide(Input{Pod: pod, Desired: desired, Threshold: 0.5, ServerMinor: 37, DisruptionAllowed: true, Revert: "container c OOMKilled",
-		LastResize: &LastResize{At: t0, From: reqs("c", "1", "2Gi"), To: reqs("c", "2", "1Gi")}, ReversalHold: time.Hour, Now: t0.Add(time.Minute)})
+		LastResize: &LastResize{At: t0, From: resources.Compact(reqs("c", "1", "2Gi")), To: reqs("c", "2", "1Gi")}, ReversalHold: time.Hour, Now: t0.Add(time.Minute)})
 	assert.Equal(t, ActionPatch, d.Action, d.Message)
 	assert.Equal(t, ReasonRevert, d.Reason)
 	assert.JSONEq(t, `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"2","memory":"2Gi"}}}]}}`, string(d.Patch))

@@ -109,7 +109,7 @@ func (r Resources) String() string {
 const PodLevel = "(pod)"
 
 // Values are Resources in compact form, for state kept long (the watch of
-// each resize for its window): one slice of values rather than a map per
+// each resize for its window, the last resize of every pod): one slice of values rather than a map per
 // container and per list, about a sixth of the memory.
 type Values []Value
 
@@ -154,6 +154,17 @@ func (v Values) Resources() Resources {
 		out[x.Container] = r
 	}
 	return out
+}
+
+// Request returns the request name of container, and whether the values
+// have it.
+func (v Values) Request(container string, name corev1.ResourceName) (resource.Quantity, bool) {
+	for _, x := range v {
+		if !x.Limit && x.Container == container && x.Name == name {
+			return x.Quantity, true
+		}
+	}
+	return resource.Quantity{}, false
 }
 
 // Containers returns the containers the values are of, as Resources with

@@ -72,6 +72,22 @@ func TestCompactValues(t *testing.T) {
 	assert.Len(t, v, 4, "every value, once")
 	assert.True(t, Equal(r, v.Resources()), "round trip: %s", v.Resources())
 	assert.Equal(t, Resources{"app": {}, "sidecar": {}}, v.Containers())
+	for _, c := range []struct {
+		container string
+		name      corev1.ResourceName
+		want      string
+	}{{"app", corev1.ResourceCPU, "100m"}, {"app", corev1.ResourceMemory, "1Gi"}, {"sidecar", corev1.ResourceCPU, "10m"}, {"sidecar", corev1.ResourceMemory, ""}, {"other", corev1.ResourceCPU, ""}} {
+		q, ok := v.Request(c.container, c.name)
+		assert.Equal(t, c.want != "", ok, "%s %s", c.container, c.name)
+		if ok {
+			assert.Equal(t, c.want, q.String(), "%s %s", c.container, c.name)
+		}
+	}
+	_, ok := v.Request("app", "limits")
+	assert.False(t, ok)
+	if lim, ok := Compact(Resources{"app": res("", "", "", "2Gi")}).Request("app", corev1.ResourceMemory); ok {
+		t.Errorf("a limit is not a request: %s", lim.String())
+	}
 	assert.Nil(t, Compact(nil))
 	assert.Nil(t, Compact(Resources{"app": {}}), "a container with no value")
 	assert.Nil(t, Values(nil).Resources())

@@ -37,7 +37,7 @@ func (t *Tracker[S]) MarkSent(uid types.UID, vpa, name string, from, target reso
 	}
 	e := t.entryFor(uid, vpa, name)
 	t.release(e)
-	defer func() { e.last = &resize.LastResize{At: at, From: from, To: e.sent.Target} }()
+	defer func() { e.last = &resize.LastResize{At: at, From: resources.Compact(from), To: e.sent.Target} }()
 	if !t.shareTargets {
 		e.sent = &Sent{Target: target, At: at}
 		return
