@@ -206,3 +206,19 @@ func TestResyncHonoursThePodBackoff(t *testing.T) {
 	f.clock.Step(200 * time.Millisecond) // the first backoff, on the queues' clock
 	assert.Eventually(t, func() bool { return f.ctrl.queue.Len() == 1 }, waitFor, every, "the backoff brings it back")
 }
+
+// TestDecisionLogLevel: a pod up to date, what most updates come to, is
+// logged at -v=4; a resize, a wait and any other skip at -v=2.
+func TestDecisionLogLevel(t *testing.T) {
+	for _, c := range []struct {
+		d    resize.Decision
+		want int
+	}{
+		{resize.Decision{Action: resize.ActionSkip, Reason: resize.ReasonUpToDate}, 4},
+		{resize.Decision{Action: resize.ActionSkip, Reason: resize.ReasonNoRecommendation}, 2},
+		{resize.Decision{Action: resize.ActionPatch, Reason: resize.ReasonResize}, 2},
+		{resize.Decision{Action: resize.ActionWait, Reason: resize.ReasonResizeInProgress}, 2},
+	} {
+		assert.Equal(t, c.want, decisionLogLevel(c.d), "%s %s", c.d.Action, c.d.Reason)
+	}
+}
