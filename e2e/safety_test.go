@@ -95,12 +95,21 @@ func TestCanaryOOMKilledIsRevertedAndTheValuesHeld(t *testing.T) {
 
 	var canary string
 	waitFor(t, eventually, "one canary lowered to 100Mi", func(context.Context) (bool, error) {
-		l := lowered(t, ns, "web", "100Mi")
-		if len(l) > 0 {
-			canary = l[0]
+		// The canary may be lowered, OOM-killed and resized back between
+		// two looks: the pod sent a resize is also the one whose
+		// generation moved.
+		var sent []string
+		for _, p := range podsOf(t, ns, "web") {
+			if memoryRequest(&p) == "100Mi" || p.Generation > 1 {
+				sent = append(sent, p.Name)
+			}
 		}
-		return len(l) == 1, nil
+		if len(sent) > 0 {
+			canary = sent[0]
+		}
+		return len(sent) == 1, nil
 	})
+	waitEvent(t, ns, canary, eventCanary, 1)
 	waitEvent(t, ns, canary, eventHarmed, 1)
 	back := waitResized(t, ns, canary, "100m", "200Mi")
 	t.Logf("canary %s OOM-killed and resized back in place %s after the recommendation", canary, time.Since(start).Round(time.Second))
