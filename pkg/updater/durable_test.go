@@ -139,11 +139,16 @@ func TestDeletedVPAForgetsItsRecordsAndPods(t *testing.T) {
 	require.Len(t, f.ctrl.tracker.Of("default/web"), 1)
 
 	require.NoError(t, f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Delete(context.Background(), "web", metav1.DeleteOptions{}))
+	// The delete handler forgets the store, the tracker and the memo one
+	// after the other: each is waited for, not read once the first is done.
 	require.Eventually(t, func() bool { return f.store.Len() == 0 }, waitFor, every, "the records went with the VPA's annotation")
-	assert.Empty(t, f.ctrl.tracker.Of("default/web"))
-	f.ctrl.mu.Lock()
-	defer f.ctrl.mu.Unlock()
-	assert.NotContains(t, f.ctrl.recommendationSeen, types.UID("uid-web"))
+	require.Eventually(t, func() bool { return len(f.ctrl.tracker.Of("default/web")) == 0 }, waitFor, every, "the attempts are forgotten")
+	require.Eventually(t, func() bool {
+		f.ctrl.mu.Lock()
+		defer f.ctrl.mu.Unlock()
+		_, seen := f.ctrl.recommendationSeen[types.UID("uid-web")]
+		return !seen
+	}, waitFor, every, "the recommendation's time is forgotten")
 }
 
 // A VPA of another tenant, in mode Off, whose annotation holds a record for

@@ -416,7 +416,8 @@ func TestJobRecordsAreCleanedUp(t *testing.T) {
 
 	require.NoError(t, f.kube.BatchV1().Jobs("default").Delete(context.Background(), "train", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return f.store.Len() == 0 }, waitFor, every, "a deleted Job's record is forgotten")
-	assert.Empty(t, f.ctrl.jobTracker.Of("default/train"))
+	// The tracker is forgotten after the store, in the same handler.
+	require.Eventually(t, func() bool { return len(f.ctrl.jobTracker.Of("default/train")) == 0 }, waitFor, every, "and its attempts")
 }
 
 func TestDeletedVPAForgetsItsJobs(t *testing.T) {
@@ -426,5 +427,5 @@ func TestDeletedVPAForgetsItsJobs(t *testing.T) {
 	require.Len(t, f.ctrl.jobTracker.Of("default/train"), 1)
 	require.NoError(t, f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Delete(context.Background(), "train", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return f.store.Len() == 0 }, waitFor, every)
-	assert.Empty(t, f.ctrl.jobTracker.Of("default/train"))
+	require.Eventually(t, func() bool { return len(f.ctrl.jobTracker.Of("default/train")) == 0 }, waitFor, every, "the tracker is forgotten after the store")
 }
