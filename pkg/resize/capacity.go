@@ -2,6 +2,8 @@ package resize
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -94,22 +96,33 @@ func Larger(a, b corev1.ResourceList) corev1.ResourceList {
 	return out
 }
 
-// withRequests returns a copy of pod whose containers and sidecars request
-// what target says.
+// withRequests returns a pod whose containers and sidecars request what
+// target says, for PodRequests: it holds only the parts of pod's spec that
+// PodRequests reads (containers, init containers, pod-level resources,
+// overhead). pod is not changed: the lists are copied, and a container's
+// requests are copied before target's are written into them; what is only
+// read (limits, the other fields of a container) is shared.
 func withRequests(pod *corev1.Pod, target resources.Resources) *corev1.Pod {
-	out := pod.DeepCopy()
+	out := &corev1.Pod{Spec: corev1.PodSpec{
+		Containers:     slices.Clone(pod.Spec.Containers),
+		InitContainers: slices.Clone(pod.Spec.InitContainers),
+		Overhead:       pod.Spec.Overhead,
+	}}
+	if pod.Spec.Resources != nil {
+		r := *pod.Spec.Resources
+		r.Requests = maps.Clone(r.Requests)
+		out.Spec.Resources = &r
+	}
 	for ref := range recommendation.Containers(out) {
 		c := ref.Container
 		t, ok := target[c.Name]
-		if !ok {
+		if !ok || len(t.Requests) == 0 {
 			continue
 		}
-		if c.Resources.Requests == nil {
-			c.Resources.Requests = corev1.ResourceList{}
-		}
-		for name, q := range t.Requests {
-			c.Resources.Requests[name] = q
-		}
+		requests := make(corev1.ResourceList, len(c.Resources.Requests)+len(t.Requests))
+		maps.Copy(requests, c.Resources.Requests)
+		maps.Copy(requests, t.Requests)
+		c.Resources.Requests = requests
 	}
 	setPodLevelRequests(out, target)
 	return out

@@ -124,3 +124,29 @@ func TestFitsNode(t *testing.T) {
 		assert.Contains(t, why, "the pod would request 2500m")
 	})
 }
+
+// ResizedRequests counts target's requests of containers, sidecars and the
+// pod level, and leaves the pod it reads (an informer's object) as it was:
+// the requests it writes go into copies.
+func TestResizedRequestsLeavesThePodAlone(t *testing.T) {
+	pod := testpod.New("p").InitContainer("setup", "700m", "").Container("app", "500m", "500Mi").Sidecar("proxy", "300m", "100Mi").
+		PodLevel("2", "1Gi", "", "").Running().Obj()
+	pod.Spec.Overhead = testpod.List("50m", "10Mi")
+	before := pod.DeepCopy()
+
+	got := ResizedRequests(pod, resources.Resources{
+		"app":              {Requests: testpod.List("600m", "700Mi")},
+		"proxy":            {Requests: testpod.List("400m", "")},
+		resources.PodLevel: {Requests: testpod.List("3", "2Gi")},
+	})
+	assert.Equal(t, "3050m", ptrQ(got[corev1.ResourceCPU]).String(), "the pod level's 3 CPUs and the overhead")
+	assert.Equal(t, "2058Mi", ptrQ(got[corev1.ResourceMemory]).String())
+	assert.Equal(t, before, pod, "the pod read is not changed")
+
+	pod.Spec.Resources = nil
+	before = pod.DeepCopy()
+	got = ResizedRequests(pod, resources.Resources{"app": {Requests: testpod.List("600m", "700Mi")}, "proxy": {Requests: testpod.List("400m", "")}})
+	assert.Equal(t, "1050m", ptrQ(got[corev1.ResourceCPU]).String(), "app 600m + sidecar 400m + overhead 50m")
+	assert.Equal(t, "810Mi", ptrQ(got[corev1.ResourceMemory]).String(), "app 700Mi + sidecar 100Mi + overhead 10Mi")
+	assert.Equal(t, before, pod, "the pod read is not changed")
+}
