@@ -337,7 +337,10 @@ func (s *InMemoryStore) getFor(owner Owner, uid types.UID) (*Record, bool, *Owne
 		return nil, false, nil
 	}
 	s.remove(uid)
-	return nil, false, &e.owner
+	// A copy: taking e's own address would move every lookup's e to the
+	// heap.
+	other := e.owner
+	return nil, false, &other
 }
 
 // Put implements Store.

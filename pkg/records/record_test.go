@@ -82,6 +82,24 @@ func TestMemoryStore(t *testing.T) {
 	assert.NoError(t, s.Load(context.Background()), "nothing durable to load")
 }
 
+// GetFor runs in every decision, for every pod: a lookup, held or not,
+// allocates nothing.
+func TestMemoryStoreGetForAllocatesNothing(t *testing.T) {
+	s := NewInMemoryStore()
+	s.Put(web, "a", &Record{Kind: KindInfeasible})
+	held := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, ok := s.GetFor(web, "a"); ok {
+			held++
+		}
+		if _, ok := s.GetFor(web, "b"); ok {
+			held++
+		}
+	})
+	assert.Zero(t, allocs)
+	assert.Equal(t, 101, held, "a is held on every run and the warm-up, b never")
+}
+
 func TestMemoryStoreConcurrentUse(t *testing.T) {
 	s := NewInMemoryStore()
 	var wg sync.WaitGroup
