@@ -206,15 +206,18 @@ type Deps struct {
 
 // Controller is the InPlace updater.
 type Controller struct {
-	cfg        Config
-	client     kubernetes.Interface
-	vpaClient  vpaclientset.Interface
-	pods       corelisters.PodLister
-	podIdx     cache.Indexer
-	vpas       vpalisters.VerticalPodAutoscalerLister
-	configMaps corelisters.ConfigMapLister
-	pdbs       policylisters.PodDisruptionBudgetLister
-	nodes      corelisters.NodeLister
+	cfg       Config
+	client    kubernetes.Interface
+	vpaClient vpaclientset.Interface
+	pods      corelisters.PodLister
+	podIdx    cache.Indexer
+	vpas      vpalisters.VerticalPodAutoscalerLister
+	// configMaps is the cache of the kill switch's ConfigMap, read by
+	// key: its absence, the default, is answered without an error value.
+	configMaps   cache.Indexer
+	configMapKey string
+	pdbs         policylisters.PodDisruptionBudgetLister
+	nodes        corelisters.NodeLister
 	// nodePodIdx indexes by node the pods bound to nodes (Deps.NodePods).
 	nodePodIdx cache.Indexer
 	jobs       batchlisters.JobLister
@@ -397,7 +400,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		return nil, err
 	}
 	if deps.ConfigMaps != nil {
-		c.configMaps = deps.ConfigMaps.Lister()
+		c.configMaps = deps.ConfigMaps.Informer().GetIndexer()
+		c.configMapKey = cfg.ConfigMap.String()
 		// Fail closed: no resize before the kill switch has been read.
 		c.synced = append(c.synced, deps.ConfigMaps.Informer().HasSynced)
 	}

@@ -227,8 +227,8 @@ func TestClusterKillSwitch(t *testing.T) {
 				_, err := f.kube.CoreV1().ConfigMaps(systemNamespace).Create(context.Background(), tc.cm, metav1.CreateOptions{})
 				require.NoError(t, err)
 				require.Eventually(t, func() bool {
-					_, err := f.ctrl.configMaps.ConfigMaps(systemNamespace).Get(tc.cm.Name)
-					return err == nil
+					_, exists, err := f.ctrl.configMaps.GetByKey(systemNamespace + "/" + tc.cm.Name)
+					return err == nil && exists
 				}, 10*time.Second, 10*time.Millisecond)
 			}
 			require.NoError(t, f.sync("p"))
@@ -261,5 +261,19 @@ func TestClusterKillSwitch(t *testing.T) {
 		_, err = f.kube.CoreV1().ConfigMaps(systemNamespace).Update(context.Background(), configMap(map[string]string{PausedKey: "false"}), metav1.UpdateOptions{})
 		require.NoError(t, err)
 		assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, 10*time.Second, 20*time.Millisecond)
+	})
+
+	// Every decision reads the switch; its absence, the default, costs no
+	// allocation (a lister would build a NotFound error each time).
+	t.Run("no ConfigMap is read without allocating", func(t *testing.T) {
+		f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{watchConfigMap: true})
+		paused := 0
+		allocs := testing.AllocsPerRun(100, func() {
+			if on, _ := f.ctrl.clusterPaused(); on {
+				paused++
+			}
+		})
+		assert.Zero(t, allocs)
+		assert.Zero(t, paused)
 	})
 }

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 )
@@ -36,12 +36,16 @@ func (c *Controller) clusterPaused() (bool, string) {
 	if c.configMaps == nil {
 		return false, ""
 	}
-	cm, err := c.configMaps.ConfigMaps(c.cfg.ConfigMap.Namespace).Get(c.cfg.ConfigMap.Name)
-	if apierrors.IsNotFound(err) {
-		return false, ""
-	}
+	obj, exists, err := c.configMaps.GetByKey(c.configMapKey)
 	if err != nil {
 		return true, fmt.Sprintf("ConfigMap %s cannot be read (%v)", c.cfg.ConfigMap, err)
+	}
+	if !exists {
+		return false, ""
+	}
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return true, fmt.Sprintf("ConfigMap %s cannot be read (its cache holds a %T)", c.cfg.ConfigMap, obj)
 	}
 	value, ok := cm.Data[PausedKey]
 	if !ok {
