@@ -47,7 +47,7 @@ func FitsNode(node *corev1.Node, others []*corev1.Pod, held map[types.UID]corev1
 		// not resize them.
 		requests := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true})
 		if h, ok := held[p.UID]; ok {
-			requests = Larger(requests, h)
+			requests = larger(requests, h)
 		}
 		addTo(used, requests)
 	}
@@ -82,8 +82,8 @@ func ResizedRequests(pod *corev1.Pod, target resources.Resources) corev1.Resourc
 	return resourcehelper.PodRequests(withRequests(pod, target), resourcehelper.PodResourcesOptions{})
 }
 
-// Larger returns, for each resource of a or b, the larger quantity.
-func Larger(a, b corev1.ResourceList) corev1.ResourceList {
+// larger returns, for each resource of a or b, the larger quantity.
+func larger(a, b corev1.ResourceList) corev1.ResourceList {
 	out := make(corev1.ResourceList, len(a)+len(b))
 	for name, q := range a {
 		out[name] = q

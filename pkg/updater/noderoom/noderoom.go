@@ -25,6 +25,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -64,10 +65,49 @@ type hold struct {
 	// cached pod past them shows the resize.
 	generation int64
 	spec       string
-	// requests is what the pod requests of the node once resized
-	// (resize.ResizedRequests).
-	requests corev1.ResourceList
-	taken    time.Time
+	// room is what the pod requests of the node once resized
+	// (resize.ResizedRequests), of what resize.FitsNode compares.
+	room  room
+	taken time.Time
+}
+
+// room is the cpu and memory a pod requests of its node: what
+// resize.FitsNode compares, kept without a map (a burst of resizes holds
+// one per pod resized).
+type room struct {
+	cpu, memory resource.Quantity
+	hasCPU      bool
+	hasMemory   bool
+}
+
+func roomOf(requests corev1.ResourceList) room {
+	var r room
+	r.cpu, r.hasCPU = requests[corev1.ResourceCPU]
+	r.memory, r.hasMemory = requests[corev1.ResourceMemory]
+	return r
+}
+
+// list returns the room as FitsNode takes it.
+func (r room) list() corev1.ResourceList {
+	out := make(corev1.ResourceList, 2)
+	if r.hasCPU {
+		out[corev1.ResourceCPU] = r.cpu
+	}
+	if r.hasMemory {
+		out[corev1.ResourceMemory] = r.memory
+	}
+	return out
+}
+
+// larger returns, for cpu and memory, the larger of r and o.
+func (r room) larger(o room) room {
+	if o.hasCPU && (!r.hasCPU || o.cpu.Cmp(r.cpu) > 0) {
+		r.cpu, r.hasCPU = o.cpu, true
+	}
+	if o.hasMemory && (!r.hasMemory || o.memory.Cmp(r.memory) > 0) {
+		r.memory, r.hasMemory = o.memory, true
+	}
+	return r
 }
 
 // New returns a Ledger reading the cached pods of a node through pods.
@@ -106,7 +146,7 @@ func (l *Ledger) Reserve(pod *corev1.Pod, target resources.Resources, check *cor
 		held := map[types.UID]corev1.ResourceList{}
 		for uid, h := range n.held {
 			if uid != pod.UID {
-				held[uid] = h.requests
+				held[uid] = h.room.list()
 			}
 		}
 		if fits, why := resize.FitsNode(check, others, held, pod, target); !fits {
@@ -116,14 +156,14 @@ func (l *Ledger) Reserve(pod *corev1.Pod, target resources.Resources, check *cor
 			return false, why
 		}
 	}
-	need := resize.ResizedRequests(pod, target)
+	need := roomOf(resize.ResizedRequests(pod, target))
 	spec := resize.SpecOf(pod)
 	if h, ok := n.held[pod.UID]; ok && h.generation == pod.Generation && h.spec == spec {
 		// An earlier resize decided on this same version of the pod may
 		// still be applied (its answer was lost): the larger of both.
-		need = resize.Larger(h.requests, need)
+		need = h.room.larger(need)
 	}
-	n.held[pod.UID] = &hold{generation: pod.Generation, spec: spec, requests: need, taken: now}
+	n.held[pod.UID] = &hold{generation: pod.Generation, spec: spec, room: need, taken: now}
 	return true, ""
 }
 

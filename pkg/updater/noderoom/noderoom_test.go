@@ -2,6 +2,7 @@ package noderoom
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -213,4 +214,60 @@ func BenchmarkReserve(b *testing.B) {
 			b.Fatal(why)
 		}
 	}
+}
+
+// A hold keeps the cpu and memory FitsNode compares, whichever of them the
+// pod requests, and the larger of two holds takes each at its larger.
+func TestRoom(t *testing.T) {
+	cpuOnly := roomOf(testpod.List("2", ""))
+	both := roomOf(testpod.List("1500m", "2Gi"))
+	assert.Equal(t, testpod.List("2", ""), cpuOnly.list())
+	assert.Equal(t, testpod.List("1500m", "2Gi"), both.list())
+
+	got := cpuOnly.larger(both).list()
+	assert.Equal(t, "2", ptr(got[corev1.ResourceCPU]).String())
+	assert.Equal(t, "2Gi", ptr(got[corev1.ResourceMemory]).String(), "memory only in the second")
+	got = both.larger(roomOf(testpod.List("1", "3Gi"))).list()
+	assert.Equal(t, "1500m", ptr(got[corev1.ResourceCPU]).String())
+	assert.Equal(t, "3Gi", ptr(got[corev1.ResourceMemory]).String())
+	assert.Empty(t, roomOf(testpod.List("", "")).list(), "nothing requested, nothing held")
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// BenchmarkRetainedPerHold measures the heap one hold keeps while its
+// resize is on its way (a burst of resizes holds one per pod resized):
+// retained-B/hold, after a collection.
+func BenchmarkRetainedPerHold(b *testing.B) {
+	const n = 1000
+	pods := make([]*corev1.Pod, n)
+	for i := range pods {
+		pods[i] = broker(fmt.Sprintf("pod-%d", i), "10m")
+		pods[i].UID = types.UID(fmt.Sprintf("uid-%d", i))
+	}
+	var retained int64
+	for b.Loop() {
+		b.StopTimer()
+		l := New(clocktesting.NewFakeClock(t0), newCache().onNode)
+		before := heapAfterGC()
+		b.StartTimer()
+		for _, p := range pods {
+			if ok, why := l.Reserve(p, to("20m"), nil); !ok {
+				b.Fatal(why)
+			}
+		}
+		b.StopTimer()
+		require.Equal(b, n, l.Len())
+		retained += heapAfterGC() - before
+		runtime.KeepAlive(l)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(retained)/float64(b.N*n), "retained-B/hold")
+}
+
+func heapAfterGC() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
