@@ -2,7 +2,6 @@ package noderoom
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testheap"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 )
 
@@ -247,27 +247,16 @@ func BenchmarkRetainedPerHold(b *testing.B) {
 	}
 	var retained int64
 	for b.Loop() {
-		b.StopTimer()
-		l := New(clocktesting.NewFakeClock(t0), newCache().onNode)
-		before := heapAfterGC()
-		b.StartTimer()
-		for _, p := range pods {
-			if ok, why := l.Reserve(p, to("20m"), nil); !ok {
-				b.Fatal(why)
+		retained += testheap.Held(func() any {
+			l := New(clocktesting.NewFakeClock(t0), newCache().onNode)
+			for _, p := range pods {
+				if ok, why := l.Reserve(p, to("20m"), nil); !ok {
+					b.Fatal(why)
+				}
 			}
-		}
-		b.StopTimer()
-		require.Equal(b, n, l.Len())
-		retained += heapAfterGC() - before
-		runtime.KeepAlive(l)
-		b.StartTimer()
+			require.Equal(b, n, l.Len())
+			return l
+		})
 	}
 	b.ReportMetric(float64(retained)/float64(b.N*n), "retained-B/hold")
-}
-
-func heapAfterGC() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
 }
