@@ -2,6 +2,7 @@ package resources
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
@@ -91,4 +92,30 @@ func TestCompactValues(t *testing.T) {
 	assert.Nil(t, Compact(nil))
 	assert.Nil(t, Compact(Resources{"app": {}}), "a container with no value")
 	assert.Nil(t, Values(nil).Resources())
+}
+
+func TestValueKeepsEveryQuantityExactly(t *testing.T) {
+	for _, s := range []string{
+		"0", "1", "100m", "1500m", "0.5", "1n", "123456789n", "2.000000001", "10Mi", "1.5Gi",
+		"64Gi", "100m", "1e3", "12E", "8Ei", "9223372036854775807", "9223372036854775808",
+		"10000000000.000000001", "99999999999999999999999", "1k", "1.1k", "1.100", "0.100",
+	} {
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			q := resource.MustParse(s)
+			for _, limit := range []bool{false, true} {
+				v := newValue("app", limit, name, q)
+				got := v.Quantity()
+				assert.Zero(t, got.Cmp(q), "%s: %s", s, got.String())
+				assert.Equal(t, q.String(), got.String(), "%s renders the same", s)
+				assert.Equal(t, q.Format, got.Format, "%s", s)
+				assert.Equal(t, limit, v.Limit(), "%s", s)
+				assert.Equal(t, name, v.Name(), "%s", s)
+			}
+		}
+	}
+	small := newValue("app", false, corev1.ResourceCPU, resource.MustParse("1500m"))
+	assert.Nil(t, small.big, "a milli value is an amount")
+	huge := newValue("app", false, corev1.ResourceMemory, resource.MustParse("99999999999999999999999"))
+	assert.NotNil(t, huge.big, "beyond an int64 it is kept whole")
+	assert.Equal(t, uintptr(40), unsafe.Sizeof(Value{}), "a Value is 40 bytes: a watch keeps several per resize")
 }

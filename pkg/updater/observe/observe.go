@@ -98,7 +98,7 @@ type Watcher struct {
 
 type watch struct {
 	// Resize without its From and To, which from and to keep compact
-	// for the window (resources.Values: a sixth of the memory).
+	// for the window (resources.Values: a tenth of the memory, or less).
 	Resize
 	from, to resources.Values
 	// since is when the resize was seen completed (zero while under way);
@@ -308,10 +308,10 @@ func holds(pod *corev1.Pod, to resources.Values) bool {
 	for _, v := range to {
 		r := now[v.Container]
 		l := r.Requests
-		if v.Limit {
+		if v.Limit() {
 			l = r.Limits
 		}
-		if q, ok := l[v.Name]; ok && q.Cmp(v.Quantity) != 0 {
+		if q, ok := l[v.Name()]; ok && q.Cmp(v.Quantity()) != 0 {
 			return false
 		}
 	}

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,10 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testheap"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 )
 
@@ -251,4 +254,30 @@ func TestRestoredWatch(t *testing.T) {
 	clk.Step(2 * time.Minute)
 	look, _ = w.Observe(podAt(true))
 	assert.Equal(t, StatePassed, look.State, "a watch held is kept")
+}
+
+// BenchmarkRetainedPerWatch measures the heap a watch keeps for its window:
+// the Resize a pod's resize of one container's cpu and memory requests was
+// sent as, with its from and to values, and its place in the watcher. The
+// pods' names, UIDs and the VPA's are the caller's, shared.
+func BenchmarkRetainedPerWatch(b *testing.B) {
+	const n = 1000
+	uids := make([]types.UID, n)
+	names := make([]string, n)
+	for i := range uids {
+		uids[i], names[i] = types.UID(fmt.Sprintf("uid-%05d", i)), fmt.Sprintf("web-%05d", i)
+	}
+	var held float64
+	for b.Loop() {
+		held = float64(testheap.Held(func() any {
+			w, _ := newWatcher()
+			for i, uid := range uids {
+				r := lowered()
+				r.Name = names[i]
+				w.Sent(uid, r)
+			}
+			return w
+		})) / n
+	}
+	b.ReportMetric(held, "held-B/watch")
 }
