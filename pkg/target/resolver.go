@@ -26,6 +26,11 @@
 //
 // When several VPAs may control a pod, under one rule or several, the
 // oldest wins (then the first by name).
+//
+// Upstream's resolution reads well-known controllers from informer caches;
+// one missing from them when upstream's walk or selector fetch fails is
+// read from the API server (pastLaggingCaches, selectorPastLaggingCaches):
+// the caches lag, and a pod is admitted once.
 package target
 
 import (
@@ -141,8 +146,11 @@ type Resolver struct {
 	controllers controllerfetcher.ControllerFetcher
 	kinds       Kinds
 	owners      OwnerReader
-	budget      *ReadBudget
-	now         func() time.Time
+	// liveSelectors, if set, reads the selectors of well-known targets
+	// missing from the informer caches.
+	liveSelectors SelectorReader
+	budget        *ReadBudget
+	now           func() time.Time
 
 	// targets shares the resolution of one VPA's target among the pods
 	// that need it at once.
@@ -223,7 +231,8 @@ func NewClusterResolver(ctx context.Context, config *rest.Config, factory inform
 	kinds := NewDiscoveryKinds(reads.Discovery(), time.Now)
 	budget := NewReadBudget(DefaultProcessReads, DefaultNamespaceReads)
 	return NewResolver(vpas.GetIndexer(), selectors, controllers, kinds, time.Now,
-		WithOwners(NewMetadataOwners(meta, kinds, budget, time.Now)), WithReadBudget(budget))
+		WithOwners(NewMetadataOwners(meta, kinds, budget, time.Now)), WithReadBudget(budget),
+		WithSelectorReader(NewAPISelectors(reads, budget)))
 }
 
 // Target returns how the VPA's pods are found: a label selector, or the
@@ -321,7 +330,11 @@ func (r *Resolver) resolve(ctx context.Context, vpa *vpatypes.VerticalPodAutosca
 // share of the VPA's namespace's budget and is bounded in time.
 func (r *Resolver) fetchSelector(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler) (labels.Selector, error) {
 	if wellKnownKinds[vpa.Spec.TargetRef.Kind] {
-		return r.selectors.Fetch(ctx, vpa)
+		sel, err := r.selectors.Fetch(ctx, vpa)
+		if err != nil && ctx.Err() == nil {
+			return r.selectorPastLaggingCaches(ctx, vpa, err)
+		}
+		return sel, err
 	}
 	release, err := r.budget.Acquire(ctx, vpa.Namespace)
 	if err != nil {
@@ -347,7 +360,11 @@ func (r *Resolver) topMostController(ctx context.Context, pod *corev1.Pod) (*con
 	}
 	ctx, cancel := context.WithTimeout(ctx, upstreamReadTimeout)
 	defer cancel()
-	return vpaapiutil.FindParentControllerForPod(ctx, pod, r.controllers)
+	parent, err := vpaapiutil.FindParentControllerForPod(ctx, pod, r.controllers)
+	if err != nil && ctx.Err() == nil {
+		return r.pastLaggingCaches(ctx, pod, err)
+	}
+	return parent, err
 }
 
 // Forget drops what is cached for a VPA (call it when the VPA is deleted).
