@@ -236,6 +236,8 @@ func (rep *Report) rows() []row {
 	})
 	add("API requests, whole run", count, true, func(r *Result) float64 { return float64(r.Total.Total()) })
 	add("peak RSS (VmHWM)", mib, true, func(r *Result) float64 { return float64(r.PeakRSS) })
+	add("peak anonymous memory (RssAnon, sampled)", mib, true, func(r *Result) float64 { return float64(r.PeakAnon) })
+	add("peak file-backed memory (RssFile, sampled)", mib, true, func(r *Result) float64 { return float64(r.PeakFile) })
 	add("CPU time, whole run", secs, true, func(r *Result) float64 { return r.CPU.Seconds() })
 	return rows
 }
@@ -374,6 +376,7 @@ func (rep *Report) Markdown(reproduce string) string {
 	fmt.Fprintf(&b, "- Both updaters get the same client limits: `--kube-api-qps=%g --kube-api-burst=%d`. The driver itself uses %g/%d and talks to the API server directly.\n", o.QPS, o.Burst, o.DriverQPS, o.DriverBurst)
 	b.WriteString("- API requests are counted by a reverse proxy on 127.0.0.1 in front of the API server, one per updater: the updater's kubeconfig points at it (plain HTTP, no credentials) and the proxy forwards over TLS with the updater's credentials; it counts every request by verb, resource and subresource (the way the API server's request info names them). Watches count once, when opened.\n")
 	b.WriteString("- Peak RSS is `VmHWM` of `/proc/<pid>/status` at the end of the run; CPU time is `utime + stime` of `/proc/<pid>/stat`, for the whole run (startup included).\n")
+	fmt.Fprintf(&b, "- Its two parts are sampled every %s: `RssAnon`, the process's own memory (heap, stacks), and `RssFile`, the pages of its binary it has mapped. The page cache of each binary is dropped before it starts, so that `RssFile` depends on what the process runs, not on how its file came into the cache (a binary just written by the linker can show megabytes more of it).\n", MemorySampleInterval)
 	b.WriteString("- One updater at a time, on the same cluster and pods. Before each, with no updater running, the driver resets every VPA to the baseline recommendation and resizes every pod back to it, and waits until every resize has completed.\n")
 	fmt.Fprintf(&b, "- Scenarios, in order: startup (ready, then %s settle, then no write for 10 s); **isolated**: %d VPAs changed one at a time, %s apart (%s → %s), then up to 5 min for the tail; "+
 		"**burst**: every VPA changed at once (→ %s; all %d writes by the driver took the time shown under *burst write*); "+

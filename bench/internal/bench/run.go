@@ -50,8 +50,11 @@ type Result struct {
 	Phases []Phase
 	// PeakRSS is VmHWM at the end of the run, CPU the user+system time.
 	PeakRSS int64
-	CPU     time.Duration
-	Total   proxy.Counts
+	// PeakAnon and PeakFile are the largest RssAnon and RssFile sampled
+	// during the run: the process's own memory, and its binary's pages.
+	PeakAnon, PeakFile int64
+	CPU                time.Duration
+	Total              proxy.Counts
 	// Latencies are the proxy's observations of the responses.
 	Latencies map[proxy.Key]proxy.Latency
 	// Profiles lists pprof files fetched, Notes anything odd seen.
@@ -166,6 +169,9 @@ func runOne(ctx context.Context, o *Options, w *workload, spec UpdaterSpec, log 
 		return nil, err
 	}
 	defer logFile.Close()
+	if err := proc.DropCache(spec.Binary); err != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("the page cache of the binary was not dropped before the start (%v): its file-backed memory may not compare with other runs'", err))
+	}
 	cmd := exec.Command(spec.Binary, r.Args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// The updater dies with the driver, whatever happens to the driver.
@@ -178,6 +184,8 @@ func runOne(ctx context.Context, o *Options, w *workload, spec UpdaterSpec, log 
 	go func() { exited <- cmd.Wait() }()
 	defer stopProcess(cmd, exited)
 	pid := cmd.Process.Pid
+	memory := proc.Sample(pid, MemorySampleInterval)
+	defer memory.Stop()
 	log("%s: pid %d, address %s, proxy %s, log %s", spec.Name, pid, addr, p.URL(), logFile.Name())
 
 	ph := &phaser{proxy: p, pid: pid, last: start, lastCounts: proxy.Counts{}, result: r}
@@ -327,6 +335,7 @@ func runOne(ctx context.Context, o *Options, w *workload, spec UpdaterSpec, log 
 		return r, fmt.Errorf("reading /proc of the updater: %w", err)
 	}
 	r.PeakRSS, r.CPU = stats.PeakRSS, stats.CPU
+	r.PeakAnon, r.PeakFile = memory.Stop()
 	r.Total = p.Snapshot()
 	r.Latencies = p.Latencies()
 	if err := w.t.WriteCSV(filepath.Join(o.WorkDir, spec.Name+"-pods.csv")); err != nil {
@@ -339,6 +348,10 @@ func runOne(ctx context.Context, o *Options, w *workload, spec UpdaterSpec, log 
 	}
 	return r, nil
 }
+
+// MemorySampleInterval is how often the updater's anonymous and file-backed
+// memory are read during a run.
+const MemorySampleInterval = 250 * time.Millisecond
 
 // Quiet is how long an updater must make no write for a phase to end once
 // its resizes are done: writes it queued (events) belong to the phase.
