@@ -37,6 +37,21 @@ var builtinControllers = map[string]string{
 	"ReplicationController": "",
 }
 
+// builtinGroup returns the API group of kind when kind is a well-known
+// controller named in that group by apiVersion: a kind of the same name in
+// another group (a tenant's CRD) is not one.
+func builtinGroup(apiVersion, kind string) (group string, ok bool) {
+	group, ok = builtinControllers[kind]
+	if !ok {
+		return "", false
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || gv.Group != group {
+		return "", false
+	}
+	return group, true
+}
+
 // pastLaggingCaches walks up from pod's controller once upstream's walk
 // has failed (upstreamErr), in case a well-known controller on the way is
 // only missing from the informer caches. Each well-known controller on the
@@ -52,9 +67,8 @@ func (r *Resolver) pastLaggingCaches(ctx context.Context, pod *corev1.Pod, upstr
 		return nil, upstreamErr
 	}
 	for range MaxOwnerDepth {
-		group, builtin := builtinControllers[ref.Kind]
-		gv, err := schema.ParseGroupVersion(ref.APIVersion)
-		if !builtin || err != nil || gv.Group != group {
+		group, builtin := builtinGroup(ref.APIVersion, ref.Kind)
+		if !builtin {
 			return nil, upstreamErr
 		}
 		key := controllerKey(pod.Namespace, ref)
@@ -126,9 +140,7 @@ func WithSelectorReader(s SelectorReader) Option {
 // server as well leaves upstream's error.
 func (r *Resolver) selectorPastLaggingCaches(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler, upstreamErr error) (labels.Selector, error) {
 	ref := vpa.Spec.TargetRef
-	group, builtin := builtinControllers[ref.Kind]
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if r.liveSelectors == nil || !builtin || err != nil || gv.Group != group {
+	if _, builtin := builtinGroup(ref.APIVersion, ref.Kind); r.liveSelectors == nil || !builtin {
 		return nil, upstreamErr
 	}
 	sel, found, err := r.liveSelectors.Selector(ctx, vpa.Namespace, ref.Kind, ref.Name)
