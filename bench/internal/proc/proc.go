@@ -96,9 +96,9 @@ func kib(v string) (int64, error) {
 // DropCache writes back and then drops the page cache of the file at path.
 // Started right after, a process maps its binary from a cold cache: how much
 // of the binary's code is resident (RssFile, part of VmHWM) then depends on
-// what the process runs, not on how the file came into the cache. A binary
-// the linker has just written can show megabytes more of it resident than
-// the same file read back from disk.
+// what the process runs, not on how the file came into the cache: a binary
+// just built can show megabytes more of it resident than the same file read
+// back from disk.
 func DropCache(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
