@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Longer fuzz runs of the admission webhook's request decoding and handling,
-# of the records decoder (annotations on VPAs, untrusted input) and of the
-# resize-window parser (VPA and namespace annotations). A
+# of the records decoder (annotations on VPAs, untrusted input), of the
+# resize-window parser (VPA and namespace annotations) and of the JVM heap
+# reading (pod specs) and jvm annotation parser. A
 # failing input is written to the package's testdata/fuzz/ and replayed by
 # every later `go test` of the package.
 #   FUZZTIME  how long each fuzz target runs (default 5m)
@@ -15,3 +16,5 @@ go test -run '^$' -fuzz '^FuzzAppendReview$' -fuzztime "${FUZZTIME:-5m}" ./pkg/a
 go test -run '^$' -fuzz '^FuzzDecodeAnnotation$' -fuzztime "${FUZZTIME:-5m}" ./pkg/records/
 go test -run '^$' -fuzz '^FuzzDecodeCompact$' -fuzztime "${FUZZTIME:-5m}" ./pkg/records/
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${FUZZTIME:-5m}" ./pkg/window/
+go test -run '^$' -fuzz '^FuzzParseOptions$' -fuzztime "${FUZZTIME:-5m}" ./pkg/jvm/
+go test -run '^$' -fuzz '^FuzzParseAnnotation$' -fuzztime "${FUZZTIME:-5m}" ./pkg/jvm/

@@ -15,3 +15,6 @@ go test -run '^$' -fuzz '^FuzzDecodeAnnotation$' -fuzztime 10000x -parallel 2 ./
 go test -run '^$' -fuzz '^FuzzDecodeCompact$' -fuzztime 10000x -parallel 2 ./pkg/records/
 # And of the resize-window parser (VPA and namespace annotations).
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 10000x -parallel 2 ./pkg/window/
+# And of the JVM heap reading (pod specs) and the VPA's jvm annotation.
+go test -run '^$' -fuzz '^FuzzParseOptions$' -fuzztime 10000x -parallel 2 ./pkg/jvm/
+go test -run '^$' -fuzz '^FuzzParseAnnotation$' -fuzztime 10000x -parallel 2 ./pkg/jvm/
