@@ -281,7 +281,9 @@ func TestAFailedOwnerLookupKeepsTheRecord(t *testing.T) {
 func TestNothingIsSentWhileTheRecordsNamespaceIsMissing(t *testing.T) {
 	kube := kubefake.NewClientset(webPod("p").Running().Obj())
 	bumpResourceVersions(kube)
+	var creates atomic.Int32
 	kube.PrependReactor("create", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
+		creates.Add(1)
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, systemNamespace)
 	})
 	vpaClient := vpafake.NewSimpleClientset(inPlaceVPA("300m", "300Mi"))
@@ -296,8 +298,15 @@ func TestNothingIsSentWhileTheRecordsNamespaceIsMissing(t *testing.T) {
 		return err != nil && strings.Contains(err.Error(), `namespace "vpa-inplace-system" does not exist`)
 	}, waitFor, every, "not ready, saying why")
 	require.ErrorIs(t, f.sync("p"), errRecordsNotLoaded)
-	f.clock.Step(time.Minute) // the load is retried, and fails again
-	time.Sleep(200 * time.Millisecond)
+	// The load is retried after its backoff, and fails again.
+	tried := creates.Load()
+	require.Eventually(t, func() bool {
+		f.clock.Step(time.Minute) // the longest backoff
+		return creates.Load() > tried
+	}, waitFor, every, "the load is retried")
+	require.Eventually(t, func() bool {
+		err := f.ctrl.RecordsLoaded()
+		return err != nil && strings.Contains(err.Error(), `namespace "vpa-inplace-system" does not exist`)
+	}, waitFor, every, "and fails again")
 	assert.Empty(t, f.resizePatches(), "nothing sent that could not be recorded")
-	assert.Error(t, f.ctrl.RecordsLoaded())
 }
