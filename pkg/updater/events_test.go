@@ -200,7 +200,7 @@ func TestPauseAnnotation(t *testing.T) {
 		delete(v.Annotations, PausedAnnotation)
 		_, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Update(context.Background(), v, metav1.UpdateOptions{})
 		require.NoError(t, err)
-		assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, 10*time.Second, 20*time.Millisecond,
+		assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, 20*time.Millisecond,
 			"the annotation change alone queues the pods, long before the resync interval")
 	})
 }
@@ -252,7 +252,7 @@ func TestClusterKillSwitch(t *testing.T) {
 		f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{watchConfigMap: true})
 		_, err := f.kube.CoreV1().ConfigMaps(systemNamespace).Create(context.Background(), configMap(map[string]string{PausedKey: "true"}), metav1.CreateOptions{})
 		require.NoError(t, err)
-		require.Eventually(t, func() bool { paused, _ := f.ctrl.clusterPaused(); return paused }, 10*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { paused, _ := f.ctrl.clusterPaused(); return paused }, waitFor, 10*time.Millisecond)
 		f.run()
 		require.Eventually(t, func() bool {
 			return counter(t, f, report.MetricResizesWithheld, "reason", withheldClusterPaused) >= 1
@@ -260,7 +260,7 @@ func TestClusterKillSwitch(t *testing.T) {
 
 		_, err = f.kube.CoreV1().ConfigMaps(systemNamespace).Update(context.Background(), configMap(map[string]string{PausedKey: "false"}), metav1.UpdateOptions{})
 		require.NoError(t, err)
-		assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, 10*time.Second, 20*time.Millisecond)
+		assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, 20*time.Millisecond)
 	})
 
 	// Every decision reads the switch; its absence, the default, costs no

@@ -102,7 +102,7 @@ func TestShippedEmptyLeaseIsTaken(t *testing.T) {
 			return nil
 		})
 	}()
-	require.Eventually(t, worked.Load, 10*time.Second, 10*time.Millisecond, "leads")
+	require.Eventually(t, worked.Load, time.Minute, 10*time.Millisecond, "leads")
 	lease, err := kube.CoordinationV1().Leases("vpa-inplace-system").Get(ctx, "vpa-inplace-updater", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Regexp(t, "^a_", ptr.Deref(lease.Spec.HolderIdentity, ""))
@@ -125,7 +125,7 @@ func TestMissingLeaseStopsTheElectionWithAnError(t *testing.T) {
 		select {
 		case err := <-done:
 			return err
-		case <-time.After(20 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("the election did not stop")
 			return nil
 		}
