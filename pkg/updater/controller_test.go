@@ -143,7 +143,7 @@ func TestExactlyOneWritePerChange(t *testing.T) {
 	require.Eventually(t, func() bool {
 		p, err := f.ctrl.pods.Pods("default").Get("p")
 		return err == nil && p.Spec.Containers[0].Resources.Requests.Cpu().String() == "300m"
-	}, 10*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 	require.NoError(t, f.sync("p"))
 	require.NoError(t, f.sync("p"))
 	assert.Equal(t, []string{"patch pods/resize"}, f.writes())
@@ -325,7 +325,7 @@ func TestLongStaleCacheReadsThePodInsteadOfPatchingAgain(t *testing.T) {
 	require.Eventually(t, func() bool {
 		cached, err := f.ctrl.pods.Pods("default").Get("p")
 		return err == nil && cached.ResourceVersion != stale.ResourceVersion
-	}, 10*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 	require.NoError(t, f.ctrl.podIdx.Update(stale))
 
 	f.clock.Step(state.MaxCacheLag - time.Second)
@@ -376,7 +376,7 @@ func TestLaggingCacheOlderThanThePodReadIsNotDecidedOn(t *testing.T) {
 		require.Eventually(t, func() bool {
 			cached, err := f.ctrl.pods.Pods("default").Get("p")
 			return err == nil && cached.ResourceVersion == live.ResourceVersion
-		}, 10*time.Second, 10*time.Millisecond)
+		}, waitFor, 10*time.Millisecond)
 		require.NoError(t, f.ctrl.podIdx.Update(stale))
 	}
 

@@ -193,7 +193,7 @@ func TestPauseAnnotation(t *testing.T) {
 		f.run()
 		require.Eventually(t, func() bool {
 			return counter(t, f, report.MetricResizesWithheld, "reason", withheldVPAPaused) >= 1
-		}, 10*time.Second, 20*time.Millisecond)
+		}, waitFor, 20*time.Millisecond)
 		assert.Empty(t, f.resizePatches())
 
 		v := f.getVPA("web")
@@ -229,7 +229,7 @@ func TestClusterKillSwitch(t *testing.T) {
 				require.Eventually(t, func() bool {
 					_, exists, err := f.ctrl.configMaps.GetByKey(systemNamespace + "/" + tc.cm.Name)
 					return err == nil && exists
-				}, 10*time.Second, 10*time.Millisecond)
+				}, waitFor, 10*time.Millisecond)
 			}
 			require.NoError(t, f.sync("p"))
 			if tc.patched {
@@ -256,7 +256,7 @@ func TestClusterKillSwitch(t *testing.T) {
 		f.run()
 		require.Eventually(t, func() bool {
 			return counter(t, f, report.MetricResizesWithheld, "reason", withheldClusterPaused) >= 1
-		}, 10*time.Second, 20*time.Millisecond)
+		}, waitFor, 20*time.Millisecond)
 
 		_, err = f.kube.CoreV1().ConfigMaps(systemNamespace).Update(context.Background(), configMap(map[string]string{PausedKey: "false"}), metav1.UpdateOptions{})
 		require.NoError(t, err)

@@ -186,6 +186,6 @@ func TestTheFirstSampleOfACheckpointDecidesTheHeldPodsAgain(t *testing.T) {
 	require.Eventually(t, func() bool {
 		cached, ok, _ := f.ctrl.checkpoints.GetByKey("default/web-c")
 		return ok && cached.(*vpatypes.VerticalPodAutoscalerCheckpoint).Status.TotalSamplesCount == 2
-	}, 5*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 	assert.Zero(t, f.ctrl.vpaQueue.Len(), "a later sample queues nothing")
 }

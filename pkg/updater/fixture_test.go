@@ -483,5 +483,5 @@ func (f *fixture) waitCached(name string, ok func(*vpatypes.VerticalPodAutoscale
 	require.Eventually(f.t, func() bool {
 		v, err := f.ctrl.vpas.VerticalPodAutoscalers("default").Get(name)
 		return err == nil && ok(v)
-	}, 10*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 }

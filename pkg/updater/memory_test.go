@@ -74,7 +74,7 @@ func (f *fixture) kubelet(change func(*corev1.Pod)) {
 	require.Eventually(f.t, func() bool {
 		c, err := f.ctrl.pods.Pods("default").Get("p")
 		return err == nil && c.ResourceVersion == written.ResourceVersion
-	}, 10*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 }
 
 // waitSpecCached waits until the cached pod's memory limit is lim.
@@ -83,7 +83,7 @@ func (f *fixture) waitSpecCached(lim string) {
 	require.Eventually(f.t, func() bool {
 		c, err := f.ctrl.pods.Pods("default").Get("p")
 		return err == nil && c.Spec.Containers[0].Resources.Limits.Memory().String() == lim
-	}, 10*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 }
 
 // refuse is the kubelet refusing the resize of generation 2.
