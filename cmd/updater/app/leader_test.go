@@ -56,11 +56,11 @@ func leaseClientset(objs ...runtime.Object) *kubefake.Clientset {
 func standby(kube kubernetes.Interface, holder string) (kubernetes.Interface, <-chan struct{}) {
 	var reads atomic.Int32
 	waited := make(chan struct{})
-	return testlease.Reads(kube, func(l *coordinationv1.Lease) {
+	return testlease.Wrap(kube, testlease.Hooks{Read: func(l *coordinationv1.Lease) {
 		if strings.HasPrefix(ptr.Deref(l.Spec.HolderIdentity, ""), holder+"_") && reads.Add(1) == 2 {
 			close(waited)
 		}
-	}), waited
+	}}), waited
 }
 
 // waitFor returns what ch receives, failing t if nothing comes within a
@@ -163,4 +163,72 @@ func TestLosingTheLeaseStopsWorkAndReturns(t *testing.T) {
 	lease, err := leases.Get(ctx, "vpa-inplace-updater", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "someone-else", ptr.Deref(lease.Spec.HolderIdentity, ""), "the Lease is left to the new leader")
+}
+
+// A leader whose renewals stall for longer than its lease (a process
+// stopped, or starved on a busy node) finds, once they go through, that
+// the standby has taken the Lease over: its renewal, from the version it
+// last wrote, is refused with a Conflict, and it stops and returns
+// errLeadershipLost instead of taking the Lease back. On a fake clientset
+// that applies every update, both replicas lead from then on.
+func TestAStalledLeaderDoesNotTakeTheLeaseBack(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	kube := leaseClientset()
+	// The standby takes the Lease once it has not changed for a's
+	// LeaseDuration; a, stalled longer than its RenewDeadline, gives up
+	// once its renewal returns. b holds the Lease as the other tests do.
+	cfgA := testLease()
+	cfgA.LeaseDuration = metav1.Duration{Duration: 3 * time.Second}
+	cfgA.RenewDeadline = metav1.Duration{Duration: 2 * time.Second}
+	gaugeA, _ := newTestLeaderGauge(t)
+	gaugeB, _ := newTestLeaderGauge(t)
+	working := make(chan string, 2)
+	work := func(name string) func(context.Context) error {
+		return func(c context.Context) error {
+			working <- name
+			<-c.Done()
+			return nil
+		}
+	}
+	// a's renewals are held from when hold is set until release is closed.
+	var hold atomic.Bool
+	held := make(chan struct{}, 1)
+	release := make(chan struct{})
+	kubeA := testlease.Wrap(kube, testlease.Hooks{Update: func(*coordinationv1.Lease) {
+		if hold.Load() {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+	}})
+	ctxB, stopB := context.WithCancel(ctx)
+	defer stopB()
+	doneA, doneB := make(chan error, 1), make(chan error, 1)
+	t.Setenv("POD_NAME", "a")
+	go func() { doneA <- runAsLeader(ctx, kubeA, cfgA, gaugeA, work("a")) }()
+	require.Equal(t, "a", waitFor(t, working, "a leads"))
+	hold.Store(true)
+	waitFor(t, held, "a renews, and stalls")
+
+	t.Setenv("POD_NAME", "b")
+	go func() { doneB <- runAsLeader(ctxB, kube, testLease(), gaugeB, work("b")) }()
+	require.Equal(t, "b", waitFor(t, working, "b takes the Lease a does not renew"))
+
+	close(release)
+	require.ErrorIs(t, waitFor(t, doneA, "a, its renewal refused, stops"), errLeadershipLost)
+	assert.Equal(t, 0.0, testutil.ToFloat64(gaugeA.gauge), "a no longer leads")
+	assert.Equal(t, 1.0, testutil.ToFloat64(gaugeB.gauge), "b leads")
+	select {
+	case err := <-doneB:
+		t.Fatalf("b stopped leading: %v", err)
+	default:
+	}
+	lease, err := kube.CoordinationV1().Leases("vpa-inplace-system").Get(ctx, "vpa-inplace-updater", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Regexp(t, "^b_", ptr.Deref(lease.Spec.HolderIdentity, ""), "the Lease stays b's")
+
+	stopB()
+	require.NoError(t, waitFor(t, doneB, "b returns"))
 }

@@ -144,41 +144,59 @@ func (v *versions) update(action clienttesting.Action) (bool, runtime.Object, er
 	return true, lease.DeepCopy(), nil
 }
 
-// Reads wraps kube so that every Lease read through it (a get that
-// succeeds) is passed to seen, before the caller has it: a test learns that
-// a candidate has read the Lease, and whom it found holding it, without
-// waiting for a time. seen may be called from several goroutines.
-func Reads(kube kubernetes.Interface, seen func(*coordinationv1.Lease)) kubernetes.Interface {
-	return readsClient{Interface: kube, seen: seen}
+// Hooks are called on a candidate's Lease requests (see Wrap). Either may
+// be nil.
+type Hooks struct {
+	// Read is called with every Lease read (a get that succeeds), before
+	// the caller has it: a test learns that a candidate has read the
+	// Lease, and whom it found holding it, without waiting for a time.
+	Read func(*coordinationv1.Lease)
+	// Update is called with every Lease before its update is sent, and may
+	// block: a test holds a candidate's renewals as a stalled process
+	// would, on any machine.
+	Update func(*coordinationv1.Lease)
 }
 
-type readsClient struct {
+// Wrap returns kube for one candidate, calling h on its Lease requests.
+// The hooks may be called from several goroutines.
+func Wrap(kube kubernetes.Interface, h Hooks) kubernetes.Interface {
+	return hookedClient{Interface: kube, h: h}
+}
+
+type hookedClient struct {
 	kubernetes.Interface
-	seen func(*coordinationv1.Lease)
+	h Hooks
 }
 
-func (c readsClient) CoordinationV1() coordinationv1client.CoordinationV1Interface {
-	return readsGroup{CoordinationV1Interface: c.Interface.CoordinationV1(), seen: c.seen}
+func (c hookedClient) CoordinationV1() coordinationv1client.CoordinationV1Interface {
+	return hookedGroup{CoordinationV1Interface: c.Interface.CoordinationV1(), h: c.h}
 }
 
-type readsGroup struct {
+type hookedGroup struct {
 	coordinationv1client.CoordinationV1Interface
-	seen func(*coordinationv1.Lease)
+	h Hooks
 }
 
-func (g readsGroup) Leases(namespace string) coordinationv1client.LeaseInterface {
-	return readsLeases{LeaseInterface: g.CoordinationV1Interface.Leases(namespace), seen: g.seen}
+func (g hookedGroup) Leases(namespace string) coordinationv1client.LeaseInterface {
+	return hookedLeases{LeaseInterface: g.CoordinationV1Interface.Leases(namespace), h: g.h}
 }
 
-type readsLeases struct {
+type hookedLeases struct {
 	coordinationv1client.LeaseInterface
-	seen func(*coordinationv1.Lease)
+	h Hooks
 }
 
-func (l readsLeases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
+func (l hookedLeases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
 	lease, err := l.LeaseInterface.Get(ctx, name, opts)
-	if err == nil {
-		l.seen(lease.DeepCopy())
+	if err == nil && l.h.Read != nil {
+		l.h.Read(lease.DeepCopy())
 	}
 	return lease, err
+}
+
+func (l hookedLeases) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if l.h.Update != nil {
+		l.h.Update(lease.DeepCopy())
+	}
+	return l.LeaseInterface.Update(ctx, lease, opts)
 }

@@ -131,26 +131,36 @@ func TestOneWinnerPerVersionRead(t *testing.T) {
 	}
 }
 
-func TestReadsSeesEveryLeaseRead(t *testing.T) {
+func TestWrapCallsTheHooks(t *testing.T) {
 	ctx := context.Background()
 	kube := kubefake.NewClientset(&coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "held"},
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a")},
 	})
 	var mu sync.Mutex
-	var holders []string
-	client := Reads(kube, func(l *coordinationv1.Lease) {
-		mu.Lock()
-		defer mu.Unlock()
-		holders = append(holders, ptr.Deref(l.Spec.HolderIdentity, ""))
-	})
-	for range 2 {
-		_, err := client.CoordinationV1().Leases(namespace).Get(ctx, "held", metav1.GetOptions{})
-		require.NoError(t, err)
+	var seen []string
+	note := func(what string) func(*coordinationv1.Lease) {
+		return func(l *coordinationv1.Lease) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, what+" "+ptr.Deref(l.Spec.HolderIdentity, ""))
+		}
 	}
-	_, err := client.CoordinationV1().Leases(namespace).Get(ctx, "missing", metav1.GetOptions{})
+	client := Wrap(kube, Hooks{Read: note("read"), Update: note("update")})
+	leases := client.CoordinationV1().Leases(namespace)
+	l, err := leases.Get(ctx, "held", metav1.GetOptions{})
+	require.NoError(t, err)
+	_, err = leases.Get(ctx, "missing", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err))
+	l.Spec.HolderIdentity = ptr.To("b")
+	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = leases.Get(ctx, "held", metav1.GetOptions{})
+	require.NoError(t, err)
 	_, err = client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	require.NoError(t, err, "the rest of the clientset is kube's")
-	assert.Equal(t, []string{"a", "a"}, holders, "two reads seen, the missing Lease not")
+	assert.Equal(t, []string{"read a", "update b", "read b"}, seen, "the missing Lease is not seen")
+
+	_, err = Wrap(kube, Hooks{}).CoordinationV1().Leases(namespace).Get(ctx, "held", metav1.GetOptions{})
+	require.NoError(t, err, "no hooks")
 }
