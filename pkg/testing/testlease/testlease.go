@@ -11,6 +11,10 @@
 // replica that took the Lease over. Versioned gives every Lease written a
 // new resourceVersion and refuses an update carrying another one with 409
 // Conflict.
+//
+// Wrap gives one candidate its own view of the clientset, with hooks on
+// its Lease reads and updates: a test waits for what a candidate has read,
+// or holds its renewals, instead of waiting for a time.
 package testlease
 
 import (
