@@ -34,6 +34,11 @@ import (
 // testHandler builds a Handler for tests. vpas are the VPAs in the cluster;
 // pods owned by ReplicaSet web-7d9f8 belong to Deployment web, the target of
 // testvpa's VPAs, and the target selector is app=web.
+// waitFor bounds each wait for a condition that the code meets within
+// milliseconds on an idle machine: generous, so that a busy one (other
+// builds, the race detector) does not fail a test that would pass.
+const waitFor = time.Minute
+
 type testHandler struct {
 	gate bool
 	// boost turns on the CPUStartupBoost gate, and the InPlace gate with it.

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -21,8 +22,12 @@ const slotWait = time.Second
 // request of another namespace waits behind them no longer than they take
 // to be refused.
 type inflight struct {
-	size         int
-	slots        *semaphore.Weighted
+	size  int
+	slots *semaphore.Weighted
+	// wait is the longest a request waits for a slot: slotWait.
+	wait time.Duration
+	// waiting counts the requests waiting for a slot now.
+	waiting      atomic.Int32
 	perNamespace int
 
 	mu          sync.Mutex
@@ -30,16 +35,18 @@ type inflight struct {
 }
 
 func newInflight(size, perNamespace int) *inflight {
-	return &inflight{size: size, slots: semaphore.NewWeighted(int64(size)), perNamespace: min(perNamespace, size), byNamespace: map[string]int{}}
+	return &inflight{size: size, slots: semaphore.NewWeighted(int64(size)), wait: slotWait, perNamespace: min(perNamespace, size), byNamespace: map[string]int{}}
 }
 
-// enter takes a slot, waiting at most slotWait (and no longer than ctx),
-// or reports that none came free.
+// enter takes a slot, waiting at most p.wait (and no longer than ctx), or
+// reports that none came free.
 func (p *inflight) enter(ctx context.Context) bool {
 	if p.slots.TryAcquire(1) {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(ctx, slotWait)
+	p.waiting.Add(1)
+	defer p.waiting.Add(-1)
+	ctx, cancel := context.WithTimeout(ctx, p.wait)
 	defer cancel()
 	return p.slots.Acquire(ctx, 1) == nil
 }

@@ -115,7 +115,7 @@ func TestMutatePodsBoundsRequestsInFlight(t *testing.T) {
 		}
 		// The extra requests are answered once they have waited slotWait
 		// for a slot, while the first two are still held.
-		deadline := time.After(10 * time.Second)
+		deadline := time.After(waitFor)
 		for range extra {
 			select {
 			case rec := <-throttled:

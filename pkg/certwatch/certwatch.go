@@ -36,6 +36,10 @@ type Watcher struct {
 	pollInterval      time.Duration
 	// notify is false in tests that exercise polling alone.
 	notify bool
+	// following is closed once Run follows the files: a change made after
+	// it is seen (tests wait for it before they change the files).
+	following     chan struct{}
+	followingOnce sync.Once
 
 	current atomic.Pointer[tls.Certificate]
 
@@ -53,7 +57,7 @@ func New(certFile, keyFile string, pollInterval time.Duration) (*Watcher, error)
 	if pollInterval <= 0 {
 		pollInterval = DefaultPollInterval
 	}
-	w := &Watcher{certFile: certFile, keyFile: keyFile, pollInterval: pollInterval, notify: true}
+	w := &Watcher{certFile: certFile, keyFile: keyFile, pollInterval: pollInterval, notify: true, following: make(chan struct{})}
 	if _, err := w.Reload(); err != nil {
 		return nil, err
 	}
@@ -126,6 +130,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 	ticker := time.NewTicker(w.pollInterval)
 	defer ticker.Stop()
+	w.followingOnce.Do(func() { close(w.following) })
 	for {
 		select {
 		case <-ctx.Done():

@@ -42,7 +42,9 @@ func serve(t *testing.T, w *Watcher) func() string {
 	}
 }
 
-// run runs w until the test ends.
+// run runs w until the test ends, and returns once w follows the files: a
+// change made before would be missed by the notifications, and seen only
+// when polled.
 func run(t *testing.T, w *Watcher) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
@@ -50,7 +52,17 @@ func run(t *testing.T, w *Watcher) {
 	var wg sync.WaitGroup
 	wg.Go(func() { assert.NoError(t, w.Run(ctx)) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
+	select {
+	case <-w.following:
+	case <-time.After(waitFor):
+		t.Fatal("the watcher does not follow the files")
+	}
 }
+
+// waitFor bounds each wait for a condition that the code meets within
+// milliseconds on an idle machine: generous, so that a busy one does not
+// fail a test that would pass.
+const waitFor = time.Minute
 
 func TestNewLoadsThePair(t *testing.T) {
 	dir := t.TempDir()
@@ -96,7 +108,7 @@ func TestReloadsOnFileReplacement(t *testing.T) {
 	require.Equal(t, "first", served())
 
 	testcert.New(t, "second").Write(t, dir)
-	require.Eventually(t, func() bool { return served() == "second" }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return served() == "second" }, waitFor, 20*time.Millisecond)
 }
 
 // A mounted Secret is updated by the kubelet by pointing the ..data symlink
@@ -121,7 +133,7 @@ func TestReloadsOnSecretVolumeSwap(t *testing.T) {
 	require.Equal(t, "first", served())
 
 	writeVersion("..v2", testcert.New(t, "second"))
-	require.Eventually(t, func() bool { return served() == "second" }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return served() == "second" }, waitFor, 20*time.Millisecond)
 }
 
 // Without notifications the files are polled.
@@ -135,7 +147,7 @@ func TestReloadsByPolling(t *testing.T) {
 	run(t, w)
 
 	testcert.New(t, "second").Write(t, dir)
-	require.Eventually(t, func() bool { return served() == "second" }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return served() == "second" }, waitFor, 20*time.Millisecond)
 }
 
 // Half-written rotations keep the current pair until the pair is whole.

@@ -49,6 +49,6 @@ func TestRecorderNamesEveryKindEventsAreRecordedOn(t *testing.T) {
 			assert.Equal(t, "test", e.Source.Component)
 		}
 		return len(got) >= len(want)
-	}, 10*time.Second, 10*time.Millisecond)
+	}, time.Minute, 10*time.Millisecond)
 	assert.Equal(t, want, got, "a Deployment is not a kind events are recorded on")
 }

@@ -53,6 +53,7 @@ func (f *cmFixture) startCM(cfg ConfigMapStoreConfig) (s *ConfigMapStore, stop f
 	}
 	s, err := NewConfigMapStore(f.kube.CoreV1(), f.client.AutoscalingV1(), f.lister, cfg)
 	require.NoError(f.t, err)
+	observeWrites(&s.durable)
 	require.NoError(f.t, s.Load(f.ctx))
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan struct{})
@@ -276,7 +277,7 @@ func TestConfigMapStoreANewVPAOfTheSameNameStartsAfresh(t *testing.T) {
 	s.Put(renewedOwner, "pod-b", rec(KindNodeCapacity, "8", "", t0))
 
 	require.Eventually(t, func() bool { return len(f.cmRecords(renewed.UID)) == 1 }, wait, tick)
-	time.Sleep(300 * time.Millisecond) // what else is queued is written
+	waitWritten(t, &s.durable, webVPA) // the old VPA's: what else is queued is written
 	assert.Equal(t, []string{ConfigMapName(StoreInfeasible, renewed.UID)}, f.configMaps(), "no ConfigMap is left for the old VPA")
 	assert.Contains(t, f.cmRecords(renewed.UID), types.UID("pod-b"), "the new VPA's ConfigMap holds its own record only")
 	for _, uid := range []types.UID{"pod-a", "pod-c"} {
@@ -294,6 +295,7 @@ func TestConfigMapStoreRecordsPutWhileTheVPAIsDeletedLeaveNoConfigMap(t *testing
 	s, _ := f.startCM(ConfigMapStoreConfig{})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	var puts atomic.Int32
 	for w := range 16 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
@@ -303,6 +305,7 @@ func TestConfigMapStoreRecordsPutWhileTheVPAIsDeletedLeaveNoConfigMap(t *testing
 				default:
 				}
 				s.Put(webVPA, types.UID(fmt.Sprintf("pod-%d-%d", w, i%20)), rec(KindNodeCapacity, fmt.Sprintf("%dm", 1000+i%7), "no room", t0))
+				puts.Add(1)
 				time.Sleep(time.Millisecond)
 			}
 		})
@@ -310,11 +313,13 @@ func TestConfigMapStoreRecordsPutWhileTheVPAIsDeletedLeaveNoConfigMap(t *testing
 	require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) > 0 }, wait, tick)
 	f.deleteVPA("web")
 	s.ForgetOwner(webVPA)
-	time.Sleep(200 * time.Millisecond) // the workers go on putting for a while
+	// The workers go on putting for a while.
+	forgotten := puts.Load()
+	require.Eventually(t, func() bool { return puts.Load() >= forgotten+200 }, wait, tick)
 	close(stop)
 	wg.Wait()
 	require.Eventually(t, func() bool { return len(f.configMaps()) == 0 }, wait, tick, "the ConfigMap of the deleted VPA is gone")
-	time.Sleep(300 * time.Millisecond)
+	waitWritten(t, &s.durable, webVPA)
 	assert.Empty(t, f.configMaps(), "and stays gone")
 }
 
@@ -413,7 +418,8 @@ func TestConfigMapStoreLeadersWritingAtOnceLoseNoRecord(t *testing.T) {
 				got := f.cmRecords(webVPA.UID)
 				return len(got) == 3
 			}, wait, tick, "the ConfigMap holds the records of both leaders")
-			time.Sleep(300 * time.Millisecond)
+			waitWritten(t, &deposed.durable, webVPA)
+			waitWritten(t, &leader.durable, webVPA)
 			assert.Len(t, f.cmRecords(webVPA.UID), 3, "and goes on holding them")
 
 			next, _ := f.startCM(ConfigMapStoreConfig{Now: at(time.Hour)})

@@ -105,7 +105,7 @@ func trusted(t *testing.T, m *Manager, bundle string) bool {
 	return err == nil
 }
 
-const eventually, tick = 10 * time.Second, 5 * time.Millisecond
+const eventually, tick = time.Minute, 5 * time.Millisecond
 
 // managerTiming rotates at two thirds of the validity, so that the old CA
 // expires (and is trimmed) well before the next rotation.

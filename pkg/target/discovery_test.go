@@ -147,7 +147,7 @@ func TestDiscoveryKindsRefresh(t *testing.T) {
 		require.Eventually(t, func() bool {
 			got, err := d.Lookup(ctx, podSetGK)
 			return err == nil && got == KindInfo{Served: true, Scalable: true}
-		}, 5*time.Second, time.Millisecond)
+		}, waitFor, time.Millisecond)
 		assert.Equal(t, reads+1, client.count(), "one read, however many lookups")
 	})
 
@@ -158,7 +158,7 @@ func TestDiscoveryKindsRefresh(t *testing.T) {
 		got, err := d.Lookup(ctx, podSetGK)
 		require.NoError(t, err)
 		assert.Equal(t, KindInfo{Served: true, Scalable: true}, got)
-		require.Eventually(t, func() bool { return client.count() == reads+1 }, 5*time.Second, time.Millisecond, "read again in the background")
+		require.Eventually(t, func() bool { return client.count() == reads+1 }, waitFor, time.Millisecond, "read again in the background")
 		_, err = d.Lookup(ctx, schema.GroupKind{Group: testGroup, Kind: "New"})
 		require.Error(t, err, "an unseen kind cannot be told apart from a missing one")
 		assert.Contains(t, err.Error(), "connection refused")
@@ -256,7 +256,7 @@ func TestDiscoveryRefreshDoesNotBlockKnownKinds(t *testing.T) {
 		_, err := d.Lookup(context.Background(), schema.GroupKind{Group: testGroup, Kind: "Unknown"})
 		unknown <- err
 	}()
-	require.Eventually(t, func() bool { return client.inflight.Load() == 1 }, 5*time.Second, time.Millisecond, "a read for the unknown kind")
+	require.Eventually(t, func() bool { return client.inflight.Load() == 1 }, waitFor, time.Millisecond, "a read for the unknown kind")
 
 	known := make(chan KindInfo, 1)
 	go func() {
@@ -267,7 +267,7 @@ func TestDiscoveryRefreshDoesNotBlockKnownKinds(t *testing.T) {
 	select {
 	case info := <-known:
 		assert.Equal(t, KindInfo{Served: true}, info)
-	case <-time.After(5 * time.Second):
+	case <-time.After(waitFor):
 		close(release)
 		t.Fatal("a lookup of a known kind waited for the read of an unknown one")
 	}
@@ -282,7 +282,7 @@ func TestDiscoveryRefreshDoesNotBlockKnownKinds(t *testing.T) {
 	select {
 	case err := <-waited:
 		require.ErrorIs(t, err, context.DeadlineExceeded, "a lookup waits for the read no longer than its context")
-	case <-time.After(5 * time.Second):
+	case <-time.After(waitFor):
 		close(release)
 		t.Fatal("a lookup waiting for the read outlived its context")
 	}

@@ -12,6 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// waitFor bounds each wait for a condition that the code meets within
+// milliseconds on an idle machine: generous, so that a busy one (other
+// builds, the race detector) does not fail a test that would pass.
+const waitFor = time.Minute
+
 func TestFlights(t *testing.T) {
 	t.Run("concurrent callers share one call", func(t *testing.T) {
 		var f flights[int]
@@ -37,7 +42,7 @@ func TestFlights(t *testing.T) {
 			defer f.mu.Unlock()
 			c := f.calls["k"]
 			return c != nil && c.waiters == 16
-		}, 5*time.Second, time.Millisecond)
+		}, waitFor, time.Millisecond)
 		close(release)
 		wg.Wait()
 		close(results)
@@ -88,19 +93,19 @@ func TestFlights(t *testing.T) {
 			})
 			done <- err
 		}()
-		require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return calls.Load() == 1 }, waitFor, time.Millisecond)
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)
 		select {
 		case <-ended:
-		case <-time.After(5 * time.Second):
+		case <-time.After(waitFor):
 			t.Fatal("the call's context did not end once nobody waited for it")
 		}
 		v, err := f.do(context.Background(), "k", func(context.Context) int { calls.Add(1); return 2 })
 		require.NoError(t, err)
 		assert.Equal(t, 2, v)
 		assert.EqualValues(t, 2, calls.Load())
-		require.Eventually(t, func() bool { return f.running() == 0 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return f.running() == 0 }, waitFor, time.Millisecond)
 	})
 }
 
@@ -121,7 +126,12 @@ func TestFlightsPanicReachesTheCallers(t *testing.T) {
 			})
 		})
 	}
-	time.Sleep(10 * time.Millisecond)
+	require.Eventually(t, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		c := f.calls["k"]
+		return c != nil && c.waiters == 2
+	}, waitFor, time.Millisecond, "both callers wait for the one call")
 	close(release)
 	wg.Wait()
 	close(recovered)

@@ -62,7 +62,7 @@ func TestRefreshingFetcherLearnsAKindInstalledAfterTheStart(t *testing.T) {
 	require.NoError(t, err, "built anew, it knows the kind")
 	assert.NotNil(t, sel)
 	assert.Equal(t, int32(2), k.builds.Load())
-	require.Eventually(t, func() bool { return k.stopped.Load() == 1 }, 5*time.Second, 10*time.Millisecond, "the fetcher replaced is stopped")
+	require.Eventually(t, func() bool { return k.stopped.Load() == 1 }, waitFor, 10*time.Millisecond, "the fetcher replaced is stopped")
 }
 
 func TestRefreshingFetcherBuildsOnceForManyWorkers(t *testing.T) {

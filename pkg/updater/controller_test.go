@@ -143,7 +143,7 @@ func TestExactlyOneWritePerChange(t *testing.T) {
 	require.Eventually(t, func() bool {
 		p, err := f.ctrl.pods.Pods("default").Get("p")
 		return err == nil && p.Spec.Containers[0].Resources.Requests.Cpu().String() == "300m"
-	}, 10*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 	require.NoError(t, f.sync("p"))
 	require.NoError(t, f.sync("p"))
 	assert.Equal(t, []string{"patch pods/resize"}, f.writes())
@@ -237,7 +237,7 @@ func TestStaleRecordsAreCleanedUp(t *testing.T) {
 
 	t.Run("a deleted pod's record is forgotten at once", func(t *testing.T) {
 		require.NoError(t, f.kube.CoreV1().Pods("default").Delete(f.ctx, "p", metav1.DeleteOptions{}))
-		assert.Eventually(t, func() bool { return f.store.Len() == 0 }, 10*time.Second, 10*time.Millisecond)
+		assert.Eventually(t, func() bool { return f.store.Len() == 0 }, waitFor, 10*time.Millisecond)
 	})
 }
 
@@ -248,7 +248,7 @@ func TestRecommendationChangeIsActedOnFromEvents(t *testing.T) {
 	vpa := inPlaceVPA("500m", "100Mi")
 	_, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Update(f.ctx, vpa, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, 10*time.Second, 20*time.Millisecond,
+	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, 20*time.Millisecond,
 		"the VPA update alone triggers the resize, long before the resync interval")
 	assert.True(t, strings.Contains(f.resizePatches()[0], `"cpu":"500m"`), f.resizePatches())
 }
@@ -260,21 +260,21 @@ func TestRememberedRecommendationsFollowTheVPA(t *testing.T) {
 	pods := []*corev1.Pod{webPod("p").Running().Obj(), webPod("q").Running().Obj()}
 	f := newFixture(t, pods, []*vpatypes.VerticalPodAutoscaler{vpa}, fixtureOpts{calculator: memo})
 	f.run()
-	require.Eventually(t, func() bool { return memo.Len() == 1 }, 10*time.Second, 20*time.Millisecond, "the pods' results are remembered")
+	require.Eventually(t, func() bool { return memo.Len() == 1 }, waitFor, 20*time.Millisecond, "the pods' results are remembered")
 	assert.Empty(t, f.resizePatches())
 
 	vpa = inPlaceVPA("500m", "100Mi")
 	vpa.ResourceVersion = "2"
 	_, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Update(f.ctx, vpa, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 2 }, 10*time.Second, 20*time.Millisecond,
+	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 2 }, waitFor, 20*time.Millisecond,
 		"a new version of the VPA is computed again")
 	for _, p := range f.resizePatches() {
 		assert.Contains(t, p, `"cpu":"500m"`)
 	}
 
 	require.NoError(t, f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Delete(f.ctx, "web", metav1.DeleteOptions{}))
-	assert.Eventually(t, func() bool { return memo.Len() == 0 }, 10*time.Second, 20*time.Millisecond,
+	assert.Eventually(t, func() bool { return memo.Len() == 0 }, waitFor, 20*time.Millisecond,
 		"a deleted VPA's results are forgotten")
 }
 
@@ -325,7 +325,7 @@ func TestLongStaleCacheReadsThePodInsteadOfPatchingAgain(t *testing.T) {
 	require.Eventually(t, func() bool {
 		cached, err := f.ctrl.pods.Pods("default").Get("p")
 		return err == nil && cached.ResourceVersion != stale.ResourceVersion
-	}, 10*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 	require.NoError(t, f.ctrl.podIdx.Update(stale))
 
 	f.clock.Step(state.MaxCacheLag - time.Second)
@@ -376,7 +376,7 @@ func TestLaggingCacheOlderThanThePodReadIsNotDecidedOn(t *testing.T) {
 		require.Eventually(t, func() bool {
 			cached, err := f.ctrl.pods.Pods("default").Get("p")
 			return err == nil && cached.ResourceVersion == live.ResourceVersion
-		}, 10*time.Second, 10*time.Millisecond)
+		}, waitFor, 10*time.Millisecond)
 		require.NoError(t, f.ctrl.podIdx.Update(stale))
 	}
 

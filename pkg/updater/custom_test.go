@@ -76,7 +76,7 @@ func TestCustomControllerPodsAreResizedFromEvents(t *testing.T) {
 
 	_, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Update(f.ctx, podSetVPA("300m", "100Mi"), metav1.UpdateOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(f.resizePatches()) == 2 }, 10*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return len(f.resizePatches()) == 2 }, waitFor, 20*time.Millisecond,
 		"the VPA update alone resizes the PodSet's pods")
 	assert.ElementsMatch(t, []string{"kafka-0", "kafka-1"}, f.resizedPods())
 	for _, name := range []string{"zoo-0", "other-0"} {

@@ -78,7 +78,7 @@ func (f *fixture) waitPodMemory(name, mem string) {
 	require.Eventually(f.t, func() bool {
 		p, err := f.ctrl.pods.Pods("default").Get(name)
 		return err == nil && p.Spec.Containers[0].Resources.Requests.Memory().String() == mem
-	}, 10*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 }
 
 // podState is the tracked state of a pod.

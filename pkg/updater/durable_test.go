@@ -21,6 +21,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpafake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
@@ -31,8 +32,11 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 )
 
+// waitFor bounds each wait for a condition that the code meets within
+// milliseconds on an idle machine: generous, so that a busy one (other
+// builds, the race detector) does not fail a test that would pass.
 const (
-	waitFor = 10 * time.Second
+	waitFor = time.Minute
 	every   = 20 * time.Millisecond
 )
 
@@ -98,9 +102,17 @@ func TestNoResizeBeforeRecordsAreLoaded(t *testing.T) {
 // records load when the clock has moved by the first delay, not before.
 func TestLoadIsRetriedUntilItSucceeds(t *testing.T) {
 	store := &failingLoad{InMemoryStore: records.NewInMemoryStore(), failures: 1}
-	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{store: store})
+	var clk *afterCounting
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{store: store,
+		wrapClock: func(c clock.WithTicker) clock.WithTicker {
+			clk = &afterCounting{WithTicker: c}
+			return clk
+		}})
 	f.run()
-	require.Eventually(t, func() bool { return store.calls.Load() == 1 }, waitFor, every, "one failed load")
+	// The clock is stepped once the backoff waits on it: a step before
+	// would be lost, and the retry come later than the delay.
+	require.Eventually(t, func() bool { return store.calls.Load() == 1 && clk.afters.Load() == 1 }, waitFor, every,
+		"one failed load, and its backoff begun")
 	// The clock moves 100 ms at a time until the load is tried again: the
 	// first delay is 1 s plus up to 10 % of jitter. On real time it would
 	// come only after many more steps; with no delay, after none.
@@ -116,6 +128,19 @@ func TestLoadIsRetriedUntilItSucceeds(t *testing.T) {
 	assert.GreaterOrEqual(t, stepped, time.Second)
 	assert.LessOrEqual(t, stepped, 1300*time.Millisecond)
 	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, every, "after one failed load and a backoff")
+}
+
+// afterCounting counts the waits begun on its clock's After (the load's
+// backoffs), each once it waits.
+type afterCounting struct {
+	clock.WithTicker
+	afters atomic.Int32
+}
+
+func (c *afterCounting) After(d time.Duration) <-chan time.Time {
+	ch := c.WithTicker.After(d)
+	c.afters.Add(1)
+	return ch
 }
 
 type failingLoad struct {
@@ -281,7 +306,9 @@ func TestAFailedOwnerLookupKeepsTheRecord(t *testing.T) {
 func TestNothingIsSentWhileTheRecordsNamespaceIsMissing(t *testing.T) {
 	kube := kubefake.NewClientset(webPod("p").Running().Obj())
 	bumpResourceVersions(kube)
+	var creates atomic.Int32
 	kube.PrependReactor("create", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
+		creates.Add(1)
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, systemNamespace)
 	})
 	vpaClient := vpafake.NewSimpleClientset(inPlaceVPA("300m", "300Mi"))
@@ -296,8 +323,15 @@ func TestNothingIsSentWhileTheRecordsNamespaceIsMissing(t *testing.T) {
 		return err != nil && strings.Contains(err.Error(), `namespace "vpa-inplace-system" does not exist`)
 	}, waitFor, every, "not ready, saying why")
 	require.ErrorIs(t, f.sync("p"), errRecordsNotLoaded)
-	f.clock.Step(time.Minute) // the load is retried, and fails again
-	time.Sleep(200 * time.Millisecond)
+	// The load is retried after its backoff, and fails again.
+	tried := creates.Load()
+	require.Eventually(t, func() bool {
+		f.clock.Step(time.Minute) // the longest backoff
+		return creates.Load() > tried
+	}, waitFor, every, "the load is retried")
+	require.Eventually(t, func() bool {
+		err := f.ctrl.RecordsLoaded()
+		return err != nil && strings.Contains(err.Error(), `namespace "vpa-inplace-system" does not exist`)
+	}, waitFor, every, "and fails again")
 	assert.Empty(t, f.resizePatches(), "nothing sent that could not be recorded")
-	assert.Error(t, f.ctrl.RecordsLoaded())
 }

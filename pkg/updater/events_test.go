@@ -193,14 +193,14 @@ func TestPauseAnnotation(t *testing.T) {
 		f.run()
 		require.Eventually(t, func() bool {
 			return counter(t, f, report.MetricResizesWithheld, "reason", withheldVPAPaused) >= 1
-		}, 10*time.Second, 20*time.Millisecond)
+		}, waitFor, 20*time.Millisecond)
 		assert.Empty(t, f.resizePatches())
 
 		v := f.getVPA("web")
 		delete(v.Annotations, PausedAnnotation)
 		_, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Update(context.Background(), v, metav1.UpdateOptions{})
 		require.NoError(t, err)
-		assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, 10*time.Second, 20*time.Millisecond,
+		assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, 20*time.Millisecond,
 			"the annotation change alone queues the pods, long before the resync interval")
 	})
 }
@@ -229,7 +229,7 @@ func TestClusterKillSwitch(t *testing.T) {
 				require.Eventually(t, func() bool {
 					_, exists, err := f.ctrl.configMaps.GetByKey(systemNamespace + "/" + tc.cm.Name)
 					return err == nil && exists
-				}, 10*time.Second, 10*time.Millisecond)
+				}, waitFor, 10*time.Millisecond)
 			}
 			require.NoError(t, f.sync("p"))
 			if tc.patched {
@@ -252,15 +252,15 @@ func TestClusterKillSwitch(t *testing.T) {
 		f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{watchConfigMap: true})
 		_, err := f.kube.CoreV1().ConfigMaps(systemNamespace).Create(context.Background(), configMap(map[string]string{PausedKey: "true"}), metav1.CreateOptions{})
 		require.NoError(t, err)
-		require.Eventually(t, func() bool { paused, _ := f.ctrl.clusterPaused(); return paused }, 10*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { paused, _ := f.ctrl.clusterPaused(); return paused }, waitFor, 10*time.Millisecond)
 		f.run()
 		require.Eventually(t, func() bool {
 			return counter(t, f, report.MetricResizesWithheld, "reason", withheldClusterPaused) >= 1
-		}, 10*time.Second, 20*time.Millisecond)
+		}, waitFor, 20*time.Millisecond)
 
 		_, err = f.kube.CoreV1().ConfigMaps(systemNamespace).Update(context.Background(), configMap(map[string]string{PausedKey: "false"}), metav1.UpdateOptions{})
 		require.NoError(t, err)
-		assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, 10*time.Second, 20*time.Millisecond)
+		assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, 20*time.Millisecond)
 	})
 
 	// Every decision reads the switch; its absence, the default, costs no

@@ -172,7 +172,7 @@ func TestTheFirstSampleOfACheckpointDecidesTheHeldPodsAgain(t *testing.T) {
 	f.queued()                 // the pod's own add, drained
 	f.ctrl.started.Store(true) // as Run does: the VPA's pods are found through its target
 	setSamples(1)
-	require.Eventually(t, func() bool { return f.ctrl.vpaQueue.Len() == 1 }, 5*time.Second, 10*time.Millisecond, "the VPA is queued")
+	require.Eventually(t, func() bool { return f.ctrl.vpaQueue.Len() == 1 }, waitFor, 10*time.Millisecond, "the VPA is queued")
 	key, _ := f.ctrl.vpaQueue.Get()
 	assert.Equal(t, "default/web", key)
 	require.NoError(t, f.ctrl.syncVPA(f.ctx, key))
@@ -186,6 +186,6 @@ func TestTheFirstSampleOfACheckpointDecidesTheHeldPodsAgain(t *testing.T) {
 	require.Eventually(t, func() bool {
 		cached, ok, _ := f.ctrl.checkpoints.GetByKey("default/web-c")
 		return ok && cached.(*vpatypes.VerticalPodAutoscalerCheckpoint).Status.TotalSamplesCount == 2
-	}, 5*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 	assert.Zero(t, f.ctrl.vpaQueue.Len(), "a later sample queues nothing")
 }

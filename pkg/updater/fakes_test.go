@@ -86,7 +86,9 @@ func (r *eventRecorder) unread(kind string) []string {
 	return out
 }
 
-// delays records the AddAfter calls of a queue.
+// delays records the AddAfter calls of a queue, each once the queue has
+// it: a test that steps the clock once it sees one does not step before
+// the queue reads the time the delay counts from.
 type delays struct {
 	workqueue.TypedRateLimitingInterface[string]
 	mu    sync.Mutex
@@ -94,10 +96,10 @@ type delays struct {
 }
 
 func (d *delays) AddAfter(key string, after time.Duration) {
+	d.TypedRateLimitingInterface.AddAfter(key, after)
 	d.mu.Lock()
 	d.after[key] = append(d.after[key], after)
 	d.mu.Unlock()
-	d.TypedRateLimitingInterface.AddAfter(key, after)
 }
 
 // count returns how many delayed adds of key were asked.

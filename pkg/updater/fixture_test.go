@@ -21,6 +21,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -120,6 +121,9 @@ type fixtureOpts struct {
 	serverMinor int
 	// wrapResolver, when set, wraps the fixture's resolver.
 	wrapResolver func(Resolver) Resolver
+	// wrapClock, when set, wraps the controller's clock (f.clock, which
+	// the test steps).
+	wrapClock func(clock.WithTicker) clock.WithTicker
 	// resolver replaces the label resolver, built on the VPA lister.
 	resolver func(testing.TB, cache.Indexer) Resolver
 	// usage tells the memory in use by containers; nil: unknown.
@@ -291,6 +295,9 @@ func newFixtureOn(t testing.TB, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	}
 	if o.calculator != nil {
 		deps.Calculator = o.calculator
+	}
+	if o.wrapClock != nil {
+		deps.Clock = o.wrapClock(deps.Clock)
 	}
 	if o.wrapResolver != nil {
 		deps.Resolver = o.wrapResolver(deps.Resolver)
@@ -476,5 +483,5 @@ func (f *fixture) waitCached(name string, ok func(*vpatypes.VerticalPodAutoscale
 	require.Eventually(f.t, func() bool {
 		v, err := f.ctrl.vpas.VerticalPodAutoscalers("default").Get(name)
 		return err == nil && ok(v)
-	}, 10*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 }

@@ -74,7 +74,7 @@ func (f *fixture) kubelet(change func(*corev1.Pod)) {
 	require.Eventually(f.t, func() bool {
 		c, err := f.ctrl.pods.Pods("default").Get("p")
 		return err == nil && c.ResourceVersion == written.ResourceVersion
-	}, 10*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 }
 
 // waitSpecCached waits until the cached pod's memory limit is lim.
@@ -83,7 +83,7 @@ func (f *fixture) waitSpecCached(lim string) {
 	require.Eventually(f.t, func() bool {
 		c, err := f.ctrl.pods.Pods("default").Get("p")
 		return err == nil && c.Spec.Containers[0].Resources.Limits.Memory().String() == lim
-	}, 10*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 }
 
 // refuse is the kubelet refusing the resize of generation 2.
@@ -148,7 +148,7 @@ func TestKubeletMemoryRefusalIsRecordedReportedAndNeverRepeated(t *testing.T) {
 	assert.InDelta(t, 1, counter(t, f, report.MetricResizeFailures, "reason", "KubeletMemoryLimitRefused"), 0)
 	assert.InDelta(t, 1, counter(t, f, report.MetricMemoryLimitsHeld, "source", "KubeletRefusal"), 0)
 	assert.InDelta(t, 1, counter(t, f, report.MetricDecisions, "action", "Patch", "reason", "MemoryLimitRefused"), 0)
-	require.Eventually(t, func() bool { return f.getVPA("web").Annotations[records.MemoryAnnotationKey] != "" }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return f.getVPA("web").Annotations[records.MemoryAnnotationKey] != "" }, waitFor, 10*time.Millisecond,
 		"the memory record is durable")
 
 	// The kubelet has not yet taken up the resize sent again; its Error,
@@ -188,7 +188,7 @@ func TestKubeletMemoryRefusalIsRecordedReportedAndNeverRepeated(t *testing.T) {
 		vpa.Annotations = f.getVPA("web").Annotations
 		_, err := f.vpa.AutoscalingV1().VerticalPodAutoscalers("default").Update(f.ctx, vpa, metav1.UpdateOptions{})
 		require.NoError(t, err)
-		require.Eventually(t, func() bool { return len(second.resizePatches()) == 3 }, 10*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return len(second.resizePatches()) == 3 }, waitFor, 10*time.Millisecond)
 		assert.JSONEq(t, `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"300m","memory":"25Mi"},"limits":{"memory":"200Mi"}}}]}}`,
 			second.resizePatches()[2], "the refused limit is not sent, the rest is")
 	})
@@ -285,5 +285,5 @@ func TestMemoryRecordsAreForgottenWithTheirPod(t *testing.T) {
 	f.ctrl.CleanupRecords()
 	assert.Equal(t, 1, f.memStore.Len())
 	require.NoError(t, f.kube.CoreV1().Pods("default").Delete(f.ctx, "p", metav1.DeleteOptions{}))
-	assert.Eventually(t, func() bool { return f.memStore.Len() == 0 }, 10*time.Second, 10*time.Millisecond)
+	assert.Eventually(t, func() bool { return f.memStore.Len() == 0 }, waitFor, 10*time.Millisecond)
 }

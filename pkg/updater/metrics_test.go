@@ -87,7 +87,7 @@ func TestResizeOutcomeMetrics(t *testing.T) {
 		require.Eventually(t, func() bool {
 			p, err := f.ctrl.pods.Pods("default").Get("p")
 			return err == nil && p.Spec.Containers[0].Resources.Requests.Cpu().String() == "300m"
-		}, 10*time.Second, 10*time.Millisecond)
+		}, waitFor, 10*time.Millisecond)
 		require.NoError(t, f.sync("p"))
 		assert.InDelta(t, 1, counter(t, f, report.MetricResizesCompleted), 0)
 		assert.InDelta(t, 0, gauge(t, f, report.MetricPodsPending, map[string]string{"state": "InProgress"}), 0)
@@ -106,7 +106,7 @@ func TestResizeOutcomeMetrics(t *testing.T) {
 		require.Eventually(t, func() bool {
 			p, err := f.ctrl.pods.Pods("default").Get("p")
 			return err == nil && len(p.Status.Conditions) == 2
-		}, 10*time.Second, 10*time.Millisecond)
+		}, waitFor, 10*time.Millisecond)
 		require.NoError(t, f.sync("p"))
 		assert.InDelta(t, 1, counter(t, f, report.MetricResizeFailures, "reason", "KubeletInfeasible"), 0)
 		assert.InDelta(t, 0, counter(t, f, report.MetricResizesCompleted), 0)
@@ -147,7 +147,7 @@ func TestPendingGauges(t *testing.T) {
 		require.NoError(t, f.kube.CoreV1().Pods("default").Delete(context.Background(), "old", metav1.DeleteOptions{}))
 		require.Eventually(t, func() bool {
 			return gauge(t, f, report.MetricPodsPending, map[string]string{"state": "Deferred"}) == 1
-		}, 10*time.Second, 10*time.Millisecond)
+		}, waitFor, 10*time.Millisecond)
 		assert.InDelta(t, 2*60, gauge(t, f, report.MetricOldestPending, map[string]string{"state": "Deferred"}), 0)
 	})
 }
@@ -158,7 +158,7 @@ func TestLatencyHistograms(t *testing.T) {
 		f.ctrl.mu.Lock()
 		defer f.ctrl.mu.Unlock()
 		return f.ctrl.recommendationSeen["uid-web"].Equal(t0)
-	}, 10*time.Second, 10*time.Millisecond, "the recommendation is seen with the VPA, at t0")
+	}, waitFor, 10*time.Millisecond, "the recommendation is seen with the VPA, at t0")
 	f.clock.Step(2500 * time.Millisecond)
 	require.NoError(t, f.sync("p"))
 	require.Len(t, f.resizePatches(), 1)

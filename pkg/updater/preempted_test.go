@@ -1,7 +1,10 @@
 package updater
 
 import (
+	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,6 +132,7 @@ func TestPreemptionOfAnEqualPriorityPodIsNotAttributed(t *testing.T) {
 		}
 		return false
 	}, waitFor, every, "the victim's condition reached the cache")
+	f.podHandlersCaughtUp()
 	require.NoError(t, f.sync("web-0"))
 	assert.Empty(t, f.events())
 	assert.Zero(t, counter(t, f, report.MetricResizePreemptions))
@@ -151,6 +155,22 @@ func TestFitsNodePodsCauseNoPreemption(t *testing.T) {
 		Reason: corev1.PodReasonPreemptionByScheduler})
 	_, err = f.kube.CoreV1().Pods("default").UpdateStatus(f.ctx, p, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	time.Sleep(100 * time.Millisecond)
+	f.podHandlersCaughtUp()
 	assert.Zero(t, counter(t, f, report.MetricResizePreemptions))
+}
+
+var caughtUp atomic.Int32
+
+// podHandlersCaughtUp waits until the pod handler has handled every pod
+// event before the call: it handles them in order, and queues a pod created
+// now. It drains the pod queue. (The handler of the pods bound to nodes
+// observes preemptions too, on the same pods, and decides alike.)
+func (f *fixture) podHandlersCaughtUp() {
+	f.t.Helper()
+	f.queued()
+	marker := testpod.New(fmt.Sprint("caught-up-", caughtUp.Add(1))).Obj()
+	_, err := f.kube.CoreV1().Pods(marker.Namespace).Create(f.ctx, marker, metav1.CreateOptions{})
+	require.NoError(f.t, err)
+	key := marker.Namespace + "/" + marker.Name
+	require.Eventually(f.t, func() bool { return slices.Contains(f.queued(), key) }, waitFor, every, "the pod handler caught up")
 }

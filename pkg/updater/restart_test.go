@@ -154,7 +154,7 @@ func (f *fixture) kubeletDone(name string) {
 	require.Eventually(f.t, func() bool {
 		c, err := f.ctrl.pods.Pods("default").Get(name)
 		return err == nil && c.ResourceVersion == written.ResourceVersion
-	}, 10*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 }
 
 // A withheld resize (dry run, paused) restarts nothing: it takes no place

@@ -47,7 +47,7 @@ func (f *fixture) oomKilled(name string) {
 	require.Eventually(f.t, func() bool {
 		c, err := f.ctrl.pods.Pods("default").Get(name)
 		return err == nil && c.ResourceVersion == written.ResourceVersion
-	}, 10*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 }
 
 // podMemory is the memory request of the pod's container, as the API

@@ -157,7 +157,7 @@ func TestTheNamespacesWindowHoldsItsVPAs(t *testing.T) {
 	ns.Annotations = map[string]string{window.WindowAnnotation: "* 00:00-24:00 UTC"}
 	_, err := f.kube.CoreV1().Namespaces().Update(context.Background(), ns, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return f.ctrl.vpaQueue.Len() == 1 }, 5*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return f.ctrl.vpaQueue.Len() == 1 }, waitFor, 10*time.Millisecond,
 		"the namespace's VPAs are queued again")
 	require.False(t, f.ctrl.windows.For(f.getVPA("web"), f.clock.Now()).Windows.Decreases.Held)
 	require.NoError(t, f.sync("p"))

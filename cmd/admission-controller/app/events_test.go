@@ -30,7 +30,7 @@ func TestRecorderSendsEventsOnVPAs(t *testing.T) {
 	require.Eventually(t, func() bool {
 		events, err = kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
 		return err == nil && len(events.Items) == 1
-	}, 10*time.Second, 10*time.Millisecond)
+	}, time.Minute, 10*time.Millisecond)
 	e := events.Items[0]
 	assert.Equal(t, admission.ReasonStartupBoostApplied, e.Reason)
 	assert.Equal(t, "Boosted CPU of container app", e.Message)

@@ -3,13 +3,11 @@ package app
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 )
 
@@ -23,7 +21,7 @@ func newTestLeaderGauge(t *testing.T) (*leaderGauge, *prometheus.Registry) {
 
 func TestLeaderGaugeFollowsTheLease(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	kube := kubefake.NewClientset()
+	kube := leaseClientset()
 	gaugeA, regA := newTestLeaderGauge(t)
 	gaugeB, _ := newTestLeaderGauge(t)
 	value := func(g *leaderGauge) float64 { return testutil.ToFloat64(g.gauge) }
@@ -33,10 +31,15 @@ func TestLeaderGaugeFollowsTheLease(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "exported before the election")
 
-	working := make(chan string, 2)
+	// Each replica's work reports its name and both gauges as it starts.
+	type started struct {
+		name   string
+		gauges [2]float64
+	}
+	working := make(chan started, 2)
 	work := func(name string) func(context.Context) error {
 		return func(c context.Context) error {
-			working <- name
+			working <- started{name, [2]float64{value(gaugeA), value(gaugeB)}}
 			<-c.Done()
 			return nil
 		}
@@ -46,25 +49,23 @@ func TestLeaderGaugeFollowsTheLease(t *testing.T) {
 	defer stopB()
 	doneA, doneB := make(chan error, 1), make(chan error, 1)
 	t.Setenv("POD_NAME", "a")
-	go func() { doneA <- runAsLeader(ctxA, kube, fastLease(), gaugeA, work("a")) }()
-	require.Equal(t, "a", <-working)
-	assert.Equal(t, 1.0, value(gaugeA), "a leads")
+	go func() { doneA <- runAsLeader(ctxA, kube, testLease(), gaugeA, work("a")) }()
+	assert.Equal(t, started{"a", [2]float64{1, 0}}, waitFor(t, working, "a leads"), "a leads")
 
 	t.Setenv("POD_NAME", "b")
-	go func() { doneB <- runAsLeader(ctxB, kube, fastLease(), gaugeB, work("b")) }()
-	// b keeps trying for longer than a lease: it stays a standby.
-	time.Sleep(1500 * time.Millisecond)
+	kubeB, bWaited := standby(kube, "a")
+	go func() { doneB <- runAsLeader(ctxB, kubeB, testLease(), gaugeB, work("b")) }()
+	waitFor(t, bWaited, "b finds the Lease held by a")
 	assert.Equal(t, 0.0, value(gaugeB), "b waits")
 	assert.Equal(t, 1.0, value(gaugeA), "a still leads")
 
 	stopA() // releases the lease
-	require.NoError(t, <-doneA)
+	require.NoError(t, waitFor(t, doneA, "a returns"))
 	assert.Equal(t, 0.0, value(gaugeA), "a released the lease")
-	require.Equal(t, "b", <-working)
-	assert.Equal(t, 1.0, value(gaugeB), "b took over")
+	assert.Equal(t, started{"b", [2]float64{0, 1}}, waitFor(t, working, "b takes over"), "b took over")
 
 	stopB()
-	require.NoError(t, <-doneB)
+	require.NoError(t, waitFor(t, doneB, "b returns"))
 	assert.Equal(t, 0.0, value(gaugeB), "b released the lease")
 }
 

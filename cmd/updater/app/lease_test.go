@@ -89,20 +89,20 @@ func TestEnsureLease(t *testing.T) {
 // The Lease the manifests ship has no spec: the first replica takes it.
 func TestShippedEmptyLeaseIsTaken(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	kube := kubefake.NewClientset(shippedLease())
+	kube := leaseClientset(shippedLease())
 	creates := refuseLeaseCreates(kube)
 	t.Setenv("POD_NAME", "a")
 	ctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	var worked atomic.Bool
 	go func() {
-		done <- runAsLeader(ctx, kube, fastLease(), nil, func(c context.Context) error {
+		done <- runAsLeader(ctx, kube, testLease(), nil, func(c context.Context) error {
 			worked.Store(true)
 			<-c.Done()
 			return nil
 		})
 	}()
-	require.Eventually(t, worked.Load, 10*time.Second, 10*time.Millisecond, "leads")
+	require.Eventually(t, worked.Load, time.Minute, 10*time.Millisecond, "leads")
 	lease, err := kube.CoordinationV1().Leases("vpa-inplace-system").Get(ctx, "vpa-inplace-updater", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Regexp(t, "^a_", ptr.Deref(lease.Spec.HolderIdentity, ""))
@@ -121,17 +121,17 @@ func TestMissingLeaseStopsTheElectionWithAnError(t *testing.T) {
 		t.Helper()
 		_, ctx := ktesting.NewTestContext(t)
 		done := make(chan error, 1)
-		go func() { done <- runAsLeader(ctx, kube, fastLease(), nil, work) }()
+		go func() { done <- runAsLeader(ctx, kube, testLease(), nil, work) }()
 		select {
 		case err := <-done:
 			return err
-		case <-time.After(20 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("the election did not stop")
 			return nil
 		}
 	}
 	t.Run("never there", func(t *testing.T) {
-		kube := kubefake.NewClientset()
+		kube := leaseClientset()
 		creates := refuseLeaseCreates(kube)
 		err := run(t, kube, func(context.Context) error {
 			t.Error("led without a Lease")
@@ -142,7 +142,7 @@ func TestMissingLeaseStopsTheElectionWithAnError(t *testing.T) {
 		assert.LessOrEqual(t, creates.Load(), int32(2), "not tried again and again")
 	})
 	t.Run("deleted under the leader", func(t *testing.T) {
-		kube := kubefake.NewClientset(shippedLease())
+		kube := leaseClientset(shippedLease())
 		creates := refuseLeaseCreates(kube)
 		var stopped atomic.Bool
 		err := run(t, kube, func(c context.Context) error {

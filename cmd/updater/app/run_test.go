@@ -48,7 +48,7 @@ func TestRecorderRecordsOnPodsAndVPAs(t *testing.T) {
 			kinds = append(kinds, e.InvolvedObject.Kind+"/"+e.InvolvedObject.APIVersion)
 		}
 		return len(kinds) == 2
-	}, 10*time.Second, 20*time.Millisecond)
+	}, time.Minute, 20*time.Millisecond)
 	assert.ElementsMatch(t, []string{"VerticalPodAutoscaler/autoscaling.k8s.io/v1", "Pod/v1"}, kinds)
 }
 
