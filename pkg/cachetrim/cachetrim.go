@@ -18,8 +18,8 @@
 //     their pod template's spec;
 //   - Jobs and CronJobs: all of it (Job templates are resized in place);
 //   - VerticalPodAutoscalerCheckpoints: the VPA and container they are of,
-//     and how many samples over which span they hold; never their
-//     histograms.
+//     how many samples over which span they hold and when they were
+//     written; never their histograms.
 //
 // Everything else is dropped on arrival: managed fields, volumes, probes,
 // environment, commands, scheduling constraints, the pods' addresses, other

@@ -348,7 +348,7 @@ func TestTransformTombstone(t *testing.T) {
 }
 
 // Checkpoints keep what the evidence rule reads (whose, how many samples
-// over which span) and lose their histograms.
+// over which span, when written) and lose their histograms.
 func TestTransformCheckpoint(t *testing.T) {
 	first := metav1.NewTime(time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC))
 	cp := &vpatypes.VerticalPodAutoscalerCheckpoint{
@@ -358,6 +358,7 @@ func TestTransformCheckpoint(t *testing.T) {
 			CPUHistogram:     vpatypes.HistogramCheckpoint{BucketWeights: map[int]uint32{1: 10000, 7: 3}, TotalWeight: 12.5},
 			MemoryHistogram:  vpatypes.HistogramCheckpoint{BucketWeights: map[int]uint32{4: 10000}, TotalWeight: 2},
 			FirstSampleStart: first, LastSampleStart: metav1.NewTime(first.Add(time.Hour)), TotalSamplesCount: 60,
+			LastUpdateTime: metav1.NewTime(first.Add(time.Hour + time.Minute)),
 		},
 	}
 	out, err := Transform(cp)
@@ -370,4 +371,5 @@ func TestTransformCheckpoint(t *testing.T) {
 	assert.Equal(t, "c", got.Spec.ContainerName)
 	assert.Equal(t, 60, got.Status.TotalSamplesCount)
 	assert.True(t, got.Status.LastSampleStart.Equal(&metav1.Time{Time: first.Add(time.Hour)}))
+	assert.True(t, got.Status.LastUpdateTime.Equal(&metav1.Time{Time: first.Add(time.Hour + time.Minute)}), "how old it is")
 }

@@ -26,13 +26,19 @@ import (
 // sample) in days). Its own updater keeps away from the young pod unless a
 // request is outside those bounds. Here:
 //
-//   - a container whose recommender holds no sample (its checkpoint says
-//     0) gets nothing: increases and decreases wait;
-//   - a decrease needs MinHistory of samples behind the recommendation,
-//     unless the request is above the recommendation's upper bound (the
-//     recommender's own, confidence-widened, range excludes it);
-//   - an increase needs only a sample: it relieves pressure, and waiting
-//     for more history would leave the pod short.
+//   - an increase never waits for evidence: it relieves pressure, and
+//     waiting would leave the pod short (a recommender whose checkpoint
+//     lags behind its recommendation would hold it back for nothing);
+//   - a decrease waits while the recommender's checkpoint of the container
+//     proves nothing: it holds no sample (the recommendation is the
+//     recommender's floor), or it was last written more than two
+//     recommender intervals ago (a recommender stopped, failing, or no
+//     longer the VPA's: its samples need not be those the recommendation
+//     rests on);
+//   - any other decrease needs MinHistory of samples behind the
+//     recommendation, unless the request is above the recommendation's
+//     upper bound (the recommender's own, confidence-widened, range
+//     excludes it).
 //
 // How much history a recommendation rests on is read, in this order, from
 // the recommender's checkpoint of the container (VerticalPodAutoscalerCheckpoint:
@@ -55,6 +61,23 @@ type Evidence struct {
 	// MinHistory is how much history a decrease needs
 	// (--decrease-min-history); 0 asks only for a sample.
 	MinHistory time.Duration
+	// RecommenderInterval is how often the recommender runs its loop and
+	// writes its checkpoints (--recommender-interval): a checkpoint last
+	// written more than StaleCheckpointIntervals of them before Now proves
+	// nothing for a decrease. 0: a checkpoint's age is not judged.
+	RecommenderInterval time.Duration
+}
+
+// StaleCheckpointIntervals is how many recommender intervals may pass
+// since a checkpoint was written before it proves nothing for a decrease:
+// the recommender writes every checkpoint in each loop, the oldest first,
+// and one it could not write in time is written in the next.
+const StaleCheckpointIntervals = 2
+
+// StaleAfter is how long after it was written a checkpoint proves nothing
+// for a decrease; 0 when its age is not judged.
+func (ev *Evidence) StaleAfter() time.Duration {
+	return StaleCheckpointIntervals * ev.RecommenderInterval
 }
 
 // History is what a recommender's checkpoint says of one container's
@@ -62,6 +85,9 @@ type Evidence struct {
 type History struct {
 	FirstSample, LastSample time.Time
 	Samples                 int
+	// Written is when the recommender last wrote the checkpoint (its
+	// lastUpdateTime); zero when the checkpoint does not say.
+	Written time.Time
 }
 
 // Length is the history as upstream's recommender weighs it for its
@@ -80,10 +106,9 @@ func (h History) Length() time.Duration {
 // at which its confidence is 1. The bounds' width is read with it.
 const ConfidenceInterval = 24 * time.Hour
 
-// evidenceHold is what the evidence rule holds back of a change.
+// evidenceHold is what the evidence rule holds back of a change: decreases
+// only.
 type evidenceHold struct {
-	// all are containers nothing of which may change.
-	all map[string]bool
 	// lower are, by container, the resources whose decreases wait.
 	lower map[string]map[corev1.ResourceName]bool
 	why   []string
@@ -92,23 +117,33 @@ type evidenceHold struct {
 	recheck time.Duration
 }
 
-func (h evidenceHold) empty() bool { return len(h.all) == 0 && len(h.lower) == 0 }
+func (h evidenceHold) empty() bool { return len(h.lower) == 0 }
 
 func (h evidenceHold) message() string {
 	return strings.Join(h.why, "; ")
 }
 
-// keeps tells whether the value (container, resource) may not be lowered
-// (or not changed at all: its container is in all).
-func (h evidenceHold) keeps(container string, name corev1.ResourceName) (any, lower bool) {
-	return h.all[container], h.lower[container][name]
+// keeps tells whether the value (container, resource) may not be lowered;
+// the evidence rule never holds a container whole.
+func (h evidenceHold) keeps(container string, name corev1.ResourceName) (all, lower bool) {
+	return false, h.lower[container][name]
+}
+
+// hold keeps the decreases of names in container c.
+func (h *evidenceHold) hold(c string, names []corev1.ResourceName) {
+	for _, name := range names {
+		if h.lower[c] == nil {
+			h.lower[c] = map[corev1.ResourceName]bool{}
+		}
+		h.lower[c][name] = true
+	}
 }
 
 // weighEvidence applies the evidence rule to the change from current to
 // target.
 func weighEvidence(in Input, current, target resources.Resources) evidenceHold {
 	ev := in.Evidence
-	h := evidenceHold{all: map[string]bool{}, lower: map[string]map[corev1.ResourceName]bool{}}
+	h := evidenceHold{lower: map[string]map[corev1.ResourceName]bool{}}
 	if ev == nil || ev.VPA == nil {
 		return h
 	}
@@ -118,19 +153,18 @@ func weighEvidence(in Input, current, target resources.Resources) evidenceHold {
 	}
 	slices.Sort(names)
 	for _, c := range names {
-		lowered, raised := direction(current[c], target[c])
-		if len(lowered) == 0 && !raised {
-			continue
+		lowered := loweredBy(current[c], target[c])
+		if len(lowered) == 0 {
+			continue // an increase never waits for evidence
 		}
 		rec := recommendationFor(ev.VPA, c)
 		length, samples, source := historyOf(ev, rec, c)
-		if source == sourceCheckpoint && samples == 0 {
-			h.all[c] = true
-			h.why = append(h.why, fmt.Sprintf("%s: the recommender's checkpoint holds no usage sample yet, its recommendation is its floor, not a measure", c))
-			continue
-		}
-		if len(lowered) == 0 {
-			continue // an increase needs only a sample
+		if source == sourceCheckpoint {
+			if why := provesNothing(ev, ev.Histories[c], samples, in.Now); why != "" {
+				h.hold(c, lowered)
+				h.why = append(h.why, fmt.Sprintf("%s: %s decrease waits, %s", c, namesOf(lowered), why))
+				continue
+			}
 		}
 		var wait []corev1.ResourceName
 		for _, name := range lowered {
@@ -164,14 +198,32 @@ func weighEvidence(in Input, current, target resources.Resources) evidenceHold {
 			h.why = append(h.why, fmt.Sprintf("%s: %s decrease waits, the recommendation rests on %s of usage samples (%s), a decrease needs %s",
 				c, namesOf(wait), length.Round(time.Second), source, ev.MinHistory))
 		}
-		for _, name := range wait {
-			if h.lower[c] == nil {
-				h.lower[c] = map[corev1.ResourceName]bool{}
-			}
-			h.lower[c][name] = true
-		}
+		h.hold(c, wait)
 	}
 	return h
+}
+
+// provesNothing says why the recommender's checkpoint h of a container
+// proves nothing for a decrease, "" when it may: it holds no sample, or it
+// was written longer than ev.StaleAfter before now (or does not say when).
+// The reason names absolute times only: it goes into the VPA condition,
+// which must not change as time passes.
+func provesNothing(ev *Evidence, h History, samples int, now time.Time) string {
+	if samples == 0 {
+		return "the recommender's checkpoint holds no usage sample yet: its recommendation is its floor, not a measure"
+	}
+	stale := ev.StaleAfter()
+	if stale <= 0 {
+		return ""
+	}
+	if h.Written.IsZero() {
+		return "the recommender's checkpoint does not say when it was written: it proves nothing until the recommender writes it again"
+	}
+	if now.Sub(h.Written) > stale {
+		return fmt.Sprintf("the recommender's checkpoint was last written at %s, more than %d recommender intervals (%s) ago: it proves nothing until the recommender writes it again",
+			h.Written.UTC().Format(time.RFC3339), StaleCheckpointIntervals, stale)
+	}
+	return ""
 }
 
 type historySource string
@@ -269,28 +321,21 @@ func recommendationFor(vpa *vpatypes.VerticalPodAutoscaler, c string) *vpatypes.
 	return nil
 }
 
-// direction tells which resources target lowers (a request or a limit) in
-// a container, and whether it raises any.
-func direction(now, want corev1.ResourceRequirements) (lowered []corev1.ResourceName, raised bool) {
+// loweredBy tells which resources want lowers (a request or a limit) in a
+// container, a value removed counting as lowered.
+func loweredBy(now, want corev1.ResourceRequirements) []corev1.ResourceName {
+	var lowered []corev1.ResourceName
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		low := false
 		for _, pair := range [][2]corev1.ResourceList{{now.Requests, want.Requests}, {now.Limits, want.Limits}} {
 			a, hasA := pair[0][name]
 			b, hasB := pair[1][name]
-			switch {
-			case hasA && hasB && b.Cmp(a) < 0:
-				low = true
-			case hasA && hasB && b.Cmp(a) > 0, !hasA && hasB:
-				raised = true
-			case hasA && !hasB:
-				low = true // a value removed: never an increase
+			if hasA && (!hasB || b.Cmp(a) < 0) {
+				lowered = append(lowered, name)
+				break
 			}
 		}
-		if low {
-			lowered = append(lowered, name)
-		}
 	}
-	return lowered, raised
+	return lowered
 }
 
 func namesOf(names []corev1.ResourceName) string {

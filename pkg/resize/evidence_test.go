@@ -51,6 +51,20 @@ func checkpoint(first time.Time, span time.Duration, samples int) map[string]His
 	return map[string]History{"c": {FirstSample: first, LastSample: first.Add(span), Samples: samples}}
 }
 
+// written is a checkpoint as checkpoint makes it, last written at when.
+func written(h map[string]History, when time.Time) map[string]History {
+	c := h["c"]
+	c.Written = when
+	return map[string]History{"c": c}
+}
+
+// everyMinute is in with a recommender writing its checkpoints every
+// minute (upstream's default --recommender-interval).
+func everyMinute(in Input) Input {
+	in.Evidence.RecommenderInterval = time.Minute
+	return in
+}
+
 // The rows of the evidence rule (docs/resize-timing.md). The first five are
 // what upstream's recommender (v1.8.1, the local cluster's flags) wrote for
 // a new VPA over a pod requesting and using 100m/100Mi: its floor while it
@@ -130,9 +144,30 @@ func TestEvidenceRule(t *testing.T) {
 		{"no minimum history: one sample is enough",
 			evidenceInput(t0, t0.Add(31*time.Second), rec{"50m/50Mi", "10m/10Mi", "100/100Gi"}, checkpoint(t0, 0, 1), 0),
 			ActionPatch, ReasonResize, 0, "", ""},
-		{"no minimum history: still no sample, still nothing",
+		{"no minimum history: still no sample, still no decrease",
 			evidenceInput(t0, t0.Add(11*time.Second), floor, checkpoint(time.Time{}, 0, 0), 0),
 			ActionWait, ReasonAwaitingEvidence, 0, "", "holds no usage sample"},
+		{"an increase while the checkpoint holds no sample (it lags behind the recommendation): sent at once",
+			evidenceInput(t0, t0.Add(31*time.Second), first, checkpoint(time.Time{}, 0, 0), hour),
+			ActionPatch, ReasonResize, 0, "c: requests cpu=126m memory=121Mi", ""},
+		{"cpu up and memory down while the checkpoint holds no sample: the increase goes, the decrease waits",
+			evidenceInput(t0, t0.Add(31*time.Second), rec{"200m/50Mi", "20m/20Mi", "50/50Gi"}, checkpoint(time.Time{}, 0, 0), hour),
+			ActionPatch, ReasonDecreasesHeld, 0, "c: requests cpu=200m memory=100Mi", "memory decrease waits, the recommender's checkpoint holds no usage sample"},
+		{"a decrease on a checkpoint last written more than two recommender intervals ago waits, whatever its samples",
+			everyMinute(evidenceInput(t0, t0.Add(5*hour), rec{"50m/50Mi", "45m/45Mi", "1200m/1200Mi"}, written(checkpoint(t0, 3*hour, 500), t0.Add(3*hour)), hour)),
+			ActionWait, ReasonAwaitingEvidence, 0, "", "cpu and memory decrease waits, the recommender's checkpoint was last written at 2026-11-26T12:45:27Z, more than 2 recommender intervals (2m0s) ago"},
+		{"a decrease on a checkpoint written two recommender intervals ago is sent",
+			everyMinute(evidenceInput(t0, t0.Add(3*hour+2*time.Minute), rec{"50m/50Mi", "45m/45Mi", "1200m/1200Mi"}, written(checkpoint(t0, 3*hour, 500), t0.Add(3*hour)), hour)),
+			ActionPatch, ReasonResize, 0, "c: requests cpu=50m memory=50Mi", ""},
+		{"a stale checkpoint holds even a request above the upper bound: it proves nothing",
+			everyMinute(evidenceInput(t0, t0.Add(5*hour), rec{"50m/50Mi", "45m/45Mi", "60m/60Mi"}, written(checkpoint(t0, 3*hour, 500), t0.Add(3*hour)), hour)),
+			ActionWait, ReasonAwaitingEvidence, 0, "", "it proves nothing until the recommender writes it again"},
+		{"a checkpoint that does not say when it was written proves nothing for a decrease",
+			everyMinute(evidenceInput(t0, t0.Add(5*hour), rec{"50m/50Mi", "45m/45Mi", "1200m/1200Mi"}, checkpoint(t0, 3*hour, 500), hour)),
+			ActionWait, ReasonAwaitingEvidence, 0, "", "does not say when it was written"},
+		{"an increase on a stale checkpoint is sent at once",
+			everyMinute(evidenceInput(t0, t0.Add(5*hour), rec{"200m/200Mi", "150m/150Mi", "400m/400Mi"}, written(checkpoint(t0, 3*hour, 500), t0.Add(3*hour)), hour)),
+			ActionPatch, ReasonResize, 0, "c: requests cpu=200m memory=200Mi", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -107,6 +107,10 @@ type Config struct {
 	// a recommendation must rest on before a decrease inside its range is
 	// sent (pkg/resize's evidence rule).
 	DecreaseMinHistory time.Duration
+	// RecommenderInterval is --recommender-interval: how often the
+	// recommender writes its checkpoints; one last written more than two
+	// of them ago proves nothing for a decrease. 0 means 1m.
+	RecommenderInterval time.Duration
 	// MaxFreeze is --max-freeze: how far ahead a freeze-until annotation
 	// may end; 0 means window.DefaultMaxFreeze.
 	MaxFreeze time.Duration

@@ -3,6 +3,7 @@ package updater
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -23,11 +24,25 @@ import (
 // noteHeld: a resize held back, per reason and target.
 const noteHeld = "held"
 
+// DefaultRecommenderInterval is upstream's recommender's default
+// --recommender-interval: how often it writes its checkpoints.
+const DefaultRecommenderInterval = time.Minute
+
 // evidence is what the pod path knows of the usage vpa's recommendation
 // rests on: the VPA (its age, its bounds, its resource policy), the
-// recommender's checkpoints of its containers and --decrease-min-history.
+// recommender's checkpoints of its containers, --decrease-min-history and
+// --recommender-interval.
 func (c *Controller) evidence(vpa *vpatypes.VerticalPodAutoscaler) *resize.Evidence {
-	return &resize.Evidence{VPA: vpa, Histories: c.histories(vpa), MinHistory: c.cfg.DecreaseMinHistory}
+	return &resize.Evidence{VPA: vpa, Histories: c.histories(vpa), MinHistory: c.cfg.DecreaseMinHistory,
+		RecommenderInterval: c.recommenderInterval()}
+}
+
+// recommenderInterval is --recommender-interval, its default when unset.
+func (c *Controller) recommenderInterval() time.Duration {
+	if c.cfg.RecommenderInterval <= 0 {
+		return DefaultRecommenderInterval
+	}
+	return c.cfg.RecommenderInterval
 }
 
 // checkpointIndex indexes checkpoints by the namespace/name of their VPA.
@@ -53,9 +68,10 @@ func (c *Controller) readCheckpoints(informer vpainformers.VerticalPodAutoscaler
 	// would never start. Until they are cached, the bounds and the VPA's
 	// age tell.
 	c.checkpoints = informer.Informer().GetIndexer()
-	// A recommendation whose container has no sample yet is held with no
-	// timer (nothing tells when one comes): the checkpoint that shows the
-	// first sample decides the VPA's pods again, instead of its next
+	// A decrease whose checkpoint proves nothing (no sample yet, or not
+	// written for two recommender intervals) is held with no timer
+	// (nothing tells when the recommender writes it): the write that makes
+	// it prove something decides the VPA's pods again, instead of its next
 	// status write or the resync.
 	// The initial list adds nothing: every pod is decided at start anyway.
 	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
@@ -74,19 +90,34 @@ func (c *Controller) readCheckpoints(informer vpainformers.VerticalPodAutoscaler
 	return nil
 }
 
-// onCheckpoint queues the VPA of a checkpoint that shows its container's
-// first sample (old: the checkpoint before, nil when it was just added).
-// Later samples change no decision at once: a decrease waiting for more
-// history has its own timer.
+// onCheckpoint queues the VPA of a checkpoint that proves something for a
+// decrease now and may not have before (old: the checkpoint before, nil
+// when it was just added): it shows its container's first sample, or it
+// is written again after a gap long enough for the one before to prove
+// nothing (pkg/resize's evidence rule). Later writes in the recommender's
+// rhythm change no decision at once: a decrease waiting for more history
+// has its own timer.
 func (c *Controller) onCheckpoint(old *vpatypes.VerticalPodAutoscalerCheckpoint, obj any) {
 	cp, ok := obj.(*vpatypes.VerticalPodAutoscalerCheckpoint)
 	if !ok || cp.Status.TotalSamplesCount <= 0 || cp.Spec.VPAObjectName == "" || c.ignored.Has(cp.Namespace) {
 		return
 	}
-	if old != nil && old.Status.TotalSamplesCount > 0 {
+	if old != nil && old.Status.TotalSamplesCount > 0 && !c.writtenAfterGap(old, cp) {
 		return
 	}
 	c.vpaQueue.Add(cp.Namespace + "/" + cp.Spec.VPAObjectName)
+}
+
+// writtenAfterGap tells whether cp was written so long after old (or old
+// did not say when it was) that old may have been judged stale meanwhile:
+// more than one and a half recommender intervals, for a pod decided after
+// cp was written and before the cache had it.
+func (c *Controller) writtenAfterGap(old, cp *vpatypes.VerticalPodAutoscalerCheckpoint) bool {
+	was, is := old.Status.LastUpdateTime.Time, cp.Status.LastUpdateTime.Time
+	if is.IsZero() {
+		return false // proves nothing either
+	}
+	return was.IsZero() || is.Sub(was) > c.recommenderInterval()*3/2
 }
 
 // histories tells, by container, what the recommender's checkpoints of
@@ -107,7 +138,7 @@ func (c *Controller) histories(vpa *vpatypes.VerticalPodAutoscaler) map[string]r
 		}
 		out[cp.Spec.ContainerName] = resize.History{
 			FirstSample: cp.Status.FirstSampleStart.Time, LastSample: cp.Status.LastSampleStart.Time,
-			Samples: cp.Status.TotalSamplesCount,
+			Samples: cp.Status.TotalSamplesCount, Written: cp.Status.LastUpdateTime.Time,
 		}
 	}
 	return out

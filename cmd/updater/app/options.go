@@ -56,6 +56,10 @@ type Options struct {
 	// DecreaseMinHistory: how much usage history a recommendation must
 	// rest on before a decrease inside its range is sent.
 	DecreaseMinHistory time.Duration
+	// RecommenderInterval: how often the recommender writes its
+	// checkpoints; one last written more than two of them ago proves
+	// nothing for a decrease.
+	RecommenderInterval time.Duration
 	// MaxFreeze bounds how far ahead a freeze-until annotation may end.
 	MaxFreeze      time.Duration
 	FeatureGate    featuregate.MutableFeatureGate
@@ -103,6 +107,7 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		RestartReservationTimeout: 10 * time.Minute,
 		ReversalHold:              15 * time.Minute,
 		DecreaseMinHistory:        time.Hour,
+		RecommenderInterval:       time.Minute, // upstream recommender's default
 		MaxFreeze:                 window.DefaultMaxFreeze,
 		Address:                   ":8943",
 		DeferredWarningAfter:      10 * time.Minute,
@@ -148,7 +153,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ReversalHold, "resize-reversal-hold", o.ReversalHold,
 		"How long after a pod's resize a change that would only move its requests back the way that resize came is held, while every request stays inside the recommended range: a recommendation flapping between two values resizes the pod once, not at every flap. A request outside the recommended range is never held. 0 holds nothing.")
 	fs.DurationVar(&o.DecreaseMinHistory, "decrease-min-history", o.DecreaseMinHistory,
-		"How much usage history a recommendation must rest on before a decrease inside its recommended range is sent (docs/resize-timing.md): read from the recommender's checkpoint of the container (first and last sample, number of samples), else from the width of its bounds (upstream's recommender widens them while its history is short), else, when they prove nothing (equal to the target, capped), from the VPA's age. A request above the upper bound is lowered at once, and increases go as soon as the recommendation rests on a sample: nothing is sent while the checkpoint holds no sample. 0 asks for no more than that.")
+		"How much usage history a recommendation must rest on before a decrease inside its recommended range is sent (docs/resize-timing.md): read from the recommender's checkpoint of the container (first and last sample, number of samples), else from the width of its bounds (upstream's recommender widens them while its history is short), else, when they prove nothing (equal to the target, capped), from the VPA's age. A request above the upper bound is lowered at once, and increases never wait for evidence. No decrease is sent while the checkpoint holds no sample, or was last written more than two --recommender-interval ago. 0 asks for no more than that.")
+	fs.DurationVar(&o.RecommenderInterval, "recommender-interval", o.RecommenderInterval,
+		"How often the VPA recommender runs its loop and writes its checkpoints (the recommender's own --recommender-interval; upstream's default is 1m). A checkpoint last written more than two of these before a decision proves nothing for a decrease inside the recommended range: the decrease waits until the recommender writes the checkpoint again (docs/resize-timing.md). A value longer than the recommender's is more lenient.")
 	fs.DurationVar(&o.MaxFreeze, "max-freeze", o.MaxFreeze,
 		"How far ahead a vpa-inplace.dev/freeze-until annotation may end (docs/resize-timing.md). A freeze ending later is invalid: the VPA is then frozen until the annotation is corrected, with a warning event, never left unrestricted.")
 	fs.StringVar(&o.VPAObjectNamespace, "vpa-object-namespace", o.VPAObjectNamespace,
@@ -214,6 +221,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.DecreaseMinHistory < 0 {
 		errs = append(errs, fmt.Errorf("--decrease-min-history must not be negative, got %s", o.DecreaseMinHistory))
+	}
+	if o.RecommenderInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--recommender-interval must be positive, got %s", o.RecommenderInterval))
 	}
 	if o.MaxFreeze <= 0 {
 		errs = append(errs, fmt.Errorf("--max-freeze must be positive, got %s", o.MaxFreeze))

@@ -99,6 +99,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"--deferred-warning-after=-1s"}, "--deferred-warning-after"},
 		{[]string{"--restart-reservation-timeout=0"}, "--restart-reservation-timeout"},
 		{[]string{"--decrease-min-history=-1s"}, "--decrease-min-history"},
+		{[]string{"--recommender-interval=0"}, "--recommender-interval"},
 		{[]string{"--max-freeze=0"}, "--max-freeze"},
 		{[]string{"--config-map=no-namespace"}, "--config-map must be namespace/name"},
 		{[]string{"--config-map=/name"}, "--config-map must be namespace/name"},

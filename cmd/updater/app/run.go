@@ -222,6 +222,7 @@ func Run(ctx context.Context, o *Options) error {
 		RestartMinReady:      o.RestartMinReady,
 		ReversalHold:         o.ReversalHold,
 		DecreaseMinHistory:   o.DecreaseMinHistory,
+		RecommenderInterval:  o.RecommenderInterval,
 		MaxFreeze:            o.MaxFreeze,
 		ResyncInterval:       o.UpdaterInterval,
 		Workers:              o.EffectiveWorkers(),

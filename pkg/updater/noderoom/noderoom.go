@@ -18,6 +18,11 @@
 // the patch is refused or fails before it could be applied, when the pod
 // goes, or after MaxHold. A patch whose answer was lost keeps its hold: it
 // may have been applied.
+//
+// A node has an entry in the ledger only while it holds something or a
+// call is at work on it: the entry goes with its last hold, so that nodes
+// come and go (spot nodes, a cluster scaled up and down) without the ledger
+// growing with every node a pod ever ran on.
 package noderoom
 
 import (
@@ -49,12 +54,19 @@ type Ledger struct {
 	clock clock.PassiveClock
 	pods  Pods
 
+	// mu guards nodes and every entry's users; it is taken before a
+	// node's own lock, never after.
 	mu    sync.Mutex
 	nodes map[string]*nodeHolds
 }
 
 // nodeHolds holds the room held on one node.
 type nodeHolds struct {
+	// users counts the calls at work on the node (under Ledger.mu): the
+	// entry is dropped by the last of them when it holds nothing, and
+	// never while one may still add a hold to it.
+	users int
+
 	mu   sync.Mutex
 	held map[types.UID]*hold
 }
@@ -115,7 +127,8 @@ func New(clk clock.PassiveClock, pods Pods) *Ledger {
 	return &Ledger{clock: clk, pods: pods, nodes: map[string]*nodeHolds{}}
 }
 
-// node returns the holds of a node, creating them.
+// node returns the holds of a node, creating them, for a call that ends
+// with done.
 func (l *Ledger) node(name string) *nodeHolds {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -124,7 +137,40 @@ func (l *Ledger) node(name string) *nodeHolds {
 		n = &nodeHolds{held: map[types.UID]*hold{}}
 		l.nodes[name] = n
 	}
+	n.users++
 	return n
+}
+
+// existing returns the holds of a node if it has an entry, for a call that
+// ends with done, and nil otherwise.
+func (l *Ledger) existing(name string) *nodeHolds {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.nodes[name]
+	if n != nil {
+		n.users++
+	}
+	return n
+}
+
+// done ends a call on a node's holds (from node or existing), after its
+// lock is released, and drops the node's entry when it was the last call
+// and the node holds nothing.
+func (l *Ledger) done(name string, n *nodeHolds) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n.users--
+	if n.users > 0 {
+		return
+	}
+	// No other call has the entry: none holds its lock or can take it
+	// before this one lets go of l.mu.
+	n.mu.Lock()
+	empty := len(n.held) == 0
+	n.mu.Unlock()
+	if empty && l.nodes[name] == n {
+		delete(l.nodes, name)
+	}
 }
 
 // Reserve holds the room pod, resized to target, takes of its node. With
@@ -135,6 +181,7 @@ func (l *Ledger) node(name string) *nodeHolds {
 // never hold more than a node has.
 func (l *Ledger) Reserve(pod *corev1.Pod, target resources.Resources, check *corev1.Node) (bool, string) {
 	n := l.node(pod.Spec.NodeName)
+	defer l.done(pod.Spec.NodeName, n)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := l.clock.Now()
@@ -197,12 +244,11 @@ func (h *hold) shownBy(pod *corev1.Pod) bool {
 // that a burst of resizes to pods no check reads keeps no room held.
 // A pod without a hold costs a map lookup.
 func (l *Ledger) Seen(pod *corev1.Pod) bool {
-	l.mu.Lock()
-	n := l.nodes[pod.Spec.NodeName]
-	l.mu.Unlock()
+	n := l.existing(pod.Spec.NodeName)
 	if n == nil {
 		return false
 	}
+	defer l.done(pod.Spec.NodeName, n)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	h, ok := n.held[pod.UID]
@@ -215,9 +261,13 @@ func (l *Ledger) Seen(pod *corev1.Pod) bool {
 
 // Release drops a pod's hold: its resize was refused or failed before it
 // could be applied, or was not sent, or the pod is gone. It reports whether
-// there was one.
+// there was one. A node without holds is not looked at.
 func (l *Ledger) Release(pod *corev1.Pod) bool {
-	n := l.node(pod.Spec.NodeName)
+	n := l.existing(pod.Spec.NodeName)
+	if n == nil {
+		return false
+	}
+	defer l.done(pod.Spec.NodeName, n)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	_, ok := n.held[pod.UID]
@@ -226,8 +276,8 @@ func (l *Ledger) Release(pod *corev1.Pod) bool {
 }
 
 // Retain drops the holds of pods live says are gone, and settles every
-// other against the cache. A node's entry stays (a few bytes): a Reserve
-// may hold its lock already.
+// other against the cache (those past MaxHold go). A node left with no
+// hold loses its entry.
 func (l *Ledger) Retain(live func(types.UID) bool) {
 	l.mu.Lock()
 	names := make([]string, 0, len(l.nodes))
@@ -237,7 +287,10 @@ func (l *Ledger) Retain(live func(types.UID) bool) {
 	l.mu.Unlock()
 	now := l.clock.Now()
 	for _, name := range names {
-		n := l.node(name)
+		n := l.existing(name)
+		if n == nil {
+			continue
+		}
 		n.mu.Lock()
 		for uid := range n.held {
 			if !live(uid) {
@@ -248,7 +301,16 @@ func (l *Ledger) Retain(live func(types.UID) bool) {
 			n.settle(l.pods(name), now)
 		}
 		n.mu.Unlock()
+		l.done(name, n)
 	}
+}
+
+// Nodes returns the number of nodes the ledger has an entry for: those
+// holding room, and those a call is at work on.
+func (l *Ledger) Nodes() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.nodes)
 }
 
 // Len returns the number of holds.

@@ -2,6 +2,7 @@ package noderoom
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,16 +22,17 @@ import (
 
 var t0 = time.Unix(1_800_000_000, 0)
 
-// cache is a node's pods as a cache holds them, safe for concurrent use.
+// cache is the pods as a cache holds them, indexed by node, safe for
+// concurrent use.
 type cache struct {
-	mu   sync.Mutex
-	pods map[types.UID]*corev1.Pod
+	mu     sync.Mutex
+	byNode map[string]map[types.UID]*corev1.Pod
 }
 
 func newCache(pods ...*corev1.Pod) *cache {
-	c := &cache{pods: map[types.UID]*corev1.Pod{}}
+	c := &cache{byNode: map[string]map[types.UID]*corev1.Pod{}}
 	for _, p := range pods {
-		c.pods[p.UID] = p
+		c.set(p)
 	}
 	return c
 }
@@ -38,17 +40,20 @@ func newCache(pods ...*corev1.Pod) *cache {
 func (c *cache) set(p *corev1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.pods[p.UID] = p
+	on := c.byNode[p.Spec.NodeName]
+	if on == nil {
+		on = map[types.UID]*corev1.Pod{}
+		c.byNode[p.Spec.NodeName] = on
+	}
+	on[p.UID] = p
 }
 
 func (c *cache) onNode(node string) []*corev1.Pod {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []*corev1.Pod
-	for _, p := range c.pods {
-		if p.Spec.NodeName == node {
-			out = append(out, p)
-		}
+	out := make([]*corev1.Pod, 0, len(c.byNode[node]))
+	for _, p := range c.byNode[node] {
+		out = append(out, p)
 	}
 	return out
 }
@@ -259,4 +264,145 @@ func BenchmarkRetainedPerHold(b *testing.B) {
 		})
 	}
 	b.ReportMetric(float64(retained)/float64(b.N*n), "retained-B/hold")
+}
+
+// onNodeNamed is a node like node(cpu), named name.
+func onNodeNamed(name, cpu string) *corev1.Node {
+	n := node(cpu)
+	n.Name = name
+	return n
+}
+
+// TestTheLedgerKeepsNoNodeWithoutHolds: spot nodes come and go; pods run
+// on 10,000 of them, are resized and deleted, and every hold ends by one
+// path or another. No hold is left, and no node is kept for it.
+func TestTheLedgerKeepsNoNodeWithoutHolds(t *testing.T) {
+	const nodes = 10_000
+	clk := clocktesting.NewFakeClock(t0)
+	c := newCache()
+	l := New(clk, c.onNode)
+	var aged []*corev1.Pod
+	gone := map[types.UID]bool{}
+	for i := range nodes {
+		name := fmt.Sprintf("spot-%d", i)
+		p := broker(fmt.Sprintf("pod-%d", i), "500m")
+		p.UID = types.UID(fmt.Sprintf("uid-%d", i))
+		p.Spec.NodeName = name
+		c.set(p)
+		switch i % 6 {
+		case 0: // refused, or deleted before the cache showed the resize
+			ok, _ := l.Reserve(p, to("1"), onNodeNamed(name, "4"))
+			require.True(t, ok)
+			require.True(t, l.Release(p))
+		case 1: // the cache shows the resize
+			ok, _ := l.Reserve(p, to("1"), nil)
+			require.True(t, ok)
+			c.set(resized(p, "1"))
+			require.True(t, l.Seen(resized(p, "1")))
+		case 2: // deleted, never resized: the delete handler releases it all the same
+			assert.False(t, l.Release(p))
+			assert.False(t, l.Seen(p))
+		case 3: // gone, found by the periodic sweep
+			ok, _ := l.Reserve(p, to("1"), nil)
+			require.True(t, ok)
+			gone[p.UID] = true
+		case 4: // a resize that does not fit holds nothing
+			ok, _ := l.Reserve(p, to("8"), onNodeNamed(name, "4"))
+			require.False(t, ok)
+		case 5: // never shown by the cache: ends after MaxHold
+			ok, _ := l.Reserve(p, to("1"), nil)
+			require.True(t, ok)
+			aged = append(aged, p)
+		}
+	}
+	require.Equal(t, len(gone)+len(aged), l.Len(), "the holds still on their way")
+	clk.Step(MaxHold)
+	l.Retain(func(uid types.UID) bool { return !gone[uid] })
+	assert.Zero(t, l.Len(), "no hold is left")
+	assert.Zero(t, l.Nodes(), "no node is kept without a hold")
+
+	t.Run("a node keeps its entry while it holds something", func(t *testing.T) {
+		l := New(clk, newCache().onNode)
+		a, b := broker("kafka-0", "500m"), broker("kafka-1", "500m")
+		ok, _ := l.Reserve(a, to("1"), nil)
+		require.True(t, ok)
+		ok, _ = l.Reserve(b, to("1"), nil)
+		require.True(t, ok)
+		require.True(t, l.Release(a))
+		assert.Equal(t, 1, l.Nodes())
+		ok, _ = l.Reserve(a, to("2500m"), node("3"))
+		assert.False(t, ok, "kafka-1's hold is still counted")
+		require.True(t, l.Release(b))
+		assert.Zero(t, l.Nodes())
+	})
+}
+
+// TestNodesComeAndGoUnderConcurrentReservations: while the entry of a node
+// comes and goes with its holds (a pod of the node reserved and released
+// again and again), concurrent checked reservations of other pods of the
+// node still see each other's holds: what is held and shown together never
+// exceeds the node.
+func TestNodesComeAndGoUnderConcurrentReservations(t *testing.T) {
+	const brokers, rounds = 8, 200
+	var pods []*corev1.Pod
+	for i := range brokers {
+		pods = append(pods, broker(fmt.Sprintf("kafka-%d", i), "500m"))
+	}
+	churn := broker("churn", "10m")
+	c := newCache(append(pods, churn)...)
+	l := New(clocktesting.NewFakeClock(t0), c.onNode)
+	n := node("6010m") // 2 cpus free: two of the eight may grow by 1
+	var granted, held atomic.Int32
+	var overfilled atomic.Bool
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	stop := make(chan struct{})
+	var churning sync.WaitGroup
+	for range 4 {
+		churning.Go(func() {
+			<-start
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Held at what it has: takes no room, makes and drops the
+				// node's entry.
+				l.Reserve(churn, resources.Resources{"kafka": {Requests: testpod.List("10m", "1Gi")}}, nil)
+				l.Release(churn)
+				l.Seen(churn)
+			}
+		})
+	}
+	for _, p := range pods {
+		// One worker per broker: a pod's own hold is not counted
+		// against it.
+		wg.Go(func() {
+			<-start
+			for range rounds {
+				ok, _ := l.Reserve(p, to("1500m"), n)
+				if !ok {
+					continue
+				}
+				granted.Add(1)
+				if held.Add(1) > 2 {
+					overfilled.Store(true)
+				}
+				runtime.Gosched()
+				held.Add(-1)
+				// Taken back: the resize was refused. The room is free
+				// again for the others.
+				l.Release(p)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(stop)
+	churning.Wait()
+	assert.False(t, overfilled.Load(), "more than two brokers held room at once")
+	assert.Positive(t, granted.Load())
+	assert.Zero(t, l.Len())
+	assert.Zero(t, l.Nodes())
 }
