@@ -32,7 +32,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -108,25 +107,6 @@ const (
 
 // EndReasons lists every EndReason, in the order metrics list them.
 var EndReasons = []EndReason{EndBack, EndInfeasible, EndExpired, EndRefused, EndRecorded, EndWithheld, EndGone}
-
-// The states of a held reservation, as Counts reports them.
-const (
-	// HeldUnconfirmed: the answer to the resize was lost (a timeout, a reset
-	// connection, a 5xx): it may have been applied, and the pod does not
-	// show yet whether it was.
-	HeldUnconfirmed = "Unconfirmed"
-	// HeldRestarting: the resize was sent (or found under way at start) and
-	// the pod is not back yet: not Ready, or its resize not seen completed.
-	HeldRestarting = "Restarting"
-	// HeldPending: the pod is Ready and the kubelet has not applied the
-	// resize (Deferred, failing, not taken up): bounded by Config.Timeout.
-	HeldPending = "Pending"
-	// HeldBack: the pod is back, and Ready for less than its minReady.
-	HeldBack = "Back"
-)
-
-// HeldStates lists the states Counts reports.
-var HeldStates = []string{HeldUnconfirmed, HeldRestarting, HeldPending, HeldBack}
 
 // reservation is a restarting resize of ours that has not come back yet.
 type reservation struct {
@@ -302,65 +282,6 @@ func (b *Budget) pdbAllows(pdb *policyv1.PodDisruptionBudget, self types.UID, no
 	return left > 0, left, b.describe(held, now)
 }
 
-// maxDescribed bounds the reservations a verdict's message names.
-const maxDescribed = 3
-
-// describe names the reservations holding places, for a verdict's message:
-// " (kafka-0: resize Deferred by the kubelet, its place held until ... at
-// the latest)". Callers hold b.mu.
-func (b *Budget) describe(held []*reservation, now time.Time) string {
-	if len(held) == 0 {
-		return ""
-	}
-	sort.Slice(held, func(i, j int) bool { return held[i].name < held[j].name })
-	parts := make([]string, 0, maxDescribed+1)
-	for i, r := range held {
-		if i == maxDescribed {
-			parts = append(parts, fmt.Sprintf("and %d more", len(held)-maxDescribed))
-			break
-		}
-		parts = append(parts, b.describeOne(r, now))
-	}
-	return " (" + strings.Join(parts, "; ") + ")"
-}
-
-func (b *Budget) describeOne(r *reservation, now time.Time) string {
-	switch {
-	case !r.ready:
-		return r.name + ": restarting, not Ready"
-	case !r.readySince.IsZero():
-		return fmt.Sprintf("%s: back, counted until %s", r.name, stamp(r.readySince.Add(r.minReady)))
-	case b.cfg.Timeout > 0:
-		return fmt.Sprintf("%s: %s, its place held until %s at the latest", r.name, r.what(), stamp(r.taken.Add(b.cfg.Timeout)))
-	}
-	return r.name + ": " + r.what()
-}
-
-// what says where a held pod's resize stands, as last observed.
-func (r *reservation) what() string {
-	switch {
-	case r.unconfirmed:
-		return "the answer to its resize was lost, and the pod does not show yet whether it was applied"
-	case !r.shown:
-		return "resize sent, not seen on the pod yet"
-	}
-	switch r.state {
-	case resize.StateDeferred:
-		return "resize Deferred by the kubelet"
-	case resize.StateError, resize.StateMemoryLimitRefused:
-		return "resize failing on the node"
-	case resize.StateInProgress:
-		return "resize in progress"
-	case resize.StateUnknown:
-		return "resize not taken up by the kubelet yet"
-	case "":
-		return "resize sent"
-	}
-	return "restarting"
-}
-
-func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
 // Sent notes that the pod's patch was accepted.
 func (b *Budget) Sent(uid types.UID) {
 	b.mu.Lock()
@@ -497,82 +418,4 @@ func (b *Budget) Reserved() []types.UID {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
-}
-
-// Counts counts the reservations held, by state (HeldStates), as last
-// observed.
-func (b *Budget) Counts() map[string]int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := map[string]int{}
-	for _, r := range b.reserved {
-		switch {
-		case r.unconfirmed:
-			out[HeldUnconfirmed]++
-		case !r.readySince.IsZero():
-			out[HeldBack]++
-		case r.shown && r.ready && r.state != resize.StateNone && r.state != "":
-			out[HeldPending]++
-		default:
-			out[HeldRestarting]++
-		}
-	}
-	return out
-}
-
-// readySince is when the pod's Ready condition last turned True, or now when
-// it does not say (or says a time after now).
-func readySince(pod *corev1.Pod, now time.Time) time.Time {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
-			if t := c.LastTransitionTime.Time; !t.After(now) {
-				return t
-			}
-		}
-	}
-	return now
-}
-
-// matching returns the PDBs whose selector matches the pod, with
-// policy/v1's meaning: an empty selector matches every pod of the namespace,
-// a missing one none. A PDB whose selector cannot be read is included, and
-// then refuses (pdbAllows): when in doubt, nothing restarts.
-func matching(pdbs []*policyv1.PodDisruptionBudget, pod *corev1.Pod) []*policyv1.PodDisruptionBudget {
-	var out []*policyv1.PodDisruptionBudget
-	for _, pdb := range pdbs {
-		if pdb.Namespace != pod.Namespace {
-			continue
-		}
-		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil || sel.Matches(labels.Set(pod.Labels)) {
-			out = append(out, pdb)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-func terminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-}
-
-// countLive counts the pods the tolerance's share is taken of: neither
-// terminated nor being deleted.
-func countLive(pods []*corev1.Pod) int {
-	n := 0
-	for _, p := range pods {
-		if !terminal(p) && p.DeletionTimestamp == nil {
-			n++
-		}
-	}
-	return n
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
