@@ -21,8 +21,8 @@ type Config struct {
 	RestartMinReady time.Duration
 	// RestartReservationTimeout is --restart-reservation-timeout: how long a
 	// resize that restarts containers keeps its place while its pod stays
-	// Ready and the kubelet has not applied it (Deferred, failing); 0 means
-	// 10m.
+	// Ready and the kubelet has not applied it, unless the pod still shows
+	// it pending (Deferred, failing: kept while it does); 0 means 10m.
 	RestartReservationTimeout time.Duration
 	// ReversalHold is --resize-reversal-hold: how long after a resize a
 	// change that only undoes it is held while the pod's requests stay

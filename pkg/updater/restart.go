@@ -25,7 +25,8 @@ import (
 // when the answer was lost (the patch may have been applied); and shows it
 // every update of a reserved pod, so that the reservation ends when the pod
 // is back, when the kubelet marks the resize Infeasible, or when it has not
-// been applied for --restart-reservation-timeout. When one ends, the pods
+// been applied for --restart-reservation-timeout and the pod shows no
+// pending resize that would restart it. When one ends, the pods
 // that may wait for it are looked at again at once: the other pods of the
 // workload, and those of the namespace waiting for a PodDisruptionBudget;
 // the waiting pods of a namespace are also looked at again when one of its
@@ -95,6 +96,10 @@ func (c *Controller) observeRestart(ctx context.Context, pod *corev1.Pod) {
 		if o.After > 0 {
 			c.queue.AddAfter(pod.Namespace+"/"+pod.Name, o.After)
 		}
+		if o.Overdue {
+			logger.Info("Restarting resize still not applied; its place is kept while the pod shows it pending: the kubelet may apply it at any time",
+				"timeout", c.cfg.RestartReservationTimeout, "state", o.Message)
+		}
 		return
 	case disruption.EndBack:
 		logger.V(2).Info("Restarted pod is back; the next pod of its workload may go")
@@ -103,7 +108,7 @@ func (c *Controller) observeRestart(ctx context.Context, pod *corev1.Pod) {
 	case disruption.EndExpired:
 		logger.Info("Restarting resize still not applied; its place is given back", "timeout", c.cfg.RestartReservationTimeout, "state", o.Message)
 		c.recorder.Eventf(pod, corev1.EventTypeWarning, report.EventRestartReservationExpired,
-			"The resize restarts containers and is still not applied after %s (%s); its place under the eviction tolerance and PodDisruptionBudgets is given back, so that the other pods of the workload may be resized. If the kubelet applies it later, the pod restarts outside that budget.",
+			"The resize restarts containers and is still not applied after %s (%s), and the pod shows no resize pending that would restart it; its place under the eviction tolerance and PodDisruptionBudgets is given back, so that the other pods of the workload may be resized.",
 			c.cfg.RestartReservationTimeout, o.Message)
 	}
 	c.restartEnded(pod, o.Ended)

@@ -23,9 +23,12 @@
 // the pod is really back (Observe): the resize shown on the pod and
 // completed, every container Ready, and the pod Ready for the workload's
 // minReadySeconds. A pod that stays Ready without the resize applied
-// (Deferred by the kubelet, failing on the node) holds its place for
-// Config.Timeout at most. Restarts found under way at start, sent before
-// this process led, are reserved too (Adopt, RestartUnderWay).
+// holds its place for Config.Timeout, and past it for as long as the pod
+// shows a pending resize that restarts containers (Deferred by the kubelet,
+// failing on the node: the kubelet may apply it, and restart the pod, at
+// any time); one that shows none (the resize never seen on the pod, or not
+// taken up) gives it back then. Restarts found under way at start, sent
+// before this process led, are reserved too (Adopt, RestartUnderWay).
 package disruption
 
 import (
@@ -77,8 +80,10 @@ type Config struct {
 	// pods that may be down at once.
 	Tolerance float64
 	// Timeout bounds how long a reservation is held while its pod stays
-	// Ready and the kubelet has not applied the resize (Deferred, failing
-	// on the node, not taken up, or not shown by the cache); 0: no bound.
+	// Ready and the kubelet has not applied the resize (not taken up, or
+	// not shown by the cache); one the pod still shows pending and that
+	// restarts containers (Deferred, failing on the node) is held past it
+	// while the pod shows it. 0: no bound.
 	Timeout time.Duration
 }
 
@@ -92,7 +97,8 @@ const (
 	// apply it, so nothing restarts.
 	EndInfeasible EndReason = "Infeasible"
 	// EndExpired: the resize was still not applied after Config.Timeout
-	// while the pod stayed Ready.
+	// while the pod stayed Ready, and the pod shows no pending resize that
+	// restarts containers.
 	EndExpired EndReason = "Expired"
 	// EndRefused: the API server refused the patch, or it failed before it
 	// could be applied.
@@ -139,6 +145,9 @@ type reservation struct {
 	readySince time.Time
 	// state is the pod's resize state when last observed.
 	state resize.State
+	// overdue: Config.Timeout passed while the pod showed a pending resize
+	// that restarts containers; the place is kept (Observe).
+	overdue bool
 }
 
 // Budget holds the reservations. Safe for concurrent use: every method is
@@ -201,7 +210,7 @@ func (b *Budget) newReservation(req Request, versions map[types.UID]string) *res
 // sentFrom makes r the reservation of a resize decided on pod now.
 func (r *reservation) sentFrom(pod *corev1.Pod, now time.Time) {
 	r.generation, r.spec, r.shown, r.adopted = pod.Generation, resize.SpecOf(pod), false, false
-	r.taken, r.readySince, r.state = now, time.Time{}, ""
+	r.taken, r.readySince, r.state, r.overdue = now, time.Time{}, "", false
 }
 
 // Adopt reserves, without any check, a restart found under way that this
@@ -328,15 +337,21 @@ type Observation struct {
 	// After, while held, is when to look at the pod again: its minReady is
 	// up, or its reservation expires. 0: at its next update.
 	After time.Duration
-	// Message says, for EndExpired, where the resize stood.
+	// Message says, for EndExpired and Overdue, where the resize stood.
 	Message string
+	// Overdue: Config.Timeout passed, and the place is kept because the
+	// pod still shows a pending resize that restarts containers
+	// (resize.PendingRestart): the kubelet may apply it at any time. Told
+	// once per reservation.
+	Overdue bool
 }
 
 // Observe looks at a pod holding a reservation and ends the reservation
 // once the pod is back: the resize shown on the pod and completed, the pod
 // Ready, and Ready for the reservation's minReady. It also ends it when
 // nothing will restart (the kubelet marked the resize Infeasible), and when
-// the pod has stayed Ready without the resize applied for Config.Timeout.
+// the pod has stayed Ready without the resize applied for Config.Timeout
+// and shows no pending resize that restarts containers.
 func (b *Budget) Observe(pod *corev1.Pod) Observation {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -369,6 +384,17 @@ func (b *Budget) Observe(pod *corev1.Pod) Observation {
 		deadline := r.taken.Add(b.cfg.Timeout)
 		if wait := deadline.Sub(now); wait > 0 {
 			return Observation{After: wait}
+		}
+		if resize.PendingRestart(pod) {
+			// The kubelet may still apply it, and restart the pod: the
+			// place is kept while the pod shows it pending. Its next
+			// update (applied, Infeasible, the spec changed) ends it.
+			first := !r.overdue
+			r.overdue = true
+			if first {
+				return Observation{Overdue: true, Message: r.what()}
+			}
+			return Observation{}
 		}
 		delete(b.reserved, pod.UID)
 		return Observation{Ended: EndExpired, Message: r.what()}

@@ -22,7 +22,8 @@ const (
 	// the pod is not back yet: not Ready, or its resize not seen completed.
 	HeldRestarting = "Restarting"
 	// HeldPending: the pod is Ready and the kubelet has not applied the
-	// resize (Deferred, failing, not taken up): bounded by Config.Timeout.
+	// resize (Deferred, failing, not taken up): bounded by Config.Timeout,
+	// unless the pod still shows a pending resize that restarts containers.
 	HeldPending = "Pending"
 	// HeldBack: the pod is back, and Ready for less than its minReady.
 	HeldBack = "Back"
@@ -59,6 +60,8 @@ func (b *Budget) describeOne(r *reservation, now time.Time) string {
 		return r.name + ": restarting, not Ready"
 	case !r.readySince.IsZero():
 		return fmt.Sprintf("%s: back, counted until %s", r.name, stamp(r.readySince.Add(r.minReady)))
+	case r.overdue:
+		return fmt.Sprintf("%s: %s for more than %s, its place held while the pod shows it pending", r.name, r.what(), b.cfg.Timeout)
 	case b.cfg.Timeout > 0:
 		return fmt.Sprintf("%s: %s, its place held until %s at the latest", r.name, r.what(), stamp(r.taken.Add(b.cfg.Timeout)))
 	}
