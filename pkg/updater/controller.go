@@ -49,6 +49,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/canary"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/gate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/noderoom"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/observe"
@@ -188,6 +189,8 @@ type Controller struct {
 	// preempted holds the pods the scheduler preempted on the nodes of
 	// Deferred resizes (preempted.go).
 	preempted *preemption.Ledger
+	// gates are the rules a pod's resize meets, in their order (gates.go).
+	gates *gate.Chain[*attempt]
 	// queue holds pod keys; vpaQueue VPA keys whose pods and Jobs are to be
 	// queued (and killSwitchKey); statusQueue VPA keys whose condition may
 	// need writing; jobQueue Job keys.
@@ -304,6 +307,10 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		Clock:   deps.Clock,
 		Requeue: func(key string, after time.Duration) { c.statusQueue.AddAfter(key, after) },
 	})
+	var err error
+	if c.gates, err = c.podGates(); err != nil {
+		return nil, fmt.Errorf("listing the gates of resizes: %w", err)
+	}
 	if err := c.watchNamespaces(deps.Namespaces); err != nil {
 		return nil, err
 	}

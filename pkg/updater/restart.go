@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/gate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
@@ -68,6 +69,44 @@ func (c *Controller) reserveRestart(pod *corev1.Pod) disruption.Verdict {
 		return *refused
 	}
 	return c.budget.Reserve(req)
+}
+
+// budgetGate takes a resize's place under the disruption budget when it
+// restarts containers, a revert's and a boost's too. The place is kept
+// while a restart may come: the resize accepted, or its answer lost; it is
+// given back when nothing was sent or the API server refused it.
+type budgetGate struct{ c *Controller }
+
+func (budgetGate) Name() string { return "disruption budget" }
+
+func (budgetGate) Scope() gate.Scope { return gate.Restarts | gate.Boosts | gate.Reverts }
+
+func (g budgetGate) Admit(_ context.Context, a *attempt) gate.Verdict {
+	v := g.c.reserveRestart(a.pod)
+	if v.Allowed {
+		return passed
+	}
+	why := v.Blocker + ": " + v.Message
+	a.in.DisruptionAllowed, a.in.DisruptionRefused = false, why
+	a.decide()
+	a.budget = &v
+	return gate.Verdict{Answer: gate.Wait, Reason: "DisruptionBudget", Why: why}
+}
+
+func (g budgetGate) Release(_ context.Context, a *attempt, o gate.Outcome) {
+	switch o {
+	case gate.Sent:
+		g.c.budget.Sent(a.pod.UID)
+	case gate.Lost:
+		// The answer was lost, not the patch: the pod may restart. The
+		// place is kept until the pod shows what happened, or a patch
+		// sent again is answered.
+		g.c.budget.Unconfirmed(a.pod.UID)
+	case gate.Refused:
+		g.c.releaseRestart(a.pod, disruption.EndRefused)
+	default:
+		g.c.releaseRestart(a.pod, disruption.EndWithheld)
+	}
 }
 
 // releaseRestart gives pod's reservation back: nothing restarts.
