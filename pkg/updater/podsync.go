@@ -169,7 +169,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	st, sent, err := c.act(ctx, pod, cachedVersion, vpa, d, status, verdict)
 	ticket.Done(ctx, sent)
 	if sent.MayApply() {
-		c.resizeSent(ctx, pod, vpa, d, a.canarySent, end != nil)
+		c.resizeSent(ctx, pod, vpa, d, a.canarySent, a.boost)
 	}
 	if st != nil && a.budget != nil {
 		st.Values = a.budget.Blocker

@@ -145,17 +145,22 @@ func watchLogLevel(r observe.Resize) int {
 // harmed acts on harm seen after a resize: values it lowered are held for
 // the VPA, and the pod (when it is still there) is due a revert, which the
 // decision that follows sends; after a resize that only raised values, or
-// ended a boost, the harm is reported.
+// started or ended a boost (at startup or after a restart), the harm is
+// reported.
 func (c *Controller) harmed(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, r observe.Resize, h resize.Harm, podLeft bool) {
 	logger := klog.FromContext(ctx)
 	to, from := resize.Lowered(r.From, r.To)
 	if len(to) == 0 || r.ReportOnly {
+		what := "lowered nothing"
+		if r.ReportOnly {
+			what = "started or ended a CPU boost"
+		}
 		c.metrics.Harmed(h.Kind, false)
-		logger.Info("Harm after a resize that lowered nothing; reported, not reverted", "harm", h.Kind, "message", h.Message)
+		logger.Info("Harm after a resize that "+what+"; reported, not reverted", "harm", h.Kind, "message", h.Message)
 		c.recorder.Eventf(pod, corev1.EventTypeWarning, report.EventResizeHarmed,
-			"%s after the resize to %s, which lowered nothing: reported, not reverted", capitalize(h.Message), r.To.String())
+			"%s after the resize to %s, which %s: reported, not reverted", capitalize(h.Message), r.To.String(), what)
 		c.recorder.Eventf(vpa, corev1.EventTypeWarning, report.EventResizeHarmed,
-			"Pod %s: %s after the resize to %s, which lowered nothing: reported, not reverted", pod.Name, h.Message, r.To.String())
+			"Pod %s: %s after the resize to %s, which %s: reported, not reverted", pod.Name, h.Message, r.To.String(), what)
 		return
 	}
 	c.metrics.Harmed(h.Kind, true)
