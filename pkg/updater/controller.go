@@ -419,10 +419,12 @@ func (c *Controller) conditionSummary(vpa *vpatypes.VerticalPodAutoscaler) (cond
 		}
 	}
 	reverted, canaryStatus, invalid := c.safetySummary(vpa)
+	killSwitch, _ := c.clusterPaused()
 	return condition.Summary{
 		Pods:          c.tracker.Of(key),
 		Jobs:          c.jobTracker.Of(key),
 		Paused:        c.pausedWhy(vpa),
+		KillSwitch:    killSwitch,
 		GateOff:       !c.gate.Enabled(features.InPlace),
 		DryRun:        c.cfg.DryRun,
 		NotDurable:    notDurable,

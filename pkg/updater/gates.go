@@ -19,8 +19,10 @@ import (
 // answer for the decided resize, and the last three take a place that is
 // given back, in reverse order, when a later gate does not pass, and told
 // what became of the resize once it was sent. A revert after harm meets
-// neither the evidence rule, nor the resize windows, nor the canary; the
-// start or end of a CPU boost meets every gate but those three
+// only the emergency brake and the places it needs (room on its node, a
+// place under the disruption budget when it restarts containers): no rule
+// of time holds it back. The start or end of a CPU boost meets every gate
+// but the evidence rule, the resize windows and the canary
 // (docs/safety-after-resize.md#the-gates).
 func (c *Controller) podGates() (*gate.Chain[*attempt], error) {
 	return gate.New[*attempt](

@@ -26,7 +26,7 @@ func TestTheGatesOfAResizeInTheirOrder(t *testing.T) {
 		"evidence: every change",
 		"resize windows: decreases, restarts",
 		"kill switch: every change; boosts and reverts too",
-		"pause: every change; boosts and reverts too",
+		"pause: every change; boosts too",
 		"canary: decreases",
 		"node room: every change; boosts and reverts too",
 		"disruption budget: restarts; boosts and reverts too",

@@ -18,8 +18,11 @@ import (
 // what would happen stays visible. Pods are never evicted either way.
 //
 // Two gates of the pod path (gates.go) withhold resizes: the emergency brake
-// (the cluster-wide switch, --dry-run), then the VPA's pause and its
-// freezes (windows.go).
+// (the cluster-wide switch, --dry-run) every resize, a revert after harm
+// included; the VPA's pause and its freezes (windows.go) every change but a
+// revert: undoing harm is not a change in time. A revert the brake holds
+// stays due (its record), the condition says it waits for the switch, and
+// the switch's change queues every pod again (onConfigMap).
 const (
 	// PausedAnnotation, set to "true" on a VPA, pauses the resizing of its
 	// pods.
@@ -110,7 +113,7 @@ func (c *Controller) pausedWhy(vpa *vpatypes.VerticalPodAutoscaler) string {
 }
 
 // brakeGate is the emergency brake: the cluster-wide kill switch and
-// --dry-run withhold every resize.
+// --dry-run withhold every resize, a revert's included.
 type brakeGate struct{ c *Controller }
 
 func (brakeGate) Name() string { return "kill switch" }
@@ -129,14 +132,14 @@ func (g brakeGate) Admit(context.Context, *attempt) gate.Verdict {
 
 func (brakeGate) Release(context.Context, *attempt, gate.Outcome) {}
 
-// pauseGate withholds the resizes of a VPA paused by its annotation, or
+// pauseGate withholds the changes of a VPA paused by its annotation, or
 // frozen (freeze-until on it or its namespace, or a window annotation that
-// cannot be read). A freeze tells when it ends.
+// cannot be read): every change but a revert. A freeze tells when it ends.
 type pauseGate struct{ c *Controller }
 
 func (pauseGate) Name() string { return "pause" }
 
-func (pauseGate) Scope() gate.Scope { return gate.Changes | gate.Boosts | gate.Reverts }
+func (pauseGate) Scope() gate.Scope { return gate.Changes | gate.Boosts }
 
 func (g pauseGate) Admit(_ context.Context, a *attempt) gate.Verdict {
 	if on, why := vpaPaused(a.vpa); on {

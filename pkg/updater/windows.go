@@ -22,8 +22,8 @@ import (
 
 // Resize windows and freezes on VPAs and their namespaces
 // (pkg/updater/window reads them): the pod path gives Decide the VPA's
-// windows (windowGate), a freeze withholds every resize as a pause does
-// (pauseGate, pause.go), and the pod is decided again when the
+// windows (windowGate), a freeze withholds every change but a revert as a
+// pause does (pauseGate, pause.go), and the pod is decided again when the
 // freeze ends or the window opens (Decision.RecheckAfter), on the injected
 // clock: nothing polls.
 
