@@ -25,8 +25,8 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
-// The pod path: sync reads the caches, lets pkg/resize decide, and act
-// carries the decision out.
+// The pod path: sync reads the caches, lets pkg/resize decide, runs the
+// gates (gates.go), and act carries the decision out.
 
 // sync handles one pod: read the caches, decide, act, report. A returned
 // error is retried with backoff; permanent outcomes are recorded instead.
@@ -171,6 +171,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if sent.MayApply() {
 		c.resizeSent(ctx, pod, vpa, d, a.canarySent, a.boost)
 	}
+	if st != nil && st.State == state.PodWithheld && a.Class().Revert {
+		// The condition says the revert waits for the switch.
+		st.Kind = records.KindRevert
+	}
 	if st != nil && a.budget != nil {
 		st.Values = a.budget.Blocker
 	}
@@ -250,14 +254,10 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 
 	if v.Answer == gate.Refuse {
 		// Withheld (paused, frozen, dry run): nothing is sent. A revert
-		// stays due, and the condition says what it waits for.
+		// stays due.
 		c.metrics.WithheldResize(v.Reason)
 		logger.V(2).Info("Resize not sent", "target", d.Target.String(), "why", v.Why, "gate", v.Gate)
-		st := &state.Pod{State: state.PodWithheld, Values: d.Target.String(), Message: v.Why}
-		if d.Reason == resize.ReasonRevert {
-			st.Kind = records.KindRevert
-		}
-		return st, gate.NotSent, nil
+		return &state.Pod{State: state.PodWithheld, Values: d.Target.String(), Message: v.Why}, gate.NotSent, nil
 	}
 
 	patched, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
