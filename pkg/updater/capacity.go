@@ -1,6 +1,7 @@
 package updater
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -12,7 +13,9 @@ import (
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/gate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/noderoom"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
@@ -101,6 +104,31 @@ func (c *Controller) reserveRoom(vpa *vpatypes.VerticalPodAutoscaler, pod *corev
 func (c *Controller) releaseRoom(pod *corev1.Pod) {
 	if c.room != nil && c.room.Release(pod) {
 		c.enqueueWaitingOnNode(pod.Spec.NodeName)
+	}
+}
+
+// roomGate holds the room every resize sent to a bound pod takes of its
+// node, checked first for a fits-node pod and for a revert (reserveRoom).
+// The room is kept while the resize is, or may be, on its way to the cache,
+// and given back otherwise.
+type roomGate struct{ c *Controller }
+
+func (roomGate) Name() string { return "node room" }
+
+func (roomGate) Scope() gate.Scope { return gate.Changes | gate.Boosts | gate.Reverts }
+
+func (g roomGate) Admit(_ context.Context, a *attempt) gate.Verdict {
+	fits, why := g.c.reserveRoom(a.vpa, a.pod, a.d.Target, a.Class().Revert)
+	if fits {
+		return passed
+	}
+	a.amend(resize.WaitForNode(a.d, why))
+	return gate.Verdict{Answer: gate.Wait, Reason: "NodeCapacity", Why: why}
+}
+
+func (g roomGate) Release(_ context.Context, a *attempt, o gate.Outcome) {
+	if !o.MayApply() {
+		g.c.releaseRoom(a.pod)
 	}
 }
 

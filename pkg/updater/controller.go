@@ -45,11 +45,11 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
-	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/canary"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/gate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/jobtemplate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/noderoom"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/observe"
@@ -82,78 +82,6 @@ var (
 	_ Calculator = (*recommendation.Calculator)(nil)
 	_ Calculator = (*recommendation.Memo)(nil)
 )
-
-// Config holds the updater's settings.
-type Config struct {
-	// Threshold is --pod-update-threshold.
-	Threshold float64
-	// EvictionTolerance is --eviction-tolerance: the fraction of a
-	// workload's pods whose containers may be restarted by resizes at once.
-	EvictionTolerance float64
-	// RestartMinReady is --restart-min-ready: how long a pod restarted by a
-	// resize must stay Ready before the next pod of its workload may go,
-	// when the workload sets no minReadySeconds; 0 means 30s.
-	RestartMinReady time.Duration
-	// RestartReservationTimeout is --restart-reservation-timeout: how long a
-	// resize that restarts containers keeps its place while its pod stays
-	// Ready and the kubelet has not applied it (Deferred, failing); 0 means
-	// 10m.
-	RestartReservationTimeout time.Duration
-	// ReversalHold is --resize-reversal-hold: how long after a resize a
-	// change that only undoes it is held while the pod's requests stay
-	// inside the recommended range; 0 holds nothing.
-	ReversalHold time.Duration
-	// DecreaseMinHistory is --decrease-min-history: how much usage history
-	// a recommendation must rest on before a decrease inside its range is
-	// sent (pkg/resize's evidence rule).
-	DecreaseMinHistory time.Duration
-	// RecommenderInterval is --recommender-interval: how often the
-	// recommender writes its checkpoints; one last written more than two
-	// of them ago proves nothing for a decrease. 0 means 1m.
-	RecommenderInterval time.Duration
-	// MaxFreeze is --max-freeze: how far ahead a freeze-until annotation
-	// may end; 0 means window.DefaultMaxFreeze.
-	MaxFreeze time.Duration
-	// ResyncInterval is --updater-interval.
-	ResyncInterval time.Duration
-	// Workers is the number of concurrent workers.
-	Workers int
-	// IgnoredNamespaces are skipped.
-	IgnoredNamespaces []string
-	// ServerMinor is the API server's minor version, 0 when unknown.
-	ServerMinor int
-	// DryRun is --dry-run: decide and report, never send a resize.
-	DryRun bool
-	// DeferredWarningAfter is --deferred-warning-after: how long a resize may
-	// stay Deferred before a warning event; 0 disables the warning.
-	DeferredWarningAfter time.Duration
-	// ConfigMap is the ConfigMap whose "paused" key pauses resizing
-	// cluster-wide (read through Deps.ConfigMaps).
-	ConfigMap types.NamespacedName
-	// StatusMinInterval is the shortest time between two writes of one VPA's
-	// condition; 0 means condition.DefaultMinInterval, a negative value no
-	// limit.
-	StatusMinInterval time.Duration
-	// MemoryLimitMargin is --memory-limit-decrease-margin: with usage known,
-	// a memory limit is lowered only above usage x (1 + margin).
-	MemoryLimitMargin float64
-	// ObservationWindow is --resize-observation-window: how long a pod is
-	// watched after its resize completes; 0 means 10m. A VPA's annotation
-	// may set its own (safety.go).
-	ObservationWindow time.Duration
-	// HarmHold is --harm-hold: how long values harm was seen at are held
-	// for the VPA; 0 means 24h.
-	HarmHold time.Duration
-	// NotReadyGrace is --harm-not-ready-grace: how long a watched pod may
-	// stay not Ready before it counts as harm; 0 means 1m.
-	NotReadyGrace time.Duration
-	// Canary is --canary: how many pods of a VPA get a decrease first,
-	// unless its annotation says otherwise.
-	Canary resize.Canary
-	// BoostMaxRestarts is --startup-boost-max-restarts: how many restarts
-	// of a container are boosted again (gate CPUStartupBoost); 0 boosts none.
-	BoostMaxRestarts int32
-}
 
 // Deps are the controller's collaborators.
 type Deps struct {
@@ -261,6 +189,8 @@ type Controller struct {
 	// preempted holds the pods the scheduler preempted on the nodes of
 	// Deferred resizes (preempted.go).
 	preempted *preemption.Ledger
+	// gates are the rules a pod's resize meets, in their order (gates.go).
+	gates *gate.Chain[*attempt]
 	// queue holds pod keys; vpaQueue VPA keys whose pods and Jobs are to be
 	// queued (and killSwitchKey); statusQueue VPA keys whose condition may
 	// need writing; jobQueue Job keys.
@@ -309,17 +239,9 @@ type Controller struct {
 
 // New builds a Controller and registers its event handlers.
 func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
-	if cfg.Workers <= 0 {
-		cfg.Workers = 1
-	}
+	cfg.setDefaults()
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
-	}
-	if cfg.RestartMinReady <= 0 {
-		cfg.RestartMinReady = restartMinReadyDefault
-	}
-	if cfg.RestartReservationTimeout <= 0 {
-		cfg.RestartReservationTimeout = restartReservationTimeoutDefault
 	}
 	deps.MinReady.Default = cfg.RestartMinReady
 	if deps.MemoryRecords == nil {
@@ -327,18 +249,6 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	}
 	if deps.SafetyRecords == nil {
 		deps.SafetyRecords = records.NewInMemoryStore()
-	}
-	if cfg.ObservationWindow <= 0 {
-		cfg.ObservationWindow = observationWindowDefault
-	}
-	if cfg.HarmHold <= 0 {
-		cfg.HarmHold = harmHoldDefault
-	}
-	if cfg.NotReadyGrace <= 0 {
-		cfg.NotReadyGrace = notReadyGraceDefault
-	}
-	if cfg.Canary == (resize.Canary{}) {
-		cfg.Canary = resize.DefaultCanary
 	}
 	c := &Controller{
 		cfg:         cfg,
@@ -397,6 +307,10 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		Clock:   deps.Clock,
 		Requeue: func(key string, after time.Duration) { c.statusQueue.AddAfter(key, after) },
 	})
+	var err error
+	if c.gates, err = c.podGates(); err != nil {
+		return nil, fmt.Errorf("listing the gates of resizes: %w", err)
+	}
 	if err := c.watchNamespaces(deps.Namespaces); err != nil {
 		return nil, err
 	}
@@ -505,10 +419,12 @@ func (c *Controller) conditionSummary(vpa *vpatypes.VerticalPodAutoscaler) (cond
 		}
 	}
 	reverted, canaryStatus, invalid := c.safetySummary(vpa)
+	killSwitch, _ := c.clusterPaused()
 	return condition.Summary{
 		Pods:          c.tracker.Of(key),
 		Jobs:          c.jobTracker.Of(key),
 		Paused:        c.pausedWhy(vpa),
+		KillSwitch:    killSwitch,
 		GateOff:       !c.gate.Enabled(features.InPlace),
 		DryRun:        c.cfg.DryRun,
 		NotDurable:    notDurable,

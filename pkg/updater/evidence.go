@@ -12,6 +12,7 @@ import (
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/gate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
@@ -43,6 +44,19 @@ func (c *Controller) recommenderInterval() time.Duration {
 		return DefaultRecommenderInterval
 	}
 	return c.cfg.RecommenderInterval
+}
+
+// evidenceGate gives the decision what is known of the usage behind the
+// recommendation (pkg/resize's evidence rule): a decrease waits for enough
+// history, any change of a container with no sample yet waits for one.
+type evidenceGate struct{ c *Controller }
+
+func (evidenceGate) Name() string { return "evidence" }
+
+func (evidenceGate) Scope() gate.Scope { return gate.Changes }
+
+func (g evidenceGate) Hold(_ context.Context, a *attempt) {
+	a.in.Evidence = g.c.evidence(a.vpa)
 }
 
 // checkpointIndex indexes checkpoints by the namespace/name of their VPA.

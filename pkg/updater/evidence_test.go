@@ -156,7 +156,7 @@ func TestAStaleCheckpointHoldsADecreaseUntilItIsWrittenAgain(t *testing.T) {
 	got.Status.LastUpdateTime = metav1.NewTime(t0)
 	_, err = f.vpa.AutoscalingV1().VerticalPodAutoscalerCheckpoints("default").Update(context.Background(), got, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return f.ctrl.vpaQueue.Len() == 1 }, 5*time.Second, 10*time.Millisecond, "the VPA is queued")
+	require.Eventually(t, func() bool { return f.ctrl.vpaQueue.Len() == 1 }, waitFor, 10*time.Millisecond, "the VPA is queued")
 	key, _ := f.ctrl.vpaQueue.Get()
 	require.NoError(t, f.ctrl.syncVPA(f.ctx, key))
 	f.ctrl.vpaQueue.Done(key)

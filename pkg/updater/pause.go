@@ -1,6 +1,7 @@
 package updater
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -8,11 +9,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/gate"
 )
 
 // The kill switch. Both stop resize patches at once, without a redeploy;
 // decisions, records, events, metrics and the VPA condition go on, so that
 // what would happen stays visible. Pods are never evicted either way.
+//
+// Two gates of the pod path (gates.go) withhold resizes: the emergency brake
+// (the cluster-wide switch, --dry-run) every resize, a revert after harm
+// included; the VPA's pause and its freezes (windows.go) every change but a
+// revert: undoing harm is not a change in time. A revert the brake holds
+// stays due (its record), the condition says it waits for the switch, and
+// the switch's change queues every pod again (onConfigMap).
 const (
 	// PausedAnnotation, set to "true" on a VPA, pauses the resizing of its
 	// pods.
@@ -101,3 +111,44 @@ func (c *Controller) pausedWhy(vpa *vpatypes.VerticalPodAutoscaler) string {
 	}
 	return why
 }
+
+// brakeGate is the emergency brake: the cluster-wide kill switch and
+// --dry-run withhold every resize, a revert's included.
+type brakeGate struct{ c *Controller }
+
+func (brakeGate) Name() string { return "kill switch" }
+
+func (brakeGate) Scope() gate.Scope { return gate.Changes | gate.Boosts | gate.Reverts }
+
+func (g brakeGate) Admit(context.Context, *attempt) gate.Verdict {
+	if on, why := g.c.clusterPaused(); on {
+		return gate.Verdict{Answer: gate.Refuse, Reason: withheldClusterPaused, Why: "resizing is paused " + why}
+	}
+	if g.c.cfg.DryRun {
+		return gate.Verdict{Answer: gate.Refuse, Reason: withheldDryRun, Why: "the updater runs with --dry-run"}
+	}
+	return passed
+}
+
+func (brakeGate) Release(context.Context, *attempt, gate.Outcome) {}
+
+// pauseGate withholds the changes of a VPA paused by its annotation, or
+// frozen (freeze-until on it or its namespace, or a window annotation that
+// cannot be read): every change but a revert. A freeze tells when it ends.
+type pauseGate struct{ c *Controller }
+
+func (pauseGate) Name() string { return "pause" }
+
+func (pauseGate) Scope() gate.Scope { return gate.Changes | gate.Boosts }
+
+func (g pauseGate) Admit(_ context.Context, a *attempt) gate.Verdict {
+	if on, why := vpaPaused(a.vpa); on {
+		return gate.Verdict{Answer: gate.Refuse, Reason: withheldVPAPaused, Why: "resizing is paused " + why}
+	}
+	if on, why, until := g.c.freeze(a.vpa); on {
+		return gate.Verdict{Answer: gate.Refuse, Reason: withheldFrozen, Why: why, Until: until}
+	}
+	return passed
+}
+
+func (pauseGate) Release(context.Context, *attempt, gate.Outcome) {}

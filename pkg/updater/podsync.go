@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,12 +20,13 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/gate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
-// The pod path: sync reads the caches, lets pkg/resize decide, and act
-// carries the decision out.
+// The pod path: sync reads the caches, lets pkg/resize decide, runs the
+// gates (gates.go), and act carries the decision out.
 
 // sync handles one pod: read the caches, decide, act, report. A returned
 // error is retried with backoff; permanent outcomes are recorded instead.
@@ -124,7 +124,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	// believed, and forgotten (records.Store.GetFor).
 	record, _ := c.store.GetFor(ownerOf(vpa), pod.UID)
 	memRecord, _ := c.memStore.GetFor(ownerOf(vpa), pod.UID)
-	in := resize.Input{
+	a := &attempt{pod: pod, vpa: vpa, boost: reverting == "" && (end != nil || again.resizes()), in: resize.Input{
 		Pod:               pod,
 		Desired:           desired,
 		Record:            record,
@@ -137,10 +137,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		ReversalHold:      c.cfg.ReversalHold,
 		Now:               c.now(),
 		Revert:            reverting,
-		Evidence:          c.evidence(vpa),
-	}
-	in.NodeFeatures, in.NodeKnown = c.nodeFeatures(pod)
-	in.Windows = c.windowsFor(ctx, pod, vpa, in.Now)
+	}}
+	a.in.NodeFeatures, a.in.NodeKnown = c.nodeFeatures(pod)
 	if c.usage != nil && resize.NeedsMemoryUsage(pod, desired, c.cfg.ServerMinor) {
 		// Never blocks a resize: without usage, memory limits are lowered
 		// as recommended and the kubelet's own check is the last line.
@@ -148,55 +146,37 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		if err != nil {
 			logger.V(2).Info("Memory in use unknown; a memory limit is lowered without it", "err", err)
 		}
-		in.MemoryUsage = u
+		a.in.MemoryUsage = u
 	}
-	if end != nil || again.resizes() {
-		// Ending a boost (or starting one after a restart): any change is
-		// worth the resize (a Factor 1.1 boost is below the threshold), and
-		// it reverses no resize of ours.
-		in.Threshold, in.LastResize = -1, nil
-		// It undoes the boost, back to what the pod was admitted with:
-		// neither the evidence rule nor a resize window holds that.
-		in.Evidence, in.Windows = nil, resize.Windows{}
+	if a.boost {
+		// Starting or ending a boost: any change is worth the resize (a
+		// Factor 1.1 boost is below the threshold), and it reverses no
+		// resize of ours.
+		a.in.Threshold, a.in.LastResize = -1, nil
 	}
-	d := resize.Decide(in)
-	// A decrease goes to the VPA's canaries first, and never to values
-	// held after harm; the end of a boost (at startup or after a restart)
-	// is no new decrease.
-	admitted, until := false, time.Time{}
-	if end == nil && !again.resizes() {
-		d, admitted, until = c.admitDecrease(ctx, pod, vpa, &in, d)
-	}
-	var waiting *disruption.Verdict
-	// A resize that is withheld (paused, dry run) is neither checked
-	// against its node nor given a place in the budget. Each check and its
-	// reservation are one step, taken before the resize is sent; what one
-	// reserved goes back when the other refuses.
-	if reason, _ := c.withheld(vpa); d.Action == resize.ActionPatch && reason == "" {
-		if fits, why := c.reserveRoom(vpa, pod, d.Target, d.Reason == resize.ReasonRevert); !fits {
-			d = resize.WaitForNode(d, why)
-		}
-		if d.Action == resize.ActionPatch && d.Disruptive {
-			if v := c.reserveRestart(pod); !v.Allowed {
-				c.releaseRoom(pod)
-				in.DisruptionAllowed, in.DisruptionRefused = false, v.Blocker+": "+v.Message
-				d, waiting = resize.Decide(in), &v
-			}
-		}
-	}
+	// The gates (gates.go), in their one order: what is held back before
+	// the decision, the decision, then the gates that answer for the
+	// resize to send, each taking what it holds. act sends it, and every
+	// gate passed is told what became of it.
+	c.gates.Hold(ctx, a)
+	a.decide()
+	verdict, ticket := c.admit(ctx, a)
+	d := a.d
 	c.metrics.Decided(d, c.now().Sub(start))
 	outcome, _ := c.tracker.Settle(pod.UID, status.State, func(like resources.Resources) resources.Resources { return resize.Current(pod, like) })
 	c.metrics.Settled(outcome)
 	logger.V(decisionLogLevel(d)).Info("Decided", "vpa", klog.KObj(vpa), "action", d.Action, "reason", d.Reason, "message", d.Message)
-	st, err := c.act(ctx, pod, cachedVersion, vpa, d, status)
-	if d.Action == resize.ActionPatch && (st != nil && st.State == state.PodInProgress || resize.MayHaveApplied(err)) {
-		c.resizeSent(ctx, pod, vpa, d, end != nil)
+	st, sent, err := c.act(ctx, pod, cachedVersion, vpa, d, status, verdict)
+	ticket.Done(ctx, sent)
+	if sent.MayApply() {
+		c.resizeSent(ctx, pod, vpa, d, a.canarySent, a.boost)
 	}
-	if admitted {
-		c.releaseCanary(vpa, pod.UID)
+	if st != nil && st.State == state.PodWithheld && a.Class().Revert {
+		// The condition says the revert waits for the switch.
+		st.Kind = records.KindRevert
 	}
-	if st != nil && waiting != nil {
-		st.Values = waiting.Blocker
+	if st != nil && a.budget != nil {
+		st.Values = a.budget.Blocker
 	}
 	if st != nil && st.State == state.PodWaitingForNode {
 		st.Values = pod.Spec.NodeName
@@ -208,7 +188,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if d.Gated != "" {
 		// After the report: the pod's state is the one its note is kept
 		// with.
-		c.waitingForCanary(pod, d, until)
+		c.waitingForCanary(pod, d, a.canaryUntil)
+	}
+	if verdict.Answer != gate.Pass && !verdict.Until.IsZero() {
+		// Decided again when the gate's answer may change (a freeze ends).
+		if wait := verdict.Until.Sub(c.now()); wait > 0 {
+			c.queue.AddAfter(pod.Namespace+"/"+pod.Name, wait)
+		}
 	}
 
 	if again != nil && err == nil {
@@ -217,8 +203,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if end != nil && err == nil && endsBoost(d, st) {
 		err = c.finishBoost(ctx, pod, vpa, d, end)
 	}
-	if waiting != nil {
-		c.waitForBudget(pod, *waiting)
+	if a.budget != nil {
+		c.waitForBudget(pod, *a.budget)
 	}
 	c.reportHeld(ctx, pod, d)
 	if d.RecheckAfter > 0 && d.Action != resize.ActionPatch {
@@ -237,10 +223,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	return err
 }
 
-// act carries out a decision and returns the pod's resulting state (nil
-// when the pod is gone). cachedVersion is the pod's version in the cache
+// act carries out a decision, as the gates answered for it (v), and
+// returns the pod's resulting state (nil when the pod is gone) and what
+// became of the resize. cachedVersion is the pod's version in the cache
 // (pod may have been read from the API server instead).
-func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion string, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision, rs resize.Status) (*state.Pod, error) {
+func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion string, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision, rs resize.Status, v gate.Verdict) (*state.Pod, gate.Outcome, error) {
 	logger := klog.FromContext(ctx)
 	owner := ownerOf(vpa)
 	if d.ClearRecord {
@@ -262,40 +249,30 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		record, _ := c.store.GetFor(owner, pod.UID)
 		memRecord, _ := c.memStore.GetFor(owner, pod.UID)
 		st := stateOf(d, record, memRecord, rs)
-		return &st, nil
+		return &st, gate.NotSent, nil
 	}
 
-	if reason, why := c.withheld(vpa); reason != "" {
-		// Paused since sync looked: nothing is sent.
-		c.releaseRoom(pod)
-		c.releaseRestart(pod, disruption.EndWithheld)
-		c.metrics.WithheldResize(reason)
-		logger.V(2).Info("Resize not sent", "target", d.Target.String(), "why", why)
-		return &state.Pod{State: state.PodWithheld, Values: d.Target.String(), Message: why}, nil
+	if v.Answer == gate.Refuse {
+		// Withheld (paused, frozen, dry run): nothing is sent. A revert
+		// stays due.
+		c.metrics.WithheldResize(v.Reason)
+		logger.V(2).Info("Resize not sent", "target", d.Target.String(), "why", v.Why, "gate", v.Gate)
+		return &state.Pod{State: state.PodWithheld, Values: d.Target.String(), Message: v.Why}, gate.NotSent, nil
 	}
 
 	patched, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
 	outcome := resize.ClassifyPatchError(err)
 	c.metrics.Patched(outcome)
+	sent := gate.Refused
 	switch {
 	case outcome == resize.OutcomeAccepted:
-		if d.Disruptive {
-			c.budget.Sent(pod.UID)
-		}
+		sent = gate.Sent
 	case resize.MayHaveApplied(err):
 		// The answer was lost, not the patch: the pod may restart, and take
-		// its new room. The place and the room are kept until the pod shows
+		// its new room. What the gates took is kept until the pod shows
 		// what happened, or a patch sent again is answered.
-		if d.Disruptive {
-			c.budget.Unconfirmed(pod.UID)
-		}
+		sent = gate.Lost
 		logger.Info("Answer to a resize lost; what it reserved is kept until the pod shows whether it was applied", "disruptive", d.Disruptive, "err", err)
-	default:
-		// Nothing was applied: what it reserved goes back.
-		c.releaseRoom(pod)
-		if d.Disruptive {
-			c.releaseRestart(pod, disruption.EndRefused)
-		}
 	}
 	switch outcome {
 	case resize.OutcomeAccepted:
@@ -329,7 +306,7 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		} else {
 			c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeSent, "Resizing in place to %s", d.Target.String())
 		}
-		return &state.Pod{State: state.PodInProgress, Since: now, Values: d.Target.String(), Message: message}, nil
+		return &state.Pod{State: state.PodInProgress, Since: now, Values: d.Target.String(), Message: message}, sent, nil
 	case resize.OutcomeNodeCapacity, resize.OutcomeInvalid:
 		kind, st := records.KindNodeCapacity, state.PodInfeasible
 		if outcome == resize.OutcomeInvalid {
@@ -338,13 +315,13 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		r := &records.Record{Kind: kind, Attempted: d.Target, Message: statusMessage(err), RecordedAt: c.now()}
 		c.store.Put(owner, pod.UID, r)
 		c.reportRecord(ctx, pod, vpa, r)
-		return &state.Pod{State: st, Since: r.RecordedAt, Values: r.Attempted.String(), Message: r.Message, Kind: r.Kind}, nil
+		return &state.Pod{State: st, Since: r.RecordedAt, Values: r.Attempted.String(), Message: r.Message, Kind: r.Kind}, sent, nil
 	case resize.OutcomeGone:
 		c.untrack(pod.UID)
-		return nil, nil
+		return nil, sent, nil
 	default:
 		err = fmt.Errorf("resize patch (%s): %w", outcome, err)
-		return &state.Pod{State: state.PodError, Message: err.Error()}, err
+		return &state.Pod{State: state.PodError, Message: err.Error()}, sent, err
 	}
 }
 

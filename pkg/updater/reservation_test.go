@@ -190,11 +190,12 @@ func TestInfeasibleRestartingResizeGivesItsPlaceBack(t *testing.T) {
 	assert.Equal(t, []string{"p0", "p1"}, f.resizedPods())
 }
 
-// TestDeferredRestartingResizeHoldsItsPlaceForALimitedTime: a Deferred
-// resize may still restart the pod when the node has room, so its place is
-// held, but not for ever: after --restart-reservation-timeout it is given
-// back, with a warning, and the other pods may go.
-func TestDeferredRestartingResizeHoldsItsPlaceForALimitedTime(t *testing.T) {
+// TestDeferredRestartingResizeKeepsItsPlaceWhileItIsPending: a Deferred
+// resize may still restart the pod whenever the node has room, so its place
+// is held past --restart-reservation-timeout for as long as the pod shows it
+// pending: no second pod of the workload restarts when the kubelet applies
+// the first. Once it is applied and the pod is back, the others go.
+func TestDeferredRestartingResizeKeepsItsPlaceWhileItIsPending(t *testing.T) {
 	f := newFixture(t, restartingPods(2), []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "200Mi")}, fixtureOpts{tolerance: 0.5})
 	require.NoError(t, f.sync("p0"))
 	f.waitCachedMemory("p0", "200Mi")
@@ -206,19 +207,32 @@ func TestDeferredRestartingResizeHoldsItsPlaceForALimitedTime(t *testing.T) {
 		" Resize restarts containers; waiting for the eviction tolerance: 1 of 2 pods of the workload are restarting, not Ready or being deleted, and the eviction tolerance allows 1 at once"+
 		" (p0: resize Deferred by the kubelet, its place held until 2027-01-15T08:10:00Z at the latest)")
 	wait, ok := f.podQueue.of("default/p0")
-	require.True(t, ok, "p0 is looked at again when its hold ends")
+	require.True(t, ok, "p0 is looked at again when the timeout passes")
 	assert.Equal(t, restartReservationTimeoutDefault, wait)
 
 	f.clock.Step(restartReservationTimeoutDefault)
 	require.Eventually(t, func() bool { return contains(f.queued(), "default/p0") }, waitFor, every)
 	require.NoError(t, f.sync("p0"))
+	assert.Equal(t, []types.UID{"uid-p0"}, f.ctrl.budget.Reserved(), "still pending: the kubelet may apply it at any time")
+	assert.Empty(t, eventsWith(f.events(), report.EventRestartReservationExpired))
+	require.NoError(t, f.sync("p1"))
+	assert.Equal(t, []string{"p0"}, f.resizedPods(), "p1 still waits")
+	assert.Contains(t, f.stateOfPod("p1").Message, "(p0: resize Deferred by the kubelet for more than 10m0s, its place held while the pod shows it pending)")
+	assert.InDelta(t, 0, counter(t, f, report.MetricRestartReservationsEnded, "reason", "Expired"), 0)
+
+	// The node has room at last: the kubelet applies it, p0 restarts and
+	// comes back; once Ready for minReady, p1 goes.
+	f.kubeletOn("p0", actuate)
+	f.kubeletDone("p0")
+	require.NoError(t, f.sync("p0"))
+	f.clock.Step(restartMinReadyDefault)
+	f.queued()
+	require.NoError(t, f.sync("p0"))
 	assert.Empty(t, f.ctrl.budget.Reserved())
-	assert.Contains(t, f.events(), "Pod/p0 Warning "+report.EventRestartReservationExpired+
-		" The resize restarts containers and is still not applied after 10m0s (resize Deferred by the kubelet); its place under the eviction tolerance and PodDisruptionBudgets is given back, so that the other pods of the workload may be resized. If the kubelet applies it later, the pod restarts outside that budget.")
 	assert.Contains(t, f.queued(), "default/p1")
 	require.NoError(t, f.sync("p1"))
 	assert.Equal(t, []string{"p0", "p1"}, f.resizedPods())
-	assert.InDelta(t, 1, counter(t, f, report.MetricRestartReservationsEnded, "reason", "Expired"), 0)
+	assert.InDelta(t, 1, counter(t, f, report.MetricRestartReservationsEnded, "reason", "Back"), 0)
 }
 
 // On a kubelet that does not report observedGeneration (1.33 with default

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/gate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
@@ -25,7 +26,8 @@ import (
 // when the answer was lost (the patch may have been applied); and shows it
 // every update of a reserved pod, so that the reservation ends when the pod
 // is back, when the kubelet marks the resize Infeasible, or when it has not
-// been applied for --restart-reservation-timeout. When one ends, the pods
+// been applied for --restart-reservation-timeout and the pod shows no
+// pending resize that would restart it. When one ends, the pods
 // that may wait for it are looked at again at once: the other pods of the
 // workload, and those of the namespace waiting for a PodDisruptionBudget;
 // the waiting pods of a namespace are also looked at again when one of its
@@ -69,6 +71,44 @@ func (c *Controller) reserveRestart(pod *corev1.Pod) disruption.Verdict {
 	return c.budget.Reserve(req)
 }
 
+// budgetGate takes a resize's place under the disruption budget when it
+// restarts containers, a revert's and a boost's too. The place is kept
+// while a restart may come: the resize accepted, or its answer lost; it is
+// given back when nothing was sent or the API server refused it.
+type budgetGate struct{ c *Controller }
+
+func (budgetGate) Name() string { return "disruption budget" }
+
+func (budgetGate) Scope() gate.Scope { return gate.Restarts | gate.Boosts | gate.Reverts }
+
+func (g budgetGate) Admit(_ context.Context, a *attempt) gate.Verdict {
+	v := g.c.reserveRestart(a.pod)
+	if v.Allowed {
+		return passed
+	}
+	why := v.Blocker + ": " + v.Message
+	a.in.DisruptionAllowed, a.in.DisruptionRefused = false, why
+	a.decide()
+	a.budget = &v
+	return gate.Verdict{Answer: gate.Wait, Reason: "DisruptionBudget", Why: why}
+}
+
+func (g budgetGate) Release(_ context.Context, a *attempt, o gate.Outcome) {
+	switch o {
+	case gate.Sent:
+		g.c.budget.Sent(a.pod.UID)
+	case gate.Lost:
+		// The answer was lost, not the patch: the pod may restart. The
+		// place is kept until the pod shows what happened, or a patch
+		// sent again is answered.
+		g.c.budget.Unconfirmed(a.pod.UID)
+	case gate.Refused:
+		g.c.releaseRestart(a.pod, disruption.EndRefused)
+	default:
+		g.c.releaseRestart(a.pod, disruption.EndWithheld)
+	}
+}
+
 // releaseRestart gives pod's reservation back: nothing restarts.
 func (c *Controller) releaseRestart(pod *corev1.Pod, why disruption.EndReason) {
 	if c.budget.Release(pod.UID, why) {
@@ -95,6 +135,10 @@ func (c *Controller) observeRestart(ctx context.Context, pod *corev1.Pod) {
 		if o.After > 0 {
 			c.queue.AddAfter(pod.Namespace+"/"+pod.Name, o.After)
 		}
+		if o.Overdue {
+			logger.Info("Restarting resize still not applied; its place is kept while the pod shows it pending: the kubelet may apply it at any time",
+				"timeout", c.cfg.RestartReservationTimeout, "state", o.Message)
+		}
 		return
 	case disruption.EndBack:
 		logger.V(2).Info("Restarted pod is back; the next pod of its workload may go")
@@ -103,7 +147,7 @@ func (c *Controller) observeRestart(ctx context.Context, pod *corev1.Pod) {
 	case disruption.EndExpired:
 		logger.Info("Restarting resize still not applied; its place is given back", "timeout", c.cfg.RestartReservationTimeout, "state", o.Message)
 		c.recorder.Eventf(pod, corev1.EventTypeWarning, report.EventRestartReservationExpired,
-			"The resize restarts containers and is still not applied after %s (%s); its place under the eviction tolerance and PodDisruptionBudgets is given back, so that the other pods of the workload may be resized. If the kubelet applies it later, the pod restarts outside that budget.",
+			"The resize restarts containers and is still not applied after %s (%s), and the pod shows no resize pending that would restart it; its place under the eviction tolerance and PodDisruptionBudgets is given back, so that the other pods of the workload may be resized.",
 			c.cfg.RestartReservationTimeout, o.Message)
 	}
 	c.restartEnded(pod, o.Ended)

@@ -13,6 +13,7 @@ import (
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
@@ -304,4 +305,45 @@ func TestTheEndOfABoostAfterARestartDoesNotWaitForTheCanary(t *testing.T) {
 	patches := f.resizePatches()
 	require.Len(t, patches, 3, "the boost ends on time, whatever the canary: %s", f.podState("p"))
 	assert.Contains(t, patches[2], `"cpu":"150m"`)
+}
+
+// The end of a boost after a restart lowers CPU by design, back to the
+// recommendation: it is no decrease to watch. Harm after it (the next
+// crash) is reported, never reverted nor held for the VPA, and fires no
+// revert alert; the crash is boosted again as any other.
+func TestHarmAfterTheEndOfABoostAfterARestartIsOnlyReported(t *testing.T) {
+	pod := restartedPod("p", "150m", 1, t0.Add(2*time.Second))
+	safety := records.NewInMemoryStore()
+	f := newFixture(t, []*corev1.Pod{pod}, []*vpatypes.VerticalPodAutoscaler{boostVPA("150m", 20)},
+		fixtureOpts{boost: true, boostMaxRestarts: 3, safety: safety})
+	f.clock.SetTime(t0.Add(3 * time.Second))
+	require.NoError(t, f.sync("p"))
+	f.kubeletOn("p", actuate)
+	f.clock.Step(19 * time.Second)
+	require.NoError(t, f.sync("p"))
+	require.Len(t, f.resizePatches(), 2)
+	require.Contains(t, f.resizePatches()[1], `"cpu":"150m"`, "the boost ends")
+	f.kubeletOn("p", actuate)
+	f.clock.Step(time.Minute)
+	require.NoError(t, f.sync("p"))
+	f.events()
+	f.vpaEvents()
+
+	f.kubeletOn("p", crash(f.clock.Now()))
+	require.NoError(t, f.sync("p"))
+	_, held := f.ctrl.canaries.Hold(webOwner)
+	assert.False(t, held, "the VPA's recommendation is not held")
+	for uid, r := range safety.Of(webOwner) {
+		assert.NotEqual(t, records.KindRevert, r.Kind, "no revert due for %s", uid)
+	}
+	events := f.events()
+	assert.Empty(t, eventsWith(events, report.EventResizeReverted), "%v", events)
+	harmed := eventsWith(events, report.EventResizeHarmed)
+	require.Len(t, harmed, 1, "%v", events)
+	assert.Contains(t, harmed[0], "after the resize to c: requests cpu=150m memory=100Mi, which started or ended a CPU boost: reported, not reverted")
+	assert.Empty(t, eventsWith(f.vpaEvents(), report.EventResizeReverted))
+	assert.InDelta(t, 0, counter(t, f, report.MetricReverts), 0)
+	require.Len(t, f.resizePatches(), 3)
+	assert.Contains(t, f.resizePatches()[2], `"cpu":"300m"`, "the crash is boosted again")
+	assert.Len(t, eventsWith(events, report.EventStartupBoostReapplied), 1, "%v", events)
 }

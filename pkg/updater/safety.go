@@ -145,17 +145,22 @@ func watchLogLevel(r observe.Resize) int {
 // harmed acts on harm seen after a resize: values it lowered are held for
 // the VPA, and the pod (when it is still there) is due a revert, which the
 // decision that follows sends; after a resize that only raised values, or
-// ended a boost, the harm is reported.
+// started or ended a boost (at startup or after a restart), the harm is
+// reported.
 func (c *Controller) harmed(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, r observe.Resize, h resize.Harm, podLeft bool) {
 	logger := klog.FromContext(ctx)
 	to, from := resize.Lowered(r.From, r.To)
 	if len(to) == 0 || r.ReportOnly {
+		what := "lowered nothing"
+		if r.ReportOnly {
+			what = "started or ended a CPU boost"
+		}
 		c.metrics.Harmed(h.Kind, false)
-		logger.Info("Harm after a resize that lowered nothing; reported, not reverted", "harm", h.Kind, "message", h.Message)
+		logger.Info("Harm after a resize that "+what+"; reported, not reverted", "harm", h.Kind, "message", h.Message)
 		c.recorder.Eventf(pod, corev1.EventTypeWarning, report.EventResizeHarmed,
-			"%s after the resize to %s, which lowered nothing: reported, not reverted", capitalize(h.Message), r.To.String())
+			"%s after the resize to %s, which %s: reported, not reverted", capitalize(h.Message), r.To.String(), what)
 		c.recorder.Eventf(vpa, corev1.EventTypeWarning, report.EventResizeHarmed,
-			"Pod %s: %s after the resize to %s, which lowered nothing: reported, not reverted", pod.Name, h.Message, r.To.String())
+			"Pod %s: %s after the resize to %s, which %s: reported, not reverted", pod.Name, h.Message, r.To.String(), what)
 		return
 	}
 	c.metrics.Harmed(h.Kind, true)
@@ -210,12 +215,14 @@ func (c *Controller) liftHold(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscal
 	c.canaries.Lift(ownerOf(vpa), func() resources.Resources { return resize.Target(pod, desired) })
 }
 
-// admitDecrease asks the gate which decreases of a resize may go now. When
-// it holds some back, the decision is taken again with its gate. canary
-// tells that the pod was admitted as a canary: its place is held until the
-// resize is sent, or released after the sync (releaseCanary).
+// admitDecrease asks the gate which decreases of a resize may go now (the
+// canary gate of the pod path, canarygate.go, asks it of every resize that
+// lowers a value and is neither a revert nor a boost's). When it holds some
+// back, the decision is taken again with its gate. canary tells that the pod
+// was admitted as a canary: its place is held until the resize is sent, or
+// released (releaseCanary).
 func (c *Controller) admitDecrease(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, in *resize.Input, d resize.Decision) (resize.Decision, bool, time.Time) {
-	if d.Action != resize.ActionPatch || in.Revert != "" {
+	if d.Action != resize.ActionPatch {
 		return d, false, time.Time{}
 	}
 	to, _ := resize.Lowered(resize.Current(pod, d.Target), d.Target)
@@ -268,14 +275,15 @@ func (c *Controller) releaseCanary(vpa *vpatypes.VerticalPodAutoscaler, uid type
 }
 
 // resizeSent starts the watch of a resize accepted (or whose answer was
-// lost: it may have been applied), notes a canary's, and reports a revert.
-func (c *Controller) resizeSent(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision, boostEnd bool) {
-	owner := ownerOf(vpa)
+// lost: it may have been applied), reports a canary's (canary: the canary
+// gate noted it sent) and a revert. Harm after a boost's start or end
+// (boost) is only reported: the end of a boost lowers CPU by design.
+func (c *Controller) resizeSent(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision, canary, boost bool) {
 	current := resize.Current(pod, d.Target)
 	_, window, _ := c.safetyOf(vpa)
-	r := observe.Resize{VPA: vpaKey(vpa), VPAUID: vpa.UID, Name: pod.Name, From: current, To: d.Target, Window: window, ReportOnly: boostEnd,
+	r := observe.Resize{VPA: vpaKey(vpa), VPAUID: vpa.UID, Name: pod.Name, From: current, To: d.Target, Window: window, ReportOnly: boost,
 		Before: resize.BaselineOf(pod)}
-	if to, from := resize.Lowered(current, d.Target); len(to) > 0 && c.canaries.Sent(owner, pod.UID, from, to) {
+	if to, _ := resize.Lowered(current, d.Target); len(to) > 0 && canary {
 		r.Canary = true
 		c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeCanary,
 			"Canary of the VPA's decrease: resized in place to %s; the other pods get it once this one has been watched for %s without harm", d.Target.String(), window)

@@ -15,16 +15,17 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/gate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	uwindow "github.com/vpa-inplace/vpa-inplace/pkg/updater/window"
 )
 
 // Resize windows and freezes on VPAs and their namespaces
-// (pkg/updater/window reads them): the pod
-// path gives Decide the VPA's windows, a freeze withholds every resize as
-// a pause does (withheld), and the pod is decided again when the freeze
-// ends or the window opens (Decision.RecheckAfter), on the injected clock:
-// nothing polls.
+// (pkg/updater/window reads them): the pod path gives Decide the VPA's
+// windows (windowGate), a freeze withholds every change but a revert as a
+// pause does (pauseGate, pause.go), and the pod is decided again when the
+// freeze ends or the window opens (Decision.RecheckAfter), on the injected
+// clock: nothing polls.
 
 // withheldFrozen is the metric reason of a resize withheld by a freeze.
 const withheldFrozen = "Frozen"
@@ -44,26 +45,45 @@ func (c *Controller) windowsFor(ctx context.Context, pod *corev1.Pod, vpa *vpaty
 		c.windows.FirstReport(vpa.UID, "")
 	}
 	if v.Frozen && !v.FrozenUntil.IsZero() {
-		left := max(v.FrozenUntil.Sub(now), time.Second)
-		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, left)
 		// The condition says the VPA is frozen until then, also when no
-		// pod of it changes state as the freeze ends.
-		c.statusQueue.AddAfter(vpaKey(vpa), left)
+		// pod of it changes state as the freeze ends. A resize the freeze
+		// withholds is decided again then (gate.Verdict.Until).
+		c.statusQueue.AddAfter(vpaKey(vpa), max(v.FrozenUntil.Sub(now), time.Second))
 	}
 	return v.Windows
+}
+
+// windowGate gives the decision the VPA's resize windows (pkg/resize's
+// holdBack): decreases and restarts wait for a window, every change under
+// the scope all.
+type windowGate struct{ c *Controller }
+
+func (windowGate) Name() string { return "resize windows" }
+
+func (windowGate) Scope() gate.Scope { return gate.Decreases | gate.Restarts }
+
+func (g windowGate) Hold(ctx context.Context, a *attempt) {
+	a.in.Windows = g.c.windowsFor(ctx, a.pod, a.vpa, a.in.Now)
 }
 
 // frozen tells whether a freeze (or an annotation that cannot be read)
 // stops the resizes of vpa's pods now, and why.
 func (c *Controller) frozen(vpa *vpatypes.VerticalPodAutoscaler) (bool, string) {
+	on, why, _ := c.freeze(vpa)
+	return on, why
+}
+
+// freeze is frozen, with when the freeze ends (zero: when an annotation is
+// corrected).
+func (c *Controller) freeze(vpa *vpatypes.VerticalPodAutoscaler) (bool, string, time.Time) {
 	if c.windows == nil {
-		return false, ""
+		return false, "", time.Time{}
 	}
 	v := c.windows.For(vpa, c.now())
 	if !v.Frozen {
-		return false, ""
+		return false, "", time.Time{}
 	}
-	return true, "resizing is " + v.Why
+	return true, "resizing is " + v.Why, v.FrozenUntil
 }
 
 // watchNamespaces builds the Gate, reading the namespaces' annotations

@@ -14,6 +14,7 @@ import (
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
@@ -79,9 +80,12 @@ type Summary struct {
 	// Jobs are the VPA's suspended Jobs.
 	Jobs []state.Job
 	// Paused says why resizing is paused, "" when it is not.
-	Paused  string
-	GateOff bool
-	DryRun  bool
+	Paused string
+	// KillSwitch: resizing is paused cluster-wide, every revert after harm
+	// included.
+	KillSwitch bool
+	GateOff    bool
+	DryRun     bool
 	// NotDurable says why the records of the VPA's pods cannot be written
 	// (records.Store.WriteError), "" while they are.
 	NotDurable string
@@ -137,7 +141,26 @@ func Blocked(s Summary) vpatypes.VerticalPodAutoscalerCondition {
 		if s.Paused != "" {
 			r, why = ReasonPaused, "paused"
 		}
-		blocked(r, fmt.Sprintf("Not sent (%s): %s would be resized to %s%s.", why, ps[0].Name, ps[0].Values, more(ps)))
+		var reverts, others []state.Pod
+		for _, p := range ps {
+			if p.Kind == records.KindRevert {
+				reverts = append(reverts, p)
+			} else {
+				others = append(others, p)
+			}
+		}
+		if len(reverts) > 0 {
+			// Only the emergency brake holds a revert back.
+			r, why, lifted := ReasonDryRun, "dry run", "the updater runs without --dry-run"
+			if s.KillSwitch {
+				r, why, lifted = ReasonPaused, "paused", "the kill switch is lifted"
+			}
+			blocked(r, fmt.Sprintf("Revert not sent (%s): %s is to be resized back to %s after harm; it is sent as soon as %s%s.",
+				why, reverts[0].Name, reverts[0].Values, lifted, more(reverts)))
+		}
+		if len(others) > 0 {
+			blocked(r, fmt.Sprintf("Not sent (%s): %s would be resized to %s%s.", why, others[0].Name, others[0].Values, more(others)))
+		}
 	}
 	if js := jobsByState[state.JobWithheld]; len(js) > 0 {
 		r, why := ReasonDryRun, "dry run"

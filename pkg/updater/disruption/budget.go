@@ -23,16 +23,18 @@
 // the pod is really back (Observe): the resize shown on the pod and
 // completed, every container Ready, and the pod Ready for the workload's
 // minReadySeconds. A pod that stays Ready without the resize applied
-// (Deferred by the kubelet, failing on the node) holds its place for
-// Config.Timeout at most. Restarts found under way at start, sent before
-// this process led, are reserved too (Adopt, RestartUnderWay).
+// holds its place for Config.Timeout, and past it for as long as the pod
+// shows a pending resize that restarts containers (Deferred by the kubelet,
+// failing on the node: the kubelet may apply it, and restart the pod, at
+// any time); one that shows none (the resize never seen on the pod, or not
+// taken up) gives it back then. Restarts found under way at start, sent
+// before this process led, are reserved too (Adopt, RestartUnderWay).
 package disruption
 
 import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -78,8 +80,10 @@ type Config struct {
 	// pods that may be down at once.
 	Tolerance float64
 	// Timeout bounds how long a reservation is held while its pod stays
-	// Ready and the kubelet has not applied the resize (Deferred, failing
-	// on the node, not taken up, or not shown by the cache); 0: no bound.
+	// Ready and the kubelet has not applied the resize (not taken up, or
+	// not shown by the cache); one the pod still shows pending and that
+	// restarts containers (Deferred, failing on the node) is held past it
+	// while the pod shows it. 0: no bound.
 	Timeout time.Duration
 }
 
@@ -93,7 +97,8 @@ const (
 	// apply it, so nothing restarts.
 	EndInfeasible EndReason = "Infeasible"
 	// EndExpired: the resize was still not applied after Config.Timeout
-	// while the pod stayed Ready.
+	// while the pod stayed Ready, and the pod shows no pending resize that
+	// restarts containers.
 	EndExpired EndReason = "Expired"
 	// EndRefused: the API server refused the patch, or it failed before it
 	// could be applied.
@@ -108,25 +113,6 @@ const (
 
 // EndReasons lists every EndReason, in the order metrics list them.
 var EndReasons = []EndReason{EndBack, EndInfeasible, EndExpired, EndRefused, EndRecorded, EndWithheld, EndGone}
-
-// The states of a held reservation, as Counts reports them.
-const (
-	// HeldUnconfirmed: the answer to the resize was lost (a timeout, a reset
-	// connection, a 5xx): it may have been applied, and the pod does not
-	// show yet whether it was.
-	HeldUnconfirmed = "Unconfirmed"
-	// HeldRestarting: the resize was sent (or found under way at start) and
-	// the pod is not back yet: not Ready, or its resize not seen completed.
-	HeldRestarting = "Restarting"
-	// HeldPending: the pod is Ready and the kubelet has not applied the
-	// resize (Deferred, failing, not taken up): bounded by Config.Timeout.
-	HeldPending = "Pending"
-	// HeldBack: the pod is back, and Ready for less than its minReady.
-	HeldBack = "Back"
-)
-
-// HeldStates lists the states Counts reports.
-var HeldStates = []string{HeldUnconfirmed, HeldRestarting, HeldPending, HeldBack}
 
 // reservation is a restarting resize of ours that has not come back yet.
 type reservation struct {
@@ -159,6 +145,9 @@ type reservation struct {
 	readySince time.Time
 	// state is the pod's resize state when last observed.
 	state resize.State
+	// overdue: Config.Timeout passed while the pod showed a pending resize
+	// that restarts containers; the place is kept (Observe).
+	overdue bool
 }
 
 // Budget holds the reservations. Safe for concurrent use: every method is
@@ -221,7 +210,7 @@ func (b *Budget) newReservation(req Request, versions map[types.UID]string) *res
 // sentFrom makes r the reservation of a resize decided on pod now.
 func (r *reservation) sentFrom(pod *corev1.Pod, now time.Time) {
 	r.generation, r.spec, r.shown, r.adopted = pod.Generation, resize.SpecOf(pod), false, false
-	r.taken, r.readySince, r.state = now, time.Time{}, ""
+	r.taken, r.readySince, r.state, r.overdue = now, time.Time{}, "", false
 }
 
 // Adopt reserves, without any check, a restart found under way that this
@@ -302,65 +291,6 @@ func (b *Budget) pdbAllows(pdb *policyv1.PodDisruptionBudget, self types.UID, no
 	return left > 0, left, b.describe(held, now)
 }
 
-// maxDescribed bounds the reservations a verdict's message names.
-const maxDescribed = 3
-
-// describe names the reservations holding places, for a verdict's message:
-// " (kafka-0: resize Deferred by the kubelet, its place held until ... at
-// the latest)". Callers hold b.mu.
-func (b *Budget) describe(held []*reservation, now time.Time) string {
-	if len(held) == 0 {
-		return ""
-	}
-	sort.Slice(held, func(i, j int) bool { return held[i].name < held[j].name })
-	parts := make([]string, 0, maxDescribed+1)
-	for i, r := range held {
-		if i == maxDescribed {
-			parts = append(parts, fmt.Sprintf("and %d more", len(held)-maxDescribed))
-			break
-		}
-		parts = append(parts, b.describeOne(r, now))
-	}
-	return " (" + strings.Join(parts, "; ") + ")"
-}
-
-func (b *Budget) describeOne(r *reservation, now time.Time) string {
-	switch {
-	case !r.ready:
-		return r.name + ": restarting, not Ready"
-	case !r.readySince.IsZero():
-		return fmt.Sprintf("%s: back, counted until %s", r.name, stamp(r.readySince.Add(r.minReady)))
-	case b.cfg.Timeout > 0:
-		return fmt.Sprintf("%s: %s, its place held until %s at the latest", r.name, r.what(), stamp(r.taken.Add(b.cfg.Timeout)))
-	}
-	return r.name + ": " + r.what()
-}
-
-// what says where a held pod's resize stands, as last observed.
-func (r *reservation) what() string {
-	switch {
-	case r.unconfirmed:
-		return "the answer to its resize was lost, and the pod does not show yet whether it was applied"
-	case !r.shown:
-		return "resize sent, not seen on the pod yet"
-	}
-	switch r.state {
-	case resize.StateDeferred:
-		return "resize Deferred by the kubelet"
-	case resize.StateError, resize.StateMemoryLimitRefused:
-		return "resize failing on the node"
-	case resize.StateInProgress:
-		return "resize in progress"
-	case resize.StateUnknown:
-		return "resize not taken up by the kubelet yet"
-	case "":
-		return "resize sent"
-	}
-	return "restarting"
-}
-
-func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
 // Sent notes that the pod's patch was accepted.
 func (b *Budget) Sent(uid types.UID) {
 	b.mu.Lock()
@@ -407,15 +337,21 @@ type Observation struct {
 	// After, while held, is when to look at the pod again: its minReady is
 	// up, or its reservation expires. 0: at its next update.
 	After time.Duration
-	// Message says, for EndExpired, where the resize stood.
+	// Message says, for EndExpired and Overdue, where the resize stood.
 	Message string
+	// Overdue: Config.Timeout passed, and the place is kept because the
+	// pod still shows a pending resize that restarts containers
+	// (resize.PendingRestart): the kubelet may apply it at any time. Told
+	// once per reservation.
+	Overdue bool
 }
 
 // Observe looks at a pod holding a reservation and ends the reservation
 // once the pod is back: the resize shown on the pod and completed, the pod
 // Ready, and Ready for the reservation's minReady. It also ends it when
 // nothing will restart (the kubelet marked the resize Infeasible), and when
-// the pod has stayed Ready without the resize applied for Config.Timeout.
+// the pod has stayed Ready without the resize applied for Config.Timeout
+// and shows no pending resize that restarts containers.
 func (b *Budget) Observe(pod *corev1.Pod) Observation {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -448,6 +384,17 @@ func (b *Budget) Observe(pod *corev1.Pod) Observation {
 		deadline := r.taken.Add(b.cfg.Timeout)
 		if wait := deadline.Sub(now); wait > 0 {
 			return Observation{After: wait}
+		}
+		if resize.PendingRestart(pod) {
+			// The kubelet may still apply it, and restart the pod: the
+			// place is kept while the pod shows it pending. Its next
+			// update (applied, Infeasible, the spec changed) ends it.
+			first := !r.overdue
+			r.overdue = true
+			if first {
+				return Observation{Overdue: true, Message: r.what()}
+			}
+			return Observation{}
 		}
 		delete(b.reserved, pod.UID)
 		return Observation{Ended: EndExpired, Message: r.what()}
@@ -497,82 +444,4 @@ func (b *Budget) Reserved() []types.UID {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
-}
-
-// Counts counts the reservations held, by state (HeldStates), as last
-// observed.
-func (b *Budget) Counts() map[string]int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := map[string]int{}
-	for _, r := range b.reserved {
-		switch {
-		case r.unconfirmed:
-			out[HeldUnconfirmed]++
-		case !r.readySince.IsZero():
-			out[HeldBack]++
-		case r.shown && r.ready && r.state != resize.StateNone && r.state != "":
-			out[HeldPending]++
-		default:
-			out[HeldRestarting]++
-		}
-	}
-	return out
-}
-
-// readySince is when the pod's Ready condition last turned True, or now when
-// it does not say (or says a time after now).
-func readySince(pod *corev1.Pod, now time.Time) time.Time {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
-			if t := c.LastTransitionTime.Time; !t.After(now) {
-				return t
-			}
-		}
-	}
-	return now
-}
-
-// matching returns the PDBs whose selector matches the pod, with
-// policy/v1's meaning: an empty selector matches every pod of the namespace,
-// a missing one none. A PDB whose selector cannot be read is included, and
-// then refuses (pdbAllows): when in doubt, nothing restarts.
-func matching(pdbs []*policyv1.PodDisruptionBudget, pod *corev1.Pod) []*policyv1.PodDisruptionBudget {
-	var out []*policyv1.PodDisruptionBudget
-	for _, pdb := range pdbs {
-		if pdb.Namespace != pod.Namespace {
-			continue
-		}
-		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil || sel.Matches(labels.Set(pod.Labels)) {
-			out = append(out, pdb)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-func terminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-}
-
-// countLive counts the pods the tolerance's share is taken of: neither
-// terminated nor being deleted.
-func countLive(pods []*corev1.Pod) int {
-	n := 0
-	for _, p := range pods {
-		if !terminal(p) && p.DeletionTimestamp == nil {
-			n++
-		}
-	}
-	return n
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -244,6 +244,73 @@ func TestPendingResizeHoldsItsPlaceForTheTimeout(t *testing.T) {
 	})
 }
 
+// A restarting resize the kubelet holds Deferred may still be applied, and
+// restart the pod, at any time: its place is kept past the timeout while
+// the pod shows it pending (a resource whose resizePolicy is
+// RestartContainer differs between the spec and what the container runs
+// with), so that no second pod of the workload restarts when the kubelet
+// applies the first. Once applied, it ends as any restart does.
+func TestPendingRestartKeepsItsPlacePastTheTimeout(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	b := New(Config{Tolerance: 0.5, Timeout: 10 * time.Minute}, clk)
+	restarting := func(name string) *corev1.Pod {
+		return testpod.New(name).UID("uid-"+name).Labels(map[string]string{"app": "kafka"}).Container("c", "1", "1Gi").
+			ResizePolicy("c", corev1.ResourceMemory, corev1.RestartContainer).Running().Obj()
+	}
+	siblings := []*corev1.Pod{restarting("p0"), restarting("p1")}
+	p := siblings[0]
+	require.True(t, b.Reserve(Request{Pod: p, Workload: "w", Siblings: siblings, MinReady: 10 * time.Second}).Allowed)
+
+	// The resize is in the spec, the container still runs with 1Gi, and the
+	// kubelet defers it.
+	deferred := p.DeepCopy()
+	deferred.Generation, deferred.Status.ObservedGeneration = 2, 2
+	deferred.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = testpod.List("", "2Gi")[corev1.ResourceMemory]
+	deferred.Status.Conditions = append(deferred.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue,
+		Reason: corev1.PodReasonDeferred, ObservedGeneration: 2})
+	assert.Equal(t, Observation{After: 10 * time.Minute}, b.Observe(deferred))
+
+	clk.Step(10 * time.Minute)
+	o := b.Observe(deferred)
+	assert.Empty(t, o.Ended, "the kubelet may still apply it: the place is kept")
+	assert.True(t, o.Overdue, "said once, when the timeout passes")
+	assert.Equal(t, "resize Deferred by the kubelet", o.Message)
+	assert.True(t, b.Held(p.UID))
+	clk.Step(time.Hour)
+	assert.Equal(t, Observation{}, b.Observe(deferred), "still pending an hour later: kept, and said no more")
+	v := b.Reserve(Request{Pod: siblings[1], Workload: "w", Siblings: siblings})
+	assert.False(t, v.Allowed, "no second pod restarts while the first may")
+	assert.Contains(t, v.Message, "p0: resize Deferred by the kubelet for more than 10m0s, its place held while the pod shows it pending")
+
+	// The kubelet applies it: the container restarts, then is back.
+	applied := deferred.DeepCopy()
+	applied.Status.Conditions = applied.Status.Conditions[:1]
+	applied.Status.ContainerStatuses[0].Resources.Requests[corev1.ResourceMemory] = testpod.List("", "2Gi")[corev1.ResourceMemory]
+	applied.Status.ContainerStatuses[0].AllocatedResources[corev1.ResourceMemory] = testpod.List("", "2Gi")[corev1.ResourceMemory]
+	applied.Status.Conditions[0].Status = corev1.ConditionFalse
+	assert.Equal(t, Observation{}, b.Observe(applied), "restarting")
+	applied.Status.Conditions[0].Status = corev1.ConditionTrue
+	applied.Status.Conditions[0].LastTransitionTime = metav1.NewTime(clk.Now())
+	assert.Equal(t, Observation{After: 10 * time.Second}, b.Observe(applied))
+	clk.Step(10 * time.Second)
+	assert.Equal(t, EndBack, b.Observe(applied).Ended)
+	assert.True(t, b.Reserve(Request{Pod: siblings[1], Workload: "w", Siblings: siblings}).Allowed)
+
+	t.Run("a pending resize that restarts nothing expires", func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(t0)
+		b := New(Config{Tolerance: 0.5, Timeout: 10 * time.Minute}, clk)
+		p := restarting("p0")
+		require.True(t, b.Reserve(Request{Pod: p}).Allowed)
+		cpu := p.DeepCopy()
+		cpu.Generation, cpu.Status.ObservedGeneration = 2, 2
+		cpu.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = testpod.List("2", "")[corev1.ResourceCPU]
+		cpu.Status.Conditions = append(cpu.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue,
+			Reason: corev1.PodReasonDeferred, ObservedGeneration: 2})
+		clk.Step(10 * time.Minute)
+		assert.Equal(t, EndExpired, b.Observe(cpu).Ended, "its cpu restarts nothing")
+	})
+}
+
 // A patch whose answer was lost may have been applied: the place is kept
 // until the pod shows it (then as any restart), or a patch sent again is
 // answered.

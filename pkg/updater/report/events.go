@@ -37,10 +37,11 @@ const (
 const EventResizeWaitingForBudget = "InPlaceResizeWaitingForDisruptionBudget"
 
 // EventRestartReservationExpired: a resize that restarts containers was
-// sent and is still not applied (Deferred, failing on the node, or not taken
-// up) after --restart-reservation-timeout, while the pod stays Ready: its
-// place under the eviction tolerance and PodDisruptionBudgets is given back.
-// Warning, once per pod and reservation.
+// sent and is still not applied (not taken up, not seen on the pod) after
+// --restart-reservation-timeout, while the pod stays Ready and shows no
+// resize pending that would restart it: its place under the eviction
+// tolerance and PodDisruptionBudgets is given back. Warning, once per pod
+// and reservation.
 const EventRestartReservationExpired = "InPlaceResizeRestartReservationExpired"
 
 // EventResizeWaitingForNodeCapacity: a resize is not sent because it does
