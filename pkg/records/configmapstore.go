@@ -58,9 +58,8 @@ type ConfigMapStore struct {
 	// ConfigMap is deleted: records a worker put for them meanwhile are
 	// forgotten too.
 	forgotten map[string]bool
-	// loadedAt is the time of the last Load: records another writer made
-	// after it are that writer's newest (reread).
-	loadedAt time.Time
+	// merged is told of the records taken from another writer (reread).
+	merged func(owner Owner, taken map[types.UID]*Record)
 }
 
 // writtenConfigMap is what a VPA's ConfigMap holds, as this store last read
@@ -71,7 +70,26 @@ type writtenConfigMap struct {
 	resourceVersion string
 }
 
-var _ Store = (*ConfigMapStore)(nil)
+var (
+	_ Store   = (*ConfigMapStore)(nil)
+	_ Merging = (*ConfigMapStore)(nil)
+)
+
+// Merging is a Store that may take records another writer made (a deposed
+// leader's last write, met after a conflict): those who keep state derived
+// from its records are told of them.
+type Merging interface {
+	// OnMerged sets the function told of the records of a VPA taken from
+	// another writer; it is called without any of the store's locks held.
+	OnMerged(fn func(owner Owner, taken map[types.UID]*Record))
+}
+
+// OnMerged implements Merging.
+func (s *ConfigMapStore) OnMerged(fn func(owner Owner, taken map[types.UID]*Record)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.merged = fn
+}
 
 // ConfigMapStoreConfig configures a ConfigMapStore.
 type ConfigMapStoreConfig struct {
@@ -293,7 +311,6 @@ func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 	s.owners = l.owners
 	s.written = written
 	s.migrate = migrate
-	s.loadedAt = now
 	s.mu.Unlock()
 	for id := range l.rewrite {
 		s.queue.Add(id)

@@ -53,9 +53,8 @@ func (s *ConfigMapStore) write(ctx context.Context, id string) error {
 // holds the records held. Every write is conditional on the
 // resourceVersion this store last read or wrote: one refused because
 // another writer changed the ConfigMap (a deposed leader's last write, on
-// its way while this one loaded) makes the store read it again, take the
-// records it holds that were made after this store loaded and that it
-// does not hold (reread), and write again once.
+// its way while this one loaded) makes the store read it again, merge the
+// two writers' records (reread), and write again once.
 func (s *ConfigMapStore) writeConfigMap(ctx context.Context, id string) error {
 	logger := klog.FromContext(ctx)
 	for attempt := 0; ; attempt++ {
@@ -113,10 +112,12 @@ func (s *ConfigMapStore) writeConfigMap(ctx context.Context, id string) error {
 	}
 }
 
-// reread reads the ConfigMap of owner after another writer changed it: the
-// records it holds that this store does not hold, made after this store
-// loaded, are that writer's newest and are held from now on; what this
-// store holds wins over the rest.
+// reread reads the ConfigMap of owner after another writer changed it (a
+// deposed leader's last write, on its way while this store loaded) and
+// merges it with the records held: of each pod, the newest record of the
+// two writers is held from now on, and a record this store forgot since it
+// last read or wrote the ConfigMap stays forgotten. The records taken are
+// told to OnMerged's function.
 func (s *ConfigMapStore) reread(ctx context.Context, id string, owner Owner) error {
 	name := ConfigMapName(s.cfg.Store, owner.UID)
 	cm, err := s.configMaps.ConfigMaps(s.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
@@ -143,12 +144,19 @@ func (s *ConfigMapStore) reread(ctx context.Context, id string, owner Owner) err
 			"source", "ConfigMap "+name+", changed by another writer", "dropped", d.Dropped, "kept", len(d.Records))
 	}
 	s.mu.Lock()
-	loadedAt := s.loadedAt
+	last := s.written[id]
 	s.written[id] = writtenConfigMap{owner: owner, value: value, resourceVersion: cm.ResourceVersion}
+	merged := s.merged
 	s.mu.Unlock()
-	taken := s.mem.adopt(owner, d.Records, loadedAt)
+	// What this store last read or wrote: the base of the merge. It was
+	// bounded and checked when it was read or written.
+	base, _ := DecodeCompact(last.value, DecodeOptions{MaxBytes: s.cfg.MaxBytes})
+	taken := s.mem.merge(owner, d.Records, base.Records)
 	klog.FromContext(ctx).Info("Records ConfigMap changed by another writer; read again", "vpa", owner.Key(), "store", s.name,
-		"configMap", klog.KObj(cm), "recordsTaken", taken)
+		"configMap", klog.KObj(cm), "recordsTaken", len(taken))
+	if len(taken) > 0 && merged != nil {
+		merged(owner, taken)
+	}
 	return nil
 }
 

@@ -71,9 +71,9 @@ const (
 	// lowered, as lowered; From, where set, what they were before.
 
 	// KindCanary: the pod is a canary of its VPA's decrease: its resize
-	// lowered From to Attempted. RecordedAt is when its watch began (the
-	// resize seen completed); zero while the resize is under way. Keyed by
-	// the pod's UID.
+	// lowered From to Attempted. Since is when its watch began (the resize
+	// seen completed); zero while the resize is under way. Keyed by the
+	// pod's UID.
 	KindCanary Kind = "Canary"
 	// KindRevert: harm was seen after the pod's resize lowered From to
 	// Attempted; the pod is resized back to From, and the record goes once
@@ -81,27 +81,46 @@ const (
 	// UID.
 	KindRevert Kind = "Revert"
 	// KindHarmHold: harm was seen after a resize of one of the VPA's pods
-	// lowered values to Attempted: no pod of the VPA is lowered to them, or
-	// below, until the recommendation rises above them or the hold expires
-	// (--harm-hold after RecordedAt). Message says what harm. Keyed by the
-	// VPA's own UID.
+	// lowered values to Attempted (from From): no pod of the VPA is
+	// lowered to them, or below, until the recommendation rises above them
+	// or Until. Holds counts the holds in a row of those values (harm again
+	// soon after a hold ended lengthens the next). Message says what harm.
+	// Keyed by the VPA's own UID.
 	KindHarmHold Kind = "HarmHold"
 )
 
 // Record is one remembered attempt.
 type Record struct {
-	Kind       Kind
-	Attempted  resources.Resources
-	Message    string
+	Kind      Kind
+	Attempted resources.Resources
+	Message   string
+	// RecordedAt is when the record was made: every record a store puts
+	// carries it, so that of two writers' records of one pod the newest
+	// is kept (ConfigMapStore, after a conflict).
 	RecordedAt time.Time
 	// Generation is the metadata.generation of the Job a Job record was
 	// taken on: a record of an older generation no longer holds (the Job's
 	// spec changed since). Zero for pod records.
 	Generation int64
 	// From is what the values of Attempted were before the resize that
-	// lowered them (KindCanary, KindRevert); nil for the other kinds.
+	// lowered them (KindCanary, KindRevert, KindHarmHold); nil for the
+	// other kinds.
 	From resources.Resources
+	// Since is when the watch of a canary's resize began (KindCanary);
+	// zero while its resize is under way, and for the other kinds.
+	Since time.Time
+	// Until is when a hold ends (KindHarmHold); zero for the other kinds,
+	// and in holds written before it was kept (then the updater's
+	// --harm-hold after RecordedAt).
+	Until time.Time
+	// Holds counts the holds in a row of a VPA's values (KindHarmHold),
+	// from 1 to MaxHolds; zero for the other kinds.
+	Holds int
 }
+
+// MaxHolds bounds Record.Holds: a hold's length doubles with each, up to a
+// cap reached long before.
+const MaxHolds = 16
 
 // ContainerMemoryLimit returns the memory limit the record holds for a
 // container. A nil record holds none.
@@ -434,20 +453,28 @@ func (s *InMemoryStore) byOwner(id string) map[types.UID]*Record {
 	return out
 }
 
-// adopt holds, for owner, the records of UIDs not held that were made after
-// after, and returns how many.
-func (s *InMemoryStore) adopt(owner Owner, records map[types.UID]*Record, after time.Time) int {
+// merge holds, for owner, what another writer's value of owner's records
+// (theirs) holds that this store does not, given base, what this store
+// last read or wrote of that value: a record of a UID not held is taken
+// unless base had it as recent (then this store forgot it since, on
+// purpose), and a record of a UID held is taken when it is newer than the
+// one held. It returns the records taken.
+func (s *InMemoryStore) merge(owner Owner, theirs, base map[types.UID]*Record) map[types.UID]*Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for uid, r := range records {
-		if _, held := s.records[uid]; held || !r.RecordedAt.After(after) {
+	taken := map[types.UID]*Record{}
+	for uid, r := range theirs {
+		if held, ok := s.records[uid]; ok {
+			if held.owner.id() != owner.id() || !r.RecordedAt.After(held.rec.RecordedAt) {
+				continue
+			}
+		} else if b, ok := base[uid]; ok && !r.RecordedAt.After(b.RecordedAt) {
 			continue
 		}
 		s.set(uid, entry{owner: owner, rec: r})
-		n++
+		taken[uid] = r
 	}
-	return n
+	return taken
 }
 
 // replace swaps in a whole new set of records.

@@ -59,8 +59,14 @@ type Gate struct {
 }
 
 // New returns a Gate whose records live in store (the safety store).
+// A store that may take another writer's records (records.Merging) tells
+// the gate of them.
 func New(cfg Config, store records.Store, clk clock.PassiveClock) *Gate {
-	return &Gate{cfg: cfg, store: store, clock: clk, vpas: map[types.UID]*vpaState{}}
+	g := &Gate{cfg: cfg, store: store, clock: clk, vpas: map[types.UID]*vpaState{}}
+	if m, ok := store.(records.Merging); ok {
+		m.OnMerged(g.merged)
+	}
+	return g
 }
 
 // vpaState is what the gate holds for one VPA.
@@ -121,25 +127,54 @@ func (g *Gate) ensure(owner records.Owner, window time.Duration) *vpaState {
 	g.vpas[owner.UID] = v
 	now := g.clock.Now()
 	for uid, r := range g.store.Of(owner) {
-		switch {
-		case r.Kind == records.KindHarmHold && uid == owner.UID:
-			v.hold = r
-		case r.Kind == records.KindCanary:
-			if v.round == nil {
-				v.round = &round{canaries: map[types.UID]*canaryPod{}}
-			}
-			v.round.to = resize.MergeMin(v.round.to, r.Attempted)
-			cp := &canaryPod{sent: true, from: r.From, to: r.Attempted, since: r.RecordedAt}
-			if !cp.since.IsZero() && window > 0 && !now.Before(cp.since.Add(window)) {
-				cp.passed, cp.ran = true, r.Attempted
-			}
-			v.round.canaries[uid] = cp
-		}
+		v.take(uid, r, now)
 	}
 	if v.round != nil {
 		v.round.passed = v.round.allPassed()
 	}
 	return v
+}
+
+// take holds what a record of the VPA's says: its hold, or a canary sent
+// (whose window, when it began long enough ago, has passed). Callers hold
+// g.mu.
+func (v *vpaState) take(uid types.UID, r *records.Record, now time.Time) {
+	switch {
+	case r.Kind == records.KindHarmHold && uid == v.owner.UID:
+		v.hold = r
+	case r.Kind == records.KindCanary:
+		if v.round == nil {
+			v.round = &round{canaries: map[types.UID]*canaryPod{}}
+		}
+		v.round.to = resize.MergeMin(v.round.to, r.Attempted)
+		cp := &canaryPod{sent: true, from: r.From, to: r.Attempted, since: r.Since}
+		if old, ok := v.round.canaries[uid]; ok {
+			cp.key, cp.name = old.key, old.name
+		}
+		if !cp.since.IsZero() && v.window > 0 && !now.Before(cp.since.Add(v.window)) {
+			cp.passed, cp.ran = true, r.Attempted
+		}
+		v.round.canaries[uid] = cp
+	}
+}
+
+// merged takes the records of a VPA another writer made (a deposed
+// leader's last canary, or its hold), met by the store after a conflict
+// (records.Merging): the gate holds them as if it had read them at first.
+func (g *Gate) merged(owner records.Owner, taken map[types.UID]*records.Record) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	v, ok := g.vpas[owner.UID]
+	if !ok {
+		return // read from the store when first asked about
+	}
+	now := g.clock.Now()
+	for uid, r := range taken {
+		v.take(uid, r, now)
+	}
+	if v.round != nil {
+		v.round.passed = v.round.allPassed()
+	}
 }
 
 // Request is a pod's resize that lowers values.

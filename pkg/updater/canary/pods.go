@@ -30,7 +30,7 @@ func (g *Gate) Sent(owner records.Owner, uid types.UID, from, to resources.Resou
 	}
 	cp.admitted, cp.sent, cp.from, cp.to = false, true, from, to
 	cp.since, cp.passed, cp.ran = time.Time{}, false, nil
-	g.store.Put(owner, uid, &records.Record{Kind: records.KindCanary, Attempted: to, From: from})
+	g.store.Put(owner, uid, &records.Record{Kind: records.KindCanary, Attempted: to, From: from, RecordedAt: g.clock.Now()})
 	return true
 }
 
@@ -70,7 +70,7 @@ func (g *Gate) Started(owner records.Owner, uid types.UID, since time.Time) time
 		return time.Time{}
 	}
 	cp.since = since
-	g.store.Put(owner, uid, &records.Record{Kind: records.KindCanary, Attempted: cp.to, From: cp.from, RecordedAt: since})
+	g.store.Put(owner, uid, &records.Record{Kind: records.KindCanary, Attempted: cp.to, From: cp.from, Since: since, RecordedAt: g.clock.Now()})
 	return v.round.until(v.window)
 }
 
