@@ -42,8 +42,10 @@ import (
 
 // Config holds the gate's settings.
 type Config struct {
-	// HarmHold is how long a hold lasts (--harm-hold), unless the
-	// recommendation rises above its values first.
+	// HarmHold is how long a first hold lasts (--harm-hold), unless the
+	// recommendation rises above its values first; 0 means
+	// records.DefaultHoldLength. Holds in a row last longer
+	// (records.HoldLength).
 	HarmHold time.Duration
 }
 
@@ -62,6 +64,9 @@ type Gate struct {
 // A store that may take another writer's records (records.Merging) tells
 // the gate of them.
 func New(cfg Config, store records.Store, clk clock.PassiveClock) *Gate {
+	if cfg.HarmHold <= 0 {
+		cfg.HarmHold = records.DefaultHoldLength
+	}
 	g := &Gate{cfg: cfg, store: store, clock: clk, vpas: map[types.UID]*vpaState{}}
 	if m, ok := store.(records.Merging); ok {
 		m.OnMerged(g.merged)

@@ -29,6 +29,10 @@ func mem(v string) resources.Resources {
 	return resources.Resources{"kafka": {Requests: testpod.List("", v)}}
 }
 
+func cpuOf(v string) resources.Resources {
+	return resources.Resources{"kafka": {Requests: testpod.List(v, "")}}
+}
+
 func newClock() *testingclock.FakeClock { return testingclock.NewFakeClock(t0) }
 
 func newGate() (*Gate, records.Store, *testingclock.FakeClock) {
@@ -171,9 +175,17 @@ func TestHoldExpires(t *testing.T) {
 	clk.Step(time.Second)
 	_, held = g.Hold(owner)
 	assert.False(t, held, "--harm-hold after it was set")
-	_, ok = store.Get(owner.UID)
-	assert.False(t, ok)
+	assert.Zero(t, g.Holds())
 	assert.True(t, g.Admit(req(0, "1Gi")).Canary)
+	g.Release(owner, "uid-0")
+	r, ok := store.Get(owner.UID)
+	require.True(t, ok, "an ended hold is remembered for as long as it lasted")
+	assert.Equal(t, 1, r.Holds)
+	clk.Step(24 * time.Hour)
+	_, held = g.Hold(owner)
+	assert.False(t, held)
+	_, ok = store.Get(owner.UID)
+	assert.False(t, ok, "then forgotten")
 }
 
 func TestAGoneCanaryIsReplaced(t *testing.T) {

@@ -28,21 +28,29 @@ type Harm struct {
 
 // Harmed holds the values a resize lowered before harm was seen, for the
 // whole VPA, and ends its round: no pod of the VPA is lowered to them, or
-// below, until the recommendation rises above them or the hold expires.
-// The pod is due a revert to what it had (Revert) when it is still there.
-// It returns the pods waiting, to be queued: they are decided again against
-// the hold.
+// below, until the recommendation rises above them or the hold ends.
+// Harm while a hold stands joins it (the higher values held, from the
+// higher values); harm at a value of the same container and resource as a
+// hold that ended not longer ago than it lasted starts the next hold in a
+// row, twice as long (records.HoldLength). The pod is due a revert to
+// what it had (Revert) when it is still there. It returns the pods
+// waiting, to be queued: they are decided again against the hold.
 func (g *Gate) Harmed(owner records.Owner, h Harm, podLeft bool) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	v := g.ensure(owner, 0)
 	now := g.clock.Now()
-	held := h.To
-	if old := g.holdNow(v); old != nil {
-		held = resize.MergeMax(old.Attempted, h.To)
+	held, from, n := h.To, h.From, 1
+	active := g.holdNow(v)
+	switch prev := v.hold; {
+	case active != nil:
+		held, from, n = resize.MergeMax(prev.Attempted, h.To), resize.MergeMax(prev.From, h.From), max(prev.Holds, 1)
+	case prev != nil && sameValues(prev.Attempted, h.To):
+		n = min(max(prev.Holds, 1)+1, records.MaxHolds)
 	}
-	v.hold = &records.Record{Kind: records.KindHarmHold, Attempted: held,
-		Message: truncate(h.Name+": "+h.Why, maxHoldMessage), RecordedAt: now}
+	v.hold = &records.Record{Kind: records.KindHarmHold, Attempted: held, From: from,
+		Message: truncate(h.Name+": "+h.Why, maxHoldMessage), RecordedAt: now,
+		Until: now.Add(records.HoldLength(n, g.cfg.HarmHold)), Holds: n}
 	g.store.Put(owner, owner.UID, v.hold)
 	g.endRound(v, h.Pod)
 	if podLeft && len(h.From) > 0 {
@@ -54,21 +62,38 @@ func (g *Gate) Harmed(owner records.Owner, h Harm, podLeft bool) []string {
 	return g.takeWaiting(v)
 }
 
+// sameValues tells whether to has a value of a container, list and
+// resource that held has too.
+func sameValues(held, to resources.Resources) bool {
+	same := false
+	resources.ForEachValue(held, to, func(_, _ string, _ corev1.ResourceName, h, t *resource.Quantity) {
+		if h != nil && t != nil {
+			same = true
+		}
+	})
+	return same
+}
+
 // maxHoldMessage bounds what a hold's or a revert's record says.
 const maxHoldMessage = 300
 
-// holdNow returns the VPA's hold, nil once it has expired (then its record
-// goes). Callers hold g.mu.
+// holdNow returns the VPA's hold while it stands, nil once it has ended.
+// An ended hold is kept (v.hold, and its record) until it is forgotten
+// (records.Record.HoldRemembered): harm until then lengthens the next.
+// Callers hold g.mu.
 func (g *Gate) holdNow(v *vpaState) *records.Record {
 	if v.hold == nil {
 		return nil
 	}
-	if g.cfg.HarmHold > 0 && !g.clock.Now().Before(v.hold.RecordedAt.Add(g.cfg.HarmHold)) {
+	now := g.clock.Now()
+	if now.Before(g.HoldEnds(v.hold)) {
+		return v.hold
+	}
+	if !now.Before(v.hold.HoldRemembered(g.cfg.HarmHold)) {
 		v.hold = nil
 		g.store.Delete(v.owner.UID)
-		return nil
 	}
-	return v.hold
+	return nil
 }
 
 // Revert tells whether a pod is due a revert after harm: what its resize
@@ -123,7 +148,12 @@ func (g *Gate) Lift(owner records.Owner, desiredFor func() resources.Resources) 
 		g.store.Delete(owner.UID)
 		return false
 	case !resources.Equal(left, hold.Attempted):
-		v.hold = &records.Record{Kind: records.KindHarmHold, Attempted: left, Message: hold.Message, RecordedAt: hold.RecordedAt}
+		from := resize.Without(hold.From, func(c, list string, name corev1.ResourceName, _ resource.Quantity) bool {
+			_, ok := resize.Value(left, c, list, name)
+			return !ok
+		})
+		v.hold = &records.Record{Kind: records.KindHarmHold, Attempted: left, From: from, Message: hold.Message,
+			RecordedAt: g.clock.Now(), Until: g.HoldEnds(hold), Holds: hold.Holds}
 		g.store.Put(owner, owner.UID, v.hold)
 	}
 	return true
@@ -152,15 +182,19 @@ func (g *Gate) Hold(owner records.Owner) (*records.Record, bool) {
 	return h, h != nil
 }
 
-// HoldEnds is when a hold expires.
+// HoldEnds is when a hold ends.
 func (g *Gate) HoldEnds(hold *records.Record) time.Time {
-	return hold.RecordedAt.Add(g.cfg.HarmHold)
+	return hold.HoldEnds(g.cfg.HarmHold)
 }
 
 // holdWhy says why held values are not lowered to.
 func (g *Gate) holdWhy(hold *records.Record) string {
-	return fmt.Sprintf("held for the VPA after harm (%s) until the recommendation rises above %s, or %s",
+	s := fmt.Sprintf("held for the VPA after harm (%s) until the recommendation rises above %s, or %s",
 		hold.Message, hold.Attempted.String(), stamp(g.HoldEnds(hold)))
+	if hold.Holds > 1 {
+		s += fmt.Sprintf(" (hold %d in a row: %s)", hold.Holds, records.HoldLength(hold.Holds, g.cfg.HarmHold))
+	}
+	return s
 }
 
 // Holds counts the VPAs with a hold, for the gauge.
