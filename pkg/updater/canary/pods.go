@@ -197,3 +197,16 @@ func (g *Gate) Forget(uid types.UID) {
 	defer g.mu.Unlock()
 	delete(g.vpas, uid)
 }
+
+// RetainVPAs drops what is held for the VPAs live says are gone: one a
+// worker asked about after Forget (a sync that resolved the VPA just
+// before it went) is not held for the life of the process.
+func (g *Gate) RetainVPAs(live func(types.UID) bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for uid := range g.vpas {
+		if !live(uid) {
+			delete(g.vpas, uid)
+		}
+	}
+}
