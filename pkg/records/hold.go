@@ -1,6 +1,10 @@
 package records
 
-import "time"
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
 
 // The rules of a hold (KindHarmHold) that the updater, which sets and
 // lifts it, and the admission controller, which gives new pods what it
@@ -46,3 +50,10 @@ func (r *Record) HoldEnds(first time.Duration) time.Time {
 func (r *Record) HoldRemembered(first time.Duration) time.Time {
 	return r.HoldEnds(first).Add(HoldLength(max(r.Holds, 1), first))
 }
+
+// IsHeld tells whether a hold's value holds q: q is at or below it. The
+// updater's gate keeps a decrease to such a value back (the pod keeps
+// what it has; resize.Gate applies the same rule), and the admission
+// controller gives a new pod what the value was before the harm instead.
+// A value above it is not held: the recommendation has risen above it.
+func IsHeld(q, held resource.Quantity) bool { return q.Cmp(held) <= 0 }

@@ -223,7 +223,7 @@ func (g *Gate) Admit(req Request) Verdict {
 		gate.Hold, gate.HoldWhy = hold.Attempted, g.holdWhy(hold)
 		to = resize.Without(to, func(c, list string, name corev1.ResourceName, q resource.Quantity) bool {
 			floor, ok := resize.Value(hold.Attempted, c, list, name)
-			return ok && q.Cmp(floor) <= 0
+			return ok && records.IsHeld(q, floor)
 		})
 	}
 	verdict := func(wait string) Verdict {
