@@ -154,7 +154,8 @@ func (v *vpaState) take(uid types.UID, r *records.Record, now time.Time) {
 		v.round.to = resize.MergeMin(v.round.to, r.Attempted)
 		cp := &canaryPod{sent: true, from: r.From, to: r.Attempted, since: r.Since}
 		if old, ok := v.round.canaries[uid]; ok {
-			cp.key, cp.name = old.key, old.name
+			// A sync may hold its place: Sent or Release follows.
+			cp.key, cp.name, cp.admitted = old.key, old.name, old.admitted
 		}
 		if !cp.since.IsZero() && v.window > 0 && !now.Before(cp.since.Add(v.window)) {
 			cp.passed, cp.ran = true, r.Attempted
