@@ -335,6 +335,14 @@ def check_admission_rbac(c, where, objs, self_managed_certs):
                     json.dumps({k: sec.get(k) for k in ("data", "stringData", "type")}))
     else:
         c.check(not secrets, f"{w}: no certificate Secret {CERT_SECRET} (its certificate is not self-managed)")
+    # The updater's safety records (the holds after harm): listed and
+    # watched in its namespace, read only.
+    c.check(not any(rule_covers(r, "", "configmaps") for r in cluster),
+            f"{w} has no cluster-wide access to configmaps")
+    for verb in ("list", "watch"):
+        c.check(allows(namespaced, "", "configmaps", verb), f"{w} can {verb} configmaps in {NAMESPACE} (the holds after harm)")
+    for verb in ("get", "create", "update", "patch", "delete", "deletecollection"):
+        c.check(not allows(rules, "", "configmaps", verb), f"{w} cannot {verb} configmaps")
     for verb in READ:
         c.check(allows(rules, "autoscaling.k8s.io", "verticalpodautoscalers", verb),
                 f"{w} can {verb} verticalpodautoscalers")
@@ -586,6 +594,11 @@ def check_workloads(c, where, objs, chart=False, values=None):
             return
         spec = dep["spec"]["template"]["spec"]
         container = spec["containers"][0]
+        # Holds after harm read where its Role lets it, and where the
+        # updater keeps them.
+        c.check(flag(container, "records-namespace") == NAMESPACE,
+                f"{where}: admission controller reads the updater's records in {NAMESPACE}, where its Role is",
+                flag(container, "records-namespace"))
         vols = {v.get("name"): v for v in spec.get("volumes") or []}
         mounts = {m.get("mountPath"): m for m in container.get("volumeMounts") or []}
         tls = mounts.get("/etc/tls") or {}

@@ -16,7 +16,10 @@
 //     VPA's current recommendation, processed exactly as the updater does
 //     (package recommendation), as a JSON Patch. This happens whether the
 //     feature gate is on or off (AEP-8818: admission-time updates keep
-//     working). Pods of VPAs in other modes are left alone. Any failure while
+//     working). Values the VPA's hold after harm holds (the updater's
+//     safety records, read through Config.Holds) are given what they were
+//     before the harm instead, and HoldAnnotation says so. Pods of VPAs in
+//     other modes are left alone. Any failure while
 //     working out the patch admits the pod unchanged: pod creation never
 //     depends on this webhook.
 //
@@ -103,6 +106,12 @@ type Config struct {
 	Limits *Limits
 	// Metrics are updated per request (required).
 	Metrics *Metrics
+	// Holds tells a VPA's hold after harm, kept by the updater in its
+	// safety records: a new pod is not given values it holds (held.go).
+	// nil holds nothing.
+	Holds HoldReader
+	// Now is the time holds are compared with; nil means time.Now.
+	Now func() time.Time
 	// Recorder records events on VPAs (the startup boosts of their new
 	// pods); nil records none. It must not block: client-go's recorders
 	// queue events and drop them when the queue is full.
@@ -187,6 +196,12 @@ func NewHandler(cfg Config) (*Handler, error) {
 	}
 	if cfg.MaxRequestBytes == 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Holds == nil {
+		cfg.Holds = (*Holds)(nil) // holds nothing
 	}
 	cfg.MaxInflightPods = cmp.Or(cfg.MaxInflightPods, DefaultMaxInflightPods)
 	cfg.MaxInflightVPAs = cmp.Or(cfg.MaxInflightVPAs, DefaultMaxInflightVPAs)

@@ -57,6 +57,9 @@ type testHandler struct {
 	maxBytes    int64
 	timeout     time.Duration
 	maxInflight int
+	// holds are the VPAs' holds after harm; now the time they are read at.
+	holds HoldReader
+	now   func() time.Time
 }
 
 func (c testHandler) build(t testing.TB) (*Handler, *Metrics) {
@@ -110,6 +113,8 @@ func (c testHandler) build(t testing.TB) (*Handler, *Metrics) {
 		MaxRequestBytes:   c.maxBytes,
 		Timeout:           c.timeout,
 		MaxInflightPods:   c.maxInflight,
+		Holds:             c.holds,
+		Now:               c.now,
 	})
 	require.NoError(t, err)
 	return h, metrics

@@ -116,13 +116,23 @@ func (h *Handler) podPatch(ctx context.Context, b *patchBuilder, shape *podShape
 		return vpa, nil, step, fmt.Errorf("computing the recommendation of VPA %s: %w", klog.KObj(vpa), err)
 	}
 	var annotations []annotation
+	if hold, ok := h.cfg.Holds.HoldOf(vpa); ok && len(desired) > 0 {
+		desired, annotations = holding(desired, hold, h.cfg.Now())
+		if len(annotations) > 0 {
+			klog.FromContext(ctx).V(2).Info("Giving a new pod what its VPA's hold after harm holds instead of the recommendation",
+				"vpa", klog.KObj(vpa), "held", annotations[0].value)
+		}
+	}
 	if h.boosting(vpa) {
 		step = FailureStartupBoost
 		adm, err := h.cfg.Limits.admission(pod.Namespace)
 		if err != nil {
 			return vpa, nil, step, err
 		}
-		desired, annotations, boosts = startupBoosts(shape, pod, vpa, desired, &adm)
+		var boosted []annotation
+		desired, boosted, boosts = startupBoosts(shape, pod, vpa, desired, &adm)
+		// Sorted by key, as build wants them: the hold's sorts first.
+		annotations = append(annotations, boosted...)
 	}
 	if len(desired) == 0 && len(annotations) == 0 {
 		klog.FromContext(ctx).V(4).Info("The VPA has no recommendation for the pod yet", "vpa", klog.KObj(vpa))

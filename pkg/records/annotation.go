@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -60,6 +61,20 @@ type annotationAttempt struct {
 	// From is Record.From (the safety records); a reader that does not
 	// know it ignores it.
 	From resources.Resources `json:"from,omitempty"`
+	// Since and Until are Record.Since and Record.Until in seconds since
+	// the epoch, and Holds Record.Holds (the safety records); absent when
+	// zero. A reader that does not know them ignores them.
+	Since int64 `json:"since,omitempty"`
+	Until int64 `json:"until,omitempty"`
+	Holds int   `json:"holds,omitempty"`
+}
+
+// unixOrZero is t in seconds since the epoch, 0 for the zero time.
+func unixOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
 }
 
 type annotationEntry struct {
@@ -198,7 +213,8 @@ func sharedAttempts(records map[types.UID]*Record, uids []types.UID) ([]annotati
 	index := make(map[string]int, len(keys))
 	for i, k := range keys {
 		r := firstOf[k]
-		attempts[i] = annotationAttempt{Kind: r.Kind, Resources: r.Attempted, Message: truncate(r.Message, maxMessageBytes), From: r.From}
+		attempts[i] = annotationAttempt{Kind: r.Kind, Resources: r.Attempted, Message: truncate(r.Message, maxMessageBytes), From: r.From,
+			Since: unixOrZero(r.Since), Until: unixOrZero(r.Until), Holds: min(max(r.Holds, 0), MaxHolds)}
 		index[k] = i
 	}
 	indexOf := make(map[types.UID]int, len(uids))
@@ -210,7 +226,9 @@ func sharedAttempts(records map[types.UID]*Record, uids []types.UID) ([]annotati
 
 // attemptKey identifies what a record says, apart from its pod and time.
 func attemptKey(r *Record) string {
-	return string(r.Kind) + "\x00" + r.Attempted.String() + "\x00" + truncate(r.Message, maxMessageBytes) + "\x00" + r.From.String()
+	return string(r.Kind) + "\x00" + r.Attempted.String() + "\x00" + truncate(r.Message, maxMessageBytes) + "\x00" + r.From.String() +
+		"\x00" + strconv.FormatInt(unixOrZero(r.Since), 10) + "\x00" + strconv.FormatInt(unixOrZero(r.Until), 10) +
+		"\x00" + strconv.Itoa(min(max(r.Holds, 0), MaxHolds))
 }
 
 // truncate cuts s to at most n bytes, on a character boundary.

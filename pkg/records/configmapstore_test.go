@@ -378,59 +378,6 @@ func TestNewConfigMapStoreRefusesABadConfig(t *testing.T) {
 	require.Error(t, err)
 }
 
-// Two leaders write one VPA's ConfigMap: a deposed one whose last write is
-// still on its way, and the new one, which loaded before it landed.
-// Neither overwrites the records of the other (issue #32, item 6: the
-// updates were unconditional, the last one won and the other's newest
-// records were lost). A write carries the resourceVersion it was based on;
-// refused (409), the store reads the ConfigMap again, takes the records it
-// does not hold that were made after it loaded, and writes again.
-func TestConfigMapStoreLeadersWritingAtOnceLoseNoRecord(t *testing.T) {
-	at := func(d time.Duration) func() time.Time { return func() time.Time { return t0.Add(d) } }
-	for _, tc := range []struct {
-		name string
-		// oldLast: the deposed leader's last write lands after the new
-		// leader's first one; otherwise between the new leader's Load and
-		// its first write.
-		oldLast bool
-	}{
-		{"the deposed leader's last write lands after the new leader's", true},
-		{"the deposed leader's last write lands before the new leader's", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newCMFixture(t, nil, vpa("web"))
-			deposed, _ := f.startCM(ConfigMapStoreConfig{Now: at(0)})
-			deposed.Put(webVPA, "pod-1", rec(KindNodeCapacity, "8", "no room", t0))
-			require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 1 }, wait, tick)
-
-			leader, _ := f.startCM(ConfigMapStoreConfig{Now: at(time.Minute)})
-			require.Equal(t, 1, leader.Len())
-			if tc.oldLast {
-				leader.Put(webVPA, "pod-3", rec(KindNodeCapacity, "8", "no room", t0.Add(2*time.Minute)))
-				require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 2 }, wait, tick)
-				deposed.Put(webVPA, "pod-2", rec(KindNodeCapacity, "8", "no room", t0.Add(90*time.Second)))
-			} else {
-				deposed.Put(webVPA, "pod-2", rec(KindNodeCapacity, "8", "no room", t0.Add(90*time.Second)))
-				require.Eventually(t, func() bool { return len(f.cmRecords(webVPA.UID)) == 2 }, wait, tick)
-				leader.Put(webVPA, "pod-3", rec(KindNodeCapacity, "8", "no room", t0.Add(2*time.Minute)))
-			}
-			require.Eventually(t, func() bool {
-				got := f.cmRecords(webVPA.UID)
-				return len(got) == 3
-			}, wait, tick, "the ConfigMap holds the records of both leaders")
-			waitWritten(t, &deposed.durable, webVPA)
-			waitWritten(t, &leader.durable, webVPA)
-			assert.Len(t, f.cmRecords(webVPA.UID), 3, "and goes on holding them")
-
-			next, _ := f.startCM(ConfigMapStoreConfig{Now: at(time.Hour)})
-			for _, uid := range []types.UID{"pod-1", "pod-2", "pod-3"} {
-				_, held := next.GetFor(webVPA, uid)
-				assert.True(t, held, "%s after the next restart", uid)
-			}
-		})
-	}
-}
-
 // Issue #32, item 5: with the records namespace missing, or its ConfigMaps
 // refused, Load loaded nothing and said nothing, the updater became Ready
 // and decided, and every write failed from then on. Load fails now, saying

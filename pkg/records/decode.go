@@ -137,6 +137,11 @@ type rawAttempt struct {
 	// From is Record.From, bounded as Resources are; absent but for the
 	// safety records.
 	From map[string]rawRequirements `json:"from"`
+	// Since, Until (seconds since the epoch) and Holds are those of the
+	// safety records; absent for the others.
+	Since int64 `json:"since"`
+	Until int64 `json:"until"`
+	Holds int   `json:"holds"`
 }
 
 type rawRequirements struct {
@@ -264,7 +269,8 @@ func (d *decoder) add(key string, attempt int, at time.Time, timeErr error, gene
 		return
 	}
 	d.kept++
-	d.out.Records[uid] = &Record{Kind: a.Kind, Attempted: a.Attempted, Message: a.Message, RecordedAt: at, Generation: max(generation, 0), From: a.From}
+	d.out.Records[uid] = &Record{Kind: a.Kind, Attempted: a.Attempted, Message: a.Message, RecordedAt: at, Generation: max(generation, 0), From: a.From,
+		Since: a.Since, Until: a.Until, Holds: a.Holds}
 }
 
 // parseAttempt checks an attempt and parses its quantities; the reason is
@@ -284,8 +290,34 @@ func parseAttempt(a rawAttempt) (*Record, DropReason) {
 			return nil, DropBadResources
 		}
 	}
+	since, ok := unixTime(a.Since)
+	if !ok {
+		return nil, DropBadTime
+	}
+	until, ok := unixTime(a.Until)
+	if !ok {
+		return nil, DropBadTime
+	}
 	msg := strings.ToValidUTF8(truncate(a.Message, maxMessageBytes), "?")
-	return &Record{Kind: a.Kind, Attempted: attempted, Message: msg, From: from}, ""
+	// A count past the bound is the bound: the hold's length stops growing
+	// long before.
+	holds := min(max(a.Holds, 0), MaxHolds)
+	return &Record{Kind: a.Kind, Attempted: attempted, Message: msg, From: from, Since: since, Until: until, Holds: holds}, ""
+}
+
+// maxUnixSeconds bounds the times of an attempt: the year 5138, far past
+// any time the updater writes, far below what time.Unix overflows at.
+const maxUnixSeconds = 1 << 37
+
+// unixTime reads seconds since the epoch; 0 is no time.
+func unixTime(secs int64) (time.Time, bool) {
+	switch {
+	case secs == 0:
+		return time.Time{}, true
+	case secs < 0 || secs > maxUnixSeconds:
+		return time.Time{}, false
+	}
+	return time.Unix(secs, 0).UTC(), true
 }
 
 // parseResources parses the resources of an attempt: at most

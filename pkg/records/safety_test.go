@@ -27,11 +27,12 @@ func TestSafetyRecordsRoundTrip(t *testing.T) {
 		goodUID: canaryRecord(t0),
 		"pod-b": canaryRecord(time.Time{}), // under way: no time yet
 		"pod-d": {Kind: KindCanary, Attempted: resources.Resources{"app": res("", "1Gi", "", "1Gi")},
-			From: resources.Resources{"app": res("", "3Gi", "", "3Gi")}, RecordedAt: t0},
+			From: resources.Resources{"app": res("", "3Gi", "", "3Gi")}, RecordedAt: t0, Since: t0.Add(time.Minute)},
 		"pod-c": {Kind: KindRevert, Attempted: resources.Resources{"app": res("", "1Gi", "", "")},
 			From: resources.Resources{"app": res("", "3Gi", "", "")}, Message: "OOMKilled", RecordedAt: t0},
 		webVPA.UID: {Kind: KindHarmHold, Attempted: resources.Resources{"app": res("", "1Gi", "", "1Gi")},
-			Message: "pod-c: container app OOMKilled", RecordedAt: t0},
+			From: resources.Resources{"app": res("", "3Gi", "", "3Gi")}, Message: "pod-c: container app OOMKilled", RecordedAt: t0,
+			Until: t0.Add(48 * time.Hour), Holds: 2},
 	}
 	for _, codec := range []struct {
 		name   string
@@ -57,7 +58,41 @@ func TestSafetyRecordsRoundTrip(t *testing.T) {
 				assert.Equal(t, len(want.From) == 0, len(got.From) == 0, uid)
 				assert.True(t, want.RecordedAt.Equal(got.RecordedAt), uid)
 				assert.Equal(t, want.Message, got.Message, uid)
+				assert.True(t, want.Since.Equal(got.Since), "%s: since %s", uid, got.Since)
+				assert.True(t, want.Until.Equal(got.Until), "%s: until %s", uid, got.Until)
+				assert.Equal(t, want.Holds, got.Holds, uid)
 			}
+		})
+	}
+}
+
+// The times and the count of the safety records are untrusted input too:
+// a time out of range drops the record, a count past MaxHolds is read as
+// MaxHolds.
+func TestDecodeBoundsTheTimesAndCountsOfSafetyRecords(t *testing.T) {
+	attempt := func(extra string) string {
+		return `{"kind":"HarmHold","resources":{"app":{"requests":{"memory":"1Gi"}}}` + extra + `}`
+	}
+	for _, tt := range []struct {
+		name, extra string
+		drop        DropReason
+		holds       int
+	}{
+		{"a negative time", `,"until":-5`, DropBadTime, 0},
+		{"a time past the bound", `,"since":99999999999999`, DropBadTime, 0},
+		{"a count past the bound", `,"holds":1000000`, "", MaxHolds},
+		{"a negative count", `,"holds":-3`, "", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := DecodeCompact(compactDocOf(attempt(tt.extra), goodCompactEntry()), DecodeOptions{})
+			require.NoError(t, err)
+			if tt.drop != "" {
+				assert.Empty(t, d.Records)
+				assert.Equal(t, map[DropReason]int{tt.drop: 1}, d.Dropped)
+				return
+			}
+			require.Len(t, d.Records, 1)
+			assert.Equal(t, tt.holds, d.Records[goodUID].Holds)
 		})
 	}
 }

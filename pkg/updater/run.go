@@ -222,6 +222,7 @@ func (c *Controller) CleanupRecords() []types.UID {
 			liveVPAs.Insert(v.UID)
 		}
 		c.safetyStore.Retain(func(uid types.UID) bool { return live.Has(uid) || liveVPAs.Has(uid) })
+		c.canaries.RetainVPAs(liveVPAs.Has)
 	}
 	return c.store.Retain(live.Has)
 }
@@ -379,12 +380,14 @@ func (c *Controller) syncVPA(ctx context.Context, key string) error {
 	}
 	vpa, err := c.vpas.VerticalPodAutoscalers(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
+		c.dropGoneHarms(ctx, key)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("reading VPA from cache: %w", err)
 	}
 	if !isInPlace(vpa) {
+		c.dropGoneHarms(ctx, key)
 		return nil
 	}
 	c.settleGoneHarms(ctx, vpa)

@@ -369,6 +369,18 @@ func (c *Controller) settleGoneHarms(ctx context.Context, vpa *vpatypes.Vertical
 	}
 }
 
+// dropGoneHarms frees the harm deleted pods of a VPA showed when the VPA is
+// gone or no longer InPlace: nothing will act on it.
+func (c *Controller) dropGoneHarms(ctx context.Context, key string) {
+	c.mu.Lock()
+	n := len(c.goneHarms[key])
+	delete(c.goneHarms, key)
+	c.mu.Unlock()
+	if n > 0 {
+		klog.FromContext(ctx).V(2).Info("Harm of deleted pods not acted on: their VPA is gone or no longer InPlace", "vpa", key, "harms", n)
+	}
+}
+
 // safetySummary is what the VPA's condition says of the gate and of its
 // annotations.
 func (c *Controller) safetySummary(vpa *vpatypes.VerticalPodAutoscaler) (reverted, canaryStatus, invalid string) {

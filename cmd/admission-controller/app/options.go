@@ -125,6 +125,9 @@ type Options struct {
 	// IgnoredVPAObjectNamespaces excludes namespaces. At most one is set.
 	VPAObjectNamespace         string
 	IgnoredVPAObjectNamespaces []string
+	// RecordsNamespace is where the updater keeps its records: the holds
+	// after harm are read there. Empty: none is read.
+	RecordsNamespace string
 
 	// FeatureGate holds the InPlace gate, set by --feature-gates.
 	FeatureGate featuregate.MutableFeatureGate
@@ -151,6 +154,7 @@ func NewOptions() *Options {
 		MaxInflightPodRequests:              admission.DefaultMaxInflightPods,
 		MaxInflightVPARequests:              admission.DefaultMaxInflightVPAs,
 		MaxInflightRequestsPerNamespace:     admission.DefaultMaxInflightPerNamespace,
+		RecordsNamespace:                    DefaultNamespace(os.LookupEnv),
 		FeatureGate:                         features.NewFeatureGate(),
 		Logs:                                logsapi.NewLoggingConfiguration(),
 	}
@@ -233,6 +237,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 			"others are admitted as they are. Empty: all namespaces.")
 	fs.StringSliceVar(&o.IgnoredVPAObjectNamespaces, "ignored-vpa-object-namespaces", o.IgnoredVPAObjectNamespaces,
 		"Comma-separated namespaces whose pods and VPAs are admitted as they are. Not together with --vpa-object-namespace.")
+	fs.StringVar(&o.RecordsNamespace, "records-namespace", o.RecordsNamespace,
+		"Namespace of the updater's records (its --records-namespace): a new pod is not given values its VPA's hold after harm holds, "+
+			"read from the safety records there (ConfigMaps labelled vpa-inplace.dev/records=safety, listed and watched). "+
+			"Default: the admission controller's own namespace (POD_NAMESPACE), or "+FallbackNamespace+" when it is unset. "+
+			"Empty: no hold is read, and new pods get the recommendation whatever the holds.")
 
 	o.FeatureGate.AddFlag(fs)
 	logsapi.AddFlags(o.Logs, fs)

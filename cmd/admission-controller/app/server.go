@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -191,7 +192,7 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 		"webhookAddress", opts.WebhookAddress(), "address", opts.Address,
 		"maxInflightPodRequests", opts.InflightPodRequests(), "maxInflightVPARequests", opts.MaxInflightVPARequests,
 		"maxInflightRequestsPerNamespace", opts.MaxInflightRequestsPerNamespace,
-		"goMemoryLimit", memoryLimit, "goMemoryLimitFromEnv", memoryLimitFromEnv)
+		"recordsNamespace", opts.RecordsNamespace, "goMemoryLimit", memoryLimit, "goMemoryLimitFromEnv", memoryLimitFromEnv)
 
 	minVersion, err := opts.tlsMinVersion()
 	if err != nil {
@@ -257,6 +258,19 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 		return fmt.Errorf("watching VPA deletions: %w", err)
 	}
 
+	// The holds after harm: the updater's safety records, in its records
+	// namespace, that label only.
+	var holds *admission.Holds
+	var holdsFactory informers.SharedInformerFactory
+	if opts.RecordsNamespace != "" {
+		holdsFactory = informers.NewSharedInformerFactoryWithOptions(c.kube, 0,
+			informers.WithNamespace(opts.RecordsNamespace), informers.WithTransform(admission.HoldsTransform),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = admission.HoldsSelector() }))
+		if holds, err = admission.NewHolds(logger, holdsFactory.Core().V1().ConfigMaps().Informer()); err != nil {
+			return err
+		}
+	}
+
 	eventClient := c.events
 	if eventClient == nil {
 		eventClient = c.kube
@@ -274,6 +288,7 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 		Limits:                  limits,
 		Metrics:                 metrics,
 		Recorder:                recorder,
+		Holds:                   holds,
 		Namespace:               opts.VPAObjectNamespace,
 		IgnoredNamespaces:       opts.IgnoredVPAObjectNamespaces,
 		Timeout:                 opts.RequestTimeout,
@@ -318,7 +333,12 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	g.Go(func() error {
 		factory.StartWithContext(ctx)
 		vpaFactory.StartWithContext(ctx)
-		for _, result := range []cache.SyncResult{factory.WaitForCacheSyncWithContext(ctx), vpaFactory.WaitForCacheSyncWithContext(ctx)} {
+		results := []cache.SyncResult{factory.WaitForCacheSyncWithContext(ctx), vpaFactory.WaitForCacheSyncWithContext(ctx)}
+		if holdsFactory != nil {
+			holdsFactory.StartWithContext(ctx)
+			results = append(results, holdsFactory.WaitForCacheSyncWithContext(ctx))
+		}
+		for _, result := range results {
 			if err := result.AsError(); err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -346,5 +366,8 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	err = g.Wait()
 	factory.Shutdown()
 	vpaFactory.Shutdown()
+	if holdsFactory != nil {
+		holdsFactory.Shutdown()
+	}
 	return err
 }

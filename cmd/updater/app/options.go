@@ -183,7 +183,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ResizeObservationWindow, "resize-observation-window", o.ResizeObservationWindow,
 		"How long a pod is watched for harm once its resize has completed: a container OOM-killed or restarted, Ready lost for longer than --harm-not-ready-grace, the pod evicted by the kubelet. Harm after a resize that lowered values resizes the pod back in place and holds the values for the whole VPA (--harm-hold); a decrease goes to the other pods only after its canaries have been watched this long. A VPA's annotation vpa-inplace.dev/observation-window sets its own (30s to 24h).")
 	fs.DurationVar(&o.HarmHold, "harm-hold", o.HarmHold,
-		"How long values harm was seen at after a resize that lowered them are held for the whole VPA: no pod of it is lowered to them, or below, until the recommendation rises above them or this time has passed. The hold is a record in --records-namespace: it survives a restart and a change of leader.")
+		"How long values harm was seen at after a resize that lowered them are held for the whole VPA: no pod of it is lowered to them, or below, until the recommendation rises above them or this time has passed. Harm again at values of the same containers and resources within as long after a hold ended as it lasted starts the next hold in a row, twice as long, up to 7 days (or this time, when longer). The hold is a record in --records-namespace: it survives a restart and a change of leader, and the admission controller gives new pods what it holds.")
 	fs.DurationVar(&o.HarmNotReadyGrace, "harm-not-ready-grace", o.HarmNotReadyGrace,
 		"How long a pod watched after its resize may stay not Ready before it counts as harm.")
 	fs.StringVar(&o.Canary, "canary", o.Canary,

@@ -19,12 +19,13 @@
 // UID). A VPA's records are read into the gate the first time it is asked
 // about the VPA; a restarted updater finds the canaries and their windows
 // where they were, and does not lower the other pods at once.
+//
+// canary.go holds the gate and Admit; pods.go what becomes of a canary;
+// hold.go the hold and the revert after harm; status.go what the VPA's
+// condition says.
 package canary
 
 import (
-	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -41,8 +42,10 @@ import (
 
 // Config holds the gate's settings.
 type Config struct {
-	// HarmHold is how long a hold lasts (--harm-hold), unless the
-	// recommendation rises above its values first.
+	// HarmHold is how long a first hold lasts (--harm-hold), unless the
+	// recommendation rises above its values first; 0 means
+	// records.DefaultHoldLength. Holds in a row last longer
+	// (records.HoldLength).
 	HarmHold time.Duration
 }
 
@@ -58,8 +61,17 @@ type Gate struct {
 }
 
 // New returns a Gate whose records live in store (the safety store).
+// A store that may take another writer's records (records.Merging) tells
+// the gate of them.
 func New(cfg Config, store records.Store, clk clock.PassiveClock) *Gate {
-	return &Gate{cfg: cfg, store: store, clock: clk, vpas: map[types.UID]*vpaState{}}
+	if cfg.HarmHold <= 0 {
+		cfg.HarmHold = records.DefaultHoldLength
+	}
+	g := &Gate{cfg: cfg, store: store, clock: clk, vpas: map[types.UID]*vpaState{}}
+	if m, ok := store.(records.Merging); ok {
+		m.OnMerged(g.merged)
+	}
+	return g
 }
 
 // vpaState is what the gate holds for one VPA.
@@ -120,20 +132,7 @@ func (g *Gate) ensure(owner records.Owner, window time.Duration) *vpaState {
 	g.vpas[owner.UID] = v
 	now := g.clock.Now()
 	for uid, r := range g.store.Of(owner) {
-		switch {
-		case r.Kind == records.KindHarmHold && uid == owner.UID:
-			v.hold = r
-		case r.Kind == records.KindCanary:
-			if v.round == nil {
-				v.round = &round{canaries: map[types.UID]*canaryPod{}}
-			}
-			v.round.to = resize.MergeMin(v.round.to, r.Attempted)
-			cp := &canaryPod{sent: true, from: r.From, to: r.Attempted, since: r.RecordedAt}
-			if !cp.since.IsZero() && window > 0 && !now.Before(cp.since.Add(window)) {
-				cp.passed, cp.ran = true, r.Attempted
-			}
-			v.round.canaries[uid] = cp
-		}
+		v.take(uid, r, now)
 	}
 	if v.round != nil {
 		v.round.passed = v.round.allPassed()
@@ -141,18 +140,47 @@ func (g *Gate) ensure(owner records.Owner, window time.Duration) *vpaState {
 	return v
 }
 
-// holdNow returns the VPA's hold, nil once it has expired (then its record
-// goes). Callers hold g.mu.
-func (g *Gate) holdNow(v *vpaState) *records.Record {
-	if v.hold == nil {
-		return nil
+// take holds what a record of the VPA's says: its hold, or a canary sent
+// (whose window, when it began long enough ago, has passed). Callers hold
+// g.mu.
+func (v *vpaState) take(uid types.UID, r *records.Record, now time.Time) {
+	switch {
+	case r.Kind == records.KindHarmHold && uid == v.owner.UID:
+		v.hold = r
+	case r.Kind == records.KindCanary:
+		if v.round == nil {
+			v.round = &round{canaries: map[types.UID]*canaryPod{}}
+		}
+		v.round.to = resize.MergeMin(v.round.to, r.Attempted)
+		cp := &canaryPod{sent: true, from: r.From, to: r.Attempted, since: r.Since}
+		if old, ok := v.round.canaries[uid]; ok {
+			// A sync may hold its place: Sent or Release follows.
+			cp.key, cp.name, cp.admitted = old.key, old.name, old.admitted
+		}
+		if !cp.since.IsZero() && v.window > 0 && !now.Before(cp.since.Add(v.window)) {
+			cp.passed, cp.ran = true, r.Attempted
+		}
+		v.round.canaries[uid] = cp
 	}
-	if g.cfg.HarmHold > 0 && !g.clock.Now().Before(v.hold.RecordedAt.Add(g.cfg.HarmHold)) {
-		v.hold = nil
-		g.store.Delete(v.owner.UID)
-		return nil
+}
+
+// merged takes the records of a VPA another writer made (a deposed
+// leader's last canary, or its hold), met by the store after a conflict
+// (records.Merging): the gate holds them as if it had read them at first.
+func (g *Gate) merged(owner records.Owner, taken map[types.UID]*records.Record) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	v, ok := g.vpas[owner.UID]
+	if !ok {
+		return // read from the store when first asked about
 	}
-	return v.hold
+	now := g.clock.Now()
+	for uid, r := range taken {
+		v.take(uid, r, now)
+	}
+	if v.round != nil {
+		v.round.passed = v.round.allPassed()
+	}
 }
 
 // Request is a pod's resize that lowers values.
@@ -196,7 +224,7 @@ func (g *Gate) Admit(req Request) Verdict {
 		gate.Hold, gate.HoldWhy = hold.Attempted, g.holdWhy(hold)
 		to = resize.Without(to, func(c, list string, name corev1.ResourceName, q resource.Quantity) bool {
 			floor, ok := resize.Value(hold.Attempted, c, list, name)
-			return ok && q.Cmp(floor) <= 0
+			return ok && records.IsHeld(q, floor)
 		})
 	}
 	verdict := func(wait string) Verdict {
@@ -297,406 +325,4 @@ func ranAtMost(ran, to resources.Resources) bool {
 		}
 	})
 	return ok
-}
-
-// Sent notes that the resize of a pod admitted as a canary was accepted (or
-// may have been: its answer was lost): it lowered from to to. Its record is
-// kept from now on. It tells whether the pod was admitted as a canary.
-func (g *Gate) Sent(owner records.Owner, uid types.UID, from, to resources.Resources) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	v, ok := g.vpas[owner.UID]
-	if !ok || v.round == nil {
-		return false
-	}
-	cp, ok := v.round.canaries[uid]
-	if !ok || !cp.admitted {
-		return false
-	}
-	cp.admitted, cp.sent, cp.from, cp.to = false, true, from, to
-	cp.since, cp.passed, cp.ran = time.Time{}, false, nil
-	g.store.Put(owner, uid, &records.Record{Kind: records.KindCanary, Attempted: to, From: from})
-	return true
-}
-
-// Release gives back the place of a canary whose resize was not sent
-// (withheld, refused, waiting for a budget or for room): another pod may
-// take it. The pods waiting are not queued: they are when a canary's state
-// changes.
-func (g *Gate) Release(owner records.Owner, uid types.UID) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	v, ok := g.vpas[owner.UID]
-	if !ok || v.round == nil {
-		return
-	}
-	if cp, ok := v.round.canaries[uid]; ok && cp.admitted {
-		cp.admitted = false
-		if !cp.sent {
-			delete(v.round.canaries, uid)
-			if len(v.round.canaries) == 0 && !v.round.passed {
-				v.round = nil
-			}
-		}
-	}
-}
-
-// Started notes that a canary's watch began at since; it returns when the
-// pods waiting for the round may go, if that is known now.
-func (g *Gate) Started(owner records.Owner, uid types.UID, since time.Time) time.Time {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	v := g.ensure(owner, 0)
-	if v.round == nil {
-		return time.Time{}
-	}
-	cp, ok := v.round.canaries[uid]
-	if !ok || !cp.sent {
-		return time.Time{}
-	}
-	cp.since = since
-	g.store.Put(owner, uid, &records.Record{Kind: records.KindCanary, Attempted: cp.to, From: cp.from, RecordedAt: since})
-	return v.round.until(v.window)
-}
-
-// Passed notes that a canary's window ended without harm, the pod running
-// at ran; once every canary of the round has, at values no higher than the
-// round's, it returns the pods waiting, to be queued.
-func (g *Gate) Passed(owner records.Owner, uid types.UID, ran resources.Resources) []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	v := g.ensure(owner, 0)
-	r := v.round
-	if r == nil {
-		return nil
-	}
-	cp, ok := r.canaries[uid]
-	if !ok {
-		return nil
-	}
-	cp.passed, cp.ran = true, ran
-	if r.passed || !r.allPassed() {
-		return nil
-	}
-	r.passed = true
-	return g.takeWaiting(v)
-}
-
-// Canary tells whether a pod is a canary whose resize was sent, and what it
-// lowered from and to and since when it has been watched (zero: not yet):
-// a restarted updater watches it again from there.
-func (g *Gate) Canary(owner records.Owner, uid types.UID, window time.Duration) (from, to resources.Resources, since time.Time, ok bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	v := g.ensure(owner, window)
-	if v.round == nil {
-		return nil, nil, time.Time{}, false
-	}
-	cp, ok := v.round.canaries[uid]
-	if !ok || !cp.sent || cp.passed {
-		return nil, nil, time.Time{}, false
-	}
-	return cp.from, cp.to, cp.since, true
-}
-
-// Gone notes that a pod is gone, or that its resize was not applied: a
-// canary's place is given back (its record goes) and the pods waiting are
-// returned, to be queued: one of them takes the place.
-func (g *Gate) Gone(owner records.Owner, uid types.UID) []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	v, ok := g.vpas[owner.UID]
-	if !ok || v.round == nil {
-		return nil
-	}
-	if _, ok := v.round.canaries[uid]; !ok {
-		return nil
-	}
-	delete(v.round.canaries, uid)
-	g.store.Delete(uid)
-	if len(v.round.canaries) == 0 {
-		v.round = nil
-	} else if !v.round.passed {
-		v.round.passed = v.round.allPassed()
-	}
-	return g.takeWaiting(v)
-}
-
-// Harm is harm seen after a resize that lowered values.
-type Harm struct {
-	Pod  types.UID
-	Name string
-	// From and To are what the resize lowered, before and after.
-	From, To resources.Resources
-	// Why says what harm, for the hold's message.
-	Why string
-}
-
-// Harmed holds the values a resize lowered before harm was seen, for the
-// whole VPA, and ends its round: no pod of the VPA is lowered to them, or
-// below, until the recommendation rises above them or the hold expires.
-// The pod is due a revert to what it had (Revert) when it is still there.
-// It returns the pods waiting, to be queued: they are decided again against
-// the hold.
-func (g *Gate) Harmed(owner records.Owner, h Harm, podLeft bool) []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	v := g.ensure(owner, 0)
-	now := g.clock.Now()
-	held := h.To
-	if old := g.holdNow(v); old != nil {
-		held = resize.MergeMax(old.Attempted, h.To)
-	}
-	v.hold = &records.Record{Kind: records.KindHarmHold, Attempted: held,
-		Message: truncate(h.Name+": "+h.Why, maxHoldMessage), RecordedAt: now}
-	g.store.Put(owner, owner.UID, v.hold)
-	g.endRound(v, h.Pod)
-	if podLeft && len(h.From) > 0 {
-		g.store.Put(owner, h.Pod, &records.Record{Kind: records.KindRevert, Attempted: h.To, From: h.From,
-			Message: truncate(h.Why, maxHoldMessage), RecordedAt: now})
-	} else {
-		g.store.Delete(h.Pod)
-	}
-	return g.takeWaiting(v)
-}
-
-// maxHoldMessage bounds what a hold's or a revert's record says.
-const maxHoldMessage = 300
-
-// endRound forgets the VPA's round and the records of its canaries, but
-// for keep's.
-func (g *Gate) endRound(v *vpaState, keep types.UID) {
-	if v.round == nil {
-		return
-	}
-	for uid, cp := range v.round.canaries {
-		if cp.sent && uid != keep {
-			g.store.Delete(uid)
-		}
-	}
-	v.round = nil
-}
-
-// takeWaiting returns and forgets the pods waiting, sorted.
-func (g *Gate) takeWaiting(v *vpaState) []string {
-	out := sets.List(v.waiting)
-	v.waiting.Clear()
-	return out
-}
-
-// Revert tells whether a pod is due a revert after harm: what its resize
-// lowered, from what, and the harm.
-func (g *Gate) Revert(owner records.Owner, uid types.UID) (from, to resources.Resources, why string, ok bool) {
-	r, ok := g.store.GetFor(owner, uid)
-	if !ok || r.Kind != records.KindRevert {
-		return nil, nil, "", false
-	}
-	return r.From, r.Attempted, r.Message, true
-}
-
-// Reverted notes that a pod's revert was sent (or is moot): its record
-// goes.
-func (g *Gate) Reverted(uid types.UID) {
-	if r, ok := g.store.Get(uid); ok && r.Kind == records.KindRevert {
-		g.store.Delete(uid)
-	}
-}
-
-// Lift forgets the held values the recommendation (what desired returns:
-// what a pod of the VPA would be given) has risen above, and the hold once
-// none is left; and a proven round whose values it has risen above: a
-// decrease back to them is tried on canaries again. It returns whether the
-// VPA still has a hold. desiredFor is called only when the VPA has a hold or
-// a proven round, so most decisions never compute it.
-func (g *Gate) Lift(owner records.Owner, desiredFor func() resources.Resources) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	v, ok := g.vpas[owner.UID]
-	if !ok {
-		v = g.ensure(owner, 0)
-	}
-	if v.hold == nil && (v.round == nil || !v.round.passed) {
-		return false
-	}
-	desired := desiredFor()
-	if r := v.round; r != nil && r.passed && risen(desired, r.to) {
-		g.endRound(v, "")
-	}
-	hold := g.holdNow(v)
-	if hold == nil {
-		return false
-	}
-	left := resize.Without(hold.Attempted, func(c, list string, name corev1.ResourceName, q resource.Quantity) bool {
-		want, ok := resize.Value(desired, c, list, name)
-		return ok && want.Cmp(q) > 0
-	})
-	switch {
-	case left == nil:
-		v.hold = nil
-		g.store.Delete(owner.UID)
-		return false
-	case !resources.Equal(left, hold.Attempted):
-		v.hold = &records.Record{Kind: records.KindHarmHold, Attempted: left, Message: hold.Message, RecordedAt: hold.RecordedAt}
-		g.store.Put(owner, owner.UID, v.hold)
-	}
-	return true
-}
-
-// risen tells whether desired is above floor for any value both hold.
-func risen(desired, floor resources.Resources) bool {
-	above := false
-	resources.ForEachValue(desired, floor, func(_, _ string, _ corev1.ResourceName, d, f *resource.Quantity) {
-		if d != nil && f != nil && d.Cmp(*f) > 0 {
-			above = true
-		}
-	})
-	return above
-}
-
-// Hold returns the VPA's hold, if it has one that has not expired.
-func (g *Gate) Hold(owner records.Owner) (*records.Record, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	v, ok := g.vpas[owner.UID]
-	if !ok {
-		return nil, false
-	}
-	h := g.holdNow(v)
-	return h, h != nil
-}
-
-// HoldEnds is when a hold expires.
-func (g *Gate) HoldEnds(hold *records.Record) time.Time {
-	return hold.RecordedAt.Add(g.cfg.HarmHold)
-}
-
-// holdWhy says why held values are not lowered to.
-func (g *Gate) holdWhy(hold *records.Record) string {
-	return fmt.Sprintf("held for the VPA after harm (%s) until the recommendation rises above %s, or %s",
-		hold.Message, hold.Attempted.String(), stamp(g.HoldEnds(hold)))
-}
-
-// waitWhy says why a pod's decrease waits: "canary: 1 of 4 lowered, 3
-// wait until 2026-11-26T12:40:00Z".
-func (g *Gate) waitWhy(v *vpaState, r *round, until time.Time) string {
-	sent := 0
-	var names []string
-	for _, cp := range r.canaries {
-		if cp.sent {
-			sent++
-		}
-		if cp.name != "" {
-			names = append(names, cp.name)
-		}
-	}
-	sort.Strings(names)
-	others := max(v.pods-len(r.canaries), 0)
-	s := fmt.Sprintf("canary: %d of %d lowered, %d wait", sent, v.pods, others)
-	switch {
-	case !until.IsZero():
-		s += " until " + stamp(until)
-	case sent < len(r.canaries):
-		s += " until the canary's resize is sent, completes and is watched for " + v.window.String()
-	default:
-		s += " until the canary's resize completes and is watched for " + v.window.String()
-	}
-	if len(names) > 0 {
-		s += " (" + strings.Join(names, ", ") + ")"
-	}
-	return s
-}
-
-// Status is what the VPA's condition says of the gate.
-type Status struct {
-	// Canary says how a round stands: "canary: 1 of 4 lowered, 3 wait
-	// until ..."; "" when none runs.
-	Canary string
-	// Hold is the hold, nil without one.
-	Hold *records.Record
-	// HoldEnds is when it expires.
-	HoldEnds time.Time
-}
-
-// StatusOf tells what the VPA's condition says of the gate.
-func (g *Gate) StatusOf(owner records.Owner) Status {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	v, ok := g.vpas[owner.UID]
-	if !ok {
-		return Status{}
-	}
-	var s Status
-	if h := g.holdNow(v); h != nil {
-		s.Hold, s.HoldEnds = h, g.HoldEnds(h)
-	}
-	if r := v.round; r != nil && !r.passed && len(r.canaries) > 0 {
-		s.Canary = g.waitWhy(v, r, r.until(v.window))
-	}
-	return s
-}
-
-// Retain gives back the places of canaries live says are gone (a pod
-// deleted while no worker watched it, after a restart), and returns the
-// pods waiting for them, to be queued.
-func (g *Gate) Retain(live func(types.UID) bool) []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var out []string
-	for _, v := range g.vpas {
-		if v.round == nil {
-			continue
-		}
-		gone := false
-		for uid := range v.round.canaries {
-			if !live(uid) {
-				delete(v.round.canaries, uid)
-				g.store.Delete(uid)
-				gone = true
-			}
-		}
-		if !gone {
-			continue
-		}
-		if len(v.round.canaries) == 0 {
-			v.round = nil
-		} else if !v.round.passed {
-			v.round.passed = v.round.allPassed()
-		}
-		out = append(out, g.takeWaiting(v)...)
-	}
-	return out
-}
-
-// Forget drops what is held for a VPA that is gone (its records went with
-// it: records.Store.ForgetOwner).
-func (g *Gate) Forget(uid types.UID) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.vpas, uid)
-}
-
-// Holds counts the VPAs with a hold, for the gauge.
-func (g *Gate) Holds() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	n := 0
-	for _, v := range g.vpas {
-		if g.holdNow(v) != nil {
-			n++
-		}
-	}
-	return n
-}
-
-func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - 3
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "..."
 }

@@ -29,8 +29,14 @@ func mem(v string) resources.Resources {
 	return resources.Resources{"kafka": {Requests: testpod.List("", v)}}
 }
 
+func cpuOf(v string) resources.Resources {
+	return resources.Resources{"kafka": {Requests: testpod.List(v, "")}}
+}
+
+func newClock() *testingclock.FakeClock { return testingclock.NewFakeClock(t0) }
+
 func newGate() (*Gate, records.Store, *testingclock.FakeClock) {
-	clk := testingclock.NewFakeClock(t0)
+	clk := newClock()
 	store := records.NewInMemoryStore()
 	return New(Config{HarmHold: 24 * time.Hour}, store, clk), store, clk
 }
@@ -49,7 +55,8 @@ func TestOneCanaryThenTheOthersAfterItsWindow(t *testing.T) {
 	r, ok := store.Get("uid-0")
 	require.True(t, ok, "the canary is recorded")
 	assert.Equal(t, records.KindCanary, r.Kind)
-	assert.True(t, r.RecordedAt.IsZero(), "its watch has not begun")
+	assert.True(t, r.Since.IsZero(), "its watch has not begun")
+	assert.Equal(t, t0, r.RecordedAt, "the record carries the time it was made")
 
 	for i := 1; i < 4; i++ {
 		v := g.Admit(req(i, "1Gi"))
@@ -61,7 +68,7 @@ func TestOneCanaryThenTheOthersAfterItsWindow(t *testing.T) {
 	until := g.Started(owner, "uid-0", t0.Add(5*time.Second))
 	assert.Equal(t, t0.Add(5*time.Second+window), until)
 	r, _ = store.Get("uid-0")
-	assert.Equal(t, t0.Add(5*time.Second), r.RecordedAt, "when its watch began is recorded")
+	assert.Equal(t, t0.Add(5*time.Second), r.Since, "when its watch began is recorded")
 	v = g.Admit(req(1, "1Gi"))
 	assert.Equal(t, "canary: 1 of 4 lowered, 3 wait until 2026-11-26T12:40:05Z (broker-0)", v.Gate.Wait)
 	assert.Equal(t, until, v.Until)
@@ -168,9 +175,17 @@ func TestHoldExpires(t *testing.T) {
 	clk.Step(time.Second)
 	_, held = g.Hold(owner)
 	assert.False(t, held, "--harm-hold after it was set")
-	_, ok = store.Get(owner.UID)
-	assert.False(t, ok)
+	assert.Zero(t, g.Holds())
 	assert.True(t, g.Admit(req(0, "1Gi")).Canary)
+	g.Release(owner, "uid-0")
+	r, ok := store.Get(owner.UID)
+	require.True(t, ok, "an ended hold is remembered for as long as it lasted")
+	assert.Equal(t, 1, r.Holds)
+	clk.Step(24 * time.Hour)
+	_, held = g.Hold(owner)
+	assert.False(t, held)
+	_, ok = store.Get(owner.UID)
+	assert.False(t, ok, "then forgotten")
 }
 
 func TestAGoneCanaryIsReplaced(t *testing.T) {
