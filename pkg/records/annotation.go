@@ -60,6 +60,9 @@ type annotationAttempt struct {
 	// From is Record.From (the safety records); a reader that does not
 	// know it ignores it.
 	From resources.Resources `json:"from,omitempty"`
+	// Watch is Record.Watch (watch.go), its times relative to each
+	// record's own.
+	Watch *attemptWatch `json:"watch,omitempty"`
 }
 
 type annotationEntry struct {
@@ -198,7 +201,7 @@ func sharedAttempts(records map[types.UID]*Record, uids []types.UID) ([]annotati
 	index := make(map[string]int, len(keys))
 	for i, k := range keys {
 		r := firstOf[k]
-		attempts[i] = annotationAttempt{Kind: r.Kind, Resources: r.Attempted, Message: truncate(r.Message, maxMessageBytes), From: r.From}
+		attempts[i] = annotationAttempt{Kind: r.Kind, Resources: r.Attempted, Message: truncate(r.Message, maxMessageBytes), From: r.From, Watch: relative(r)}
 		index[k] = i
 	}
 	indexOf := make(map[types.UID]int, len(uids))
@@ -210,7 +213,7 @@ func sharedAttempts(records map[types.UID]*Record, uids []types.UID) ([]annotati
 
 // attemptKey identifies what a record says, apart from its pod and time.
 func attemptKey(r *Record) string {
-	return string(r.Kind) + "\x00" + r.Attempted.String() + "\x00" + truncate(r.Message, maxMessageBytes) + "\x00" + r.From.String()
+	return string(r.Kind) + "\x00" + r.Attempted.String() + "\x00" + truncate(r.Message, maxMessageBytes) + "\x00" + r.From.String() + "\x00" + watchKey(r)
 }
 
 // truncate cuts s to at most n bytes, on a character boundary.
