@@ -118,7 +118,6 @@ func (g *Gate) ensure(owner records.Owner, window time.Duration) *vpaState {
 	}
 	v = &vpaState{owner: owner, waiting: sets.New[string](), window: window}
 	g.vpas[owner.UID] = v
-	now := g.clock.Now()
 	for uid, r := range g.store.Of(owner) {
 		switch {
 		case r.Kind == records.KindHarmHold && uid == owner.UID:
@@ -128,11 +127,10 @@ func (g *Gate) ensure(owner records.Owner, window time.Duration) *vpaState {
 				v.round = &round{canaries: map[types.UID]*canaryPod{}}
 			}
 			v.round.to = resize.MergeMin(v.round.to, r.Attempted)
-			cp := &canaryPod{sent: true, from: r.From, to: r.Attempted, since: r.RecordedAt}
-			if !cp.since.IsZero() && window > 0 && !now.Before(cp.since.Add(window)) {
-				cp.passed, cp.ran = true, r.Attempted
-			}
-			v.round.canaries[uid] = cp
+			// Not passed here, even when its window ended while no updater
+			// ran: its watch, taken up from its record, looks at the pod
+			// first (Passed).
+			v.round.canaries[uid] = &canaryPod{sent: true, from: r.From, to: r.Attempted, since: r.RecordedAt}
 		}
 	}
 	if v.round != nil {
