@@ -193,7 +193,8 @@ func (w *Watcher) readiness(wt *watch, look *Look, pod *corev1.Pod, now time.Tim
 		}
 		return after
 	}
-	if a := wt.await; a != nil {
+	// The restart of a resize under way excuses from when it shows.
+	if a := wt.await; a != nil && (!a.until.IsZero() || resize.RestartedSince(pod, a.before, a.names)) {
 		switch {
 		case a.until.IsZero():
 		case now.Before(a.until):

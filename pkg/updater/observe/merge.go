@@ -150,6 +150,12 @@ func (wt *watch) complete(now time.Time) (started *lowering, dropped []*lowering
 		wt.lastTo, wt.lastUntil, wt.lastReportOnly = p.to, now.Add(p.window), p.reportOnly
 		return nil, dropped
 	}
+	if low.canary {
+		// The gate knows a pod as one canary: of its newest decrease.
+		for _, l := range wt.open {
+			l.canary = false
+		}
+	}
 	wt.open = append(wt.open, low)
 	wt.bound()
 	return low, dropped

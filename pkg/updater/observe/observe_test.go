@@ -578,3 +578,48 @@ func TestLoweringsKeepTheirOwnWindows(t *testing.T) {
 		assert.Equal(t, 2*maxLowerings, values, "merged, none forgotten")
 	})
 }
+
+// A pod is one canary to its gate, of its newest decrease: an older
+// lowering open is no canary's any more. And a restarting resize under
+// way excuses nothing before its restart shows.
+func TestOneCanaryLoweringAndNoExcuseBeforeTheRestart(t *testing.T) {
+	t.Run("one canary lowering", func(t *testing.T) {
+		w, clk := newWatcher()
+		first := lowered()
+		first.Canary = true
+		w.Sent("uid-p", first)
+		w.Observe(podAt(true))
+		clk.Step(time.Minute)
+		second := lowered()
+		second.From = resources.Resources{"app": {Requests: testpod.List("1", "1Gi")}}
+		second.To = resources.Resources{"app": {Requests: testpod.List("500m", "1Gi")}}
+		second.Canary = true
+		w.Sent("uid-p", second)
+		look, _ := w.Observe(testpod.New("p").Container("app", "500m", "1Gi").Running().Obj())
+		require.True(t, look.Started)
+		assert.True(t, look.Resize.Canary)
+		s, _ := w.Saved("uid-p")
+		require.Len(t, s.Lowered, 2)
+		assert.False(t, s.Lowered[0].Canary)
+		assert.True(t, s.Lowered[1].Canary)
+	})
+	t.Run("no excuse before the restart", func(t *testing.T) {
+		w, clk := newWatcher()
+		w.Sent("uid-p", lowered())
+		w.Observe(restartingPod(0, true, t0.Add(-time.Hour)))
+		clk.Step(time.Minute)
+		r := lowered()
+		r.From, r.To = lowered().To, resources.Resources{"app": {Requests: testpod.List("1", "512Mi")}}
+		r.Before = resize.BaselineOf(restartingPod(0, true, t0.Add(-time.Hour)))
+		r.Restarts = []string{"app"}
+		w.Sent("uid-p", r)
+		deferred := restartingPod(0, false, clk.Now())
+		deferred.Generation = 3
+		look, _ := w.Observe(deferred)
+		assert.Equal(t, grace, look.After)
+		clk.Step(grace)
+		look, _ = w.Observe(deferred)
+		require.Equal(t, StateHarmed, look.State, "not Ready while the resize waits: the first lowering's harm")
+		assert.Equal(t, "app: requests memory=1Gi", look.Resize.To.String())
+	})
+}
