@@ -123,7 +123,9 @@ func (c *Controller) watchResize(ctx context.Context, pod *corev1.Pod, vpa *vpat
 	if look.State == observe.StatePassed && len(look.Passed) == 0 {
 		logger.V(4).Info("Watched the pod for its window after its resize; no harm")
 	}
-	if !look.Over && look.State != observe.StatePending {
+	if !look.Over && look.After > 0 {
+		// 0: nothing but a resize under way, whose next update brings
+		// the pod back.
 		c.queue.AddAfter(key, look.After)
 	}
 	if look.Started || look.Over || len(look.Passed)+len(look.Dropped) > 0 || look.State == observe.StateHarmed {

@@ -422,3 +422,25 @@ func TestWatchRecordsFollowTheWatch(t *testing.T) {
 	_, ok = f.ctrl.safetyStore.Get("uid-p0")
 	assert.False(t, ok, "an increase is watched in memory only: harm after it is reported")
 }
+
+// A decrease's window ending while a later resize is under way: the pod
+// is looked at again when that resize's update comes, not at once in a
+// loop.
+func TestAWindowEndingWhileAResizeIsUnderWayQueuesNoLoop(t *testing.T) {
+	f := newFixture(t, webPods(1), []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("100m", "50Mi")}, fixtureOpts{})
+	require.NoError(t, f.sync("p0"))
+	f.kubeletDone("p0")
+	require.NoError(t, f.sync("p0"))
+	f.clock.Step(observationWindowDefault - time.Minute)
+	f.recommendWeb("200m", "50Mi")
+	require.NoError(t, f.sync("p0"))
+	require.Equal(t, "200m", f.podCPU("p0"), "sent, not applied yet")
+	f.updateStatus("p0", func(p *corev1.Pod) {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue})
+	})
+	f.clock.Step(time.Minute)
+	before := len(f.podQueue.asked("default/p0"))
+	require.NoError(t, f.sync("p0"))
+	assert.NotContains(t, f.podQueue.asked("default/p0")[before:], time.Duration(0))
+	assert.True(t, f.ctrl.watcher.Watching("uid-p0"), "the increase under way is still watched")
+}
