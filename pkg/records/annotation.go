@@ -67,6 +67,9 @@ type annotationAttempt struct {
 	Since int64 `json:"since,omitempty"`
 	Until int64 `json:"until,omitempty"`
 	Holds int   `json:"holds,omitempty"`
+	// Watch is Record.Watch (watch.go), its times relative to each
+	// record's own.
+	Watch *attemptWatch `json:"watch,omitempty"`
 }
 
 // unixOrZero is t in seconds since the epoch, 0 for the zero time.
@@ -214,7 +217,7 @@ func sharedAttempts(records map[types.UID]*Record, uids []types.UID) ([]annotati
 	for i, k := range keys {
 		r := firstOf[k]
 		attempts[i] = annotationAttempt{Kind: r.Kind, Resources: r.Attempted, Message: truncate(r.Message, maxMessageBytes), From: r.From,
-			Since: unixOrZero(r.Since), Until: unixOrZero(r.Until), Holds: min(max(r.Holds, 0), MaxHolds)}
+			Since: unixOrZero(r.Since), Until: unixOrZero(r.Until), Holds: min(max(r.Holds, 0), MaxHolds), Watch: relative(r)}
 		index[k] = i
 	}
 	indexOf := make(map[types.UID]int, len(uids))
@@ -228,7 +231,7 @@ func sharedAttempts(records map[types.UID]*Record, uids []types.UID) ([]annotati
 func attemptKey(r *Record) string {
 	return string(r.Kind) + "\x00" + r.Attempted.String() + "\x00" + truncate(r.Message, maxMessageBytes) + "\x00" + r.From.String() +
 		"\x00" + strconv.FormatInt(unixOrZero(r.Since), 10) + "\x00" + strconv.FormatInt(unixOrZero(r.Until), 10) +
-		"\x00" + strconv.Itoa(min(max(r.Holds, 0), MaxHolds))
+		"\x00" + strconv.Itoa(min(max(r.Holds, 0), MaxHolds)) + "\x00" + watchKey(r)
 }
 
 // truncate cuts s to at most n bytes, on a character boundary.

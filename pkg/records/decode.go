@@ -63,6 +63,11 @@ const (
 	// resource other than cpu and memory, or a quantity that is refused by
 	// quantity.Check or does not parse.
 	DropBadResources DropReason = "BadResources"
+	// DropBadWatch: the watch of a safety record (Record.Watch) is missing
+	// on a KindWatch record, on a kind that has none, or past its bounds
+	// (MaxWatchLowerings, MaxWatchRestarts, a container's name, a count
+	// below 0, a time too far from the record's).
+	DropBadWatch DropReason = "BadWatch"
 	// DropBadTime: the record's time is not an RFC 3339 time.
 	DropBadTime DropReason = "BadTime"
 	// DropFuture: the record's time is more than FutureSkew ahead.
@@ -142,6 +147,9 @@ type rawAttempt struct {
 	Since int64 `json:"since"`
 	Until int64 `json:"until"`
 	Holds int   `json:"holds"`
+	// Watch is Record.Watch (watch.go); absent but for KindWatch and
+	// KindCanary.
+	Watch *rawWatch `json:"watch"`
 }
 
 type rawRequirements struct {
@@ -206,6 +214,7 @@ func decodeDoc(value string, opts DecodeOptions, version int) (*decoder, *rawDoc
 	d.attempts = doc.Attempts[:min(len(doc.Attempts), opts.MaxAttempts)]
 	// Attempts are parsed when a kept record first refers to them.
 	d.parsed = make([]*Record, len(d.attempts))
+	d.watches = make([]*relWatch, len(d.attempts))
 	d.refused = make([]DropReason, len(d.attempts))
 	return d, &doc, nil
 }
@@ -217,6 +226,7 @@ type decoder struct {
 	attempts []rawAttempt
 	total    int
 	parsed   []*Record
+	watches  []*relWatch
 	refused  []DropReason
 	kept     int
 	out      Decoded
@@ -261,7 +271,7 @@ func (d *decoder) add(key string, attempt int, at time.Time, timeErr error, gene
 		return
 	}
 	if d.parsed[attempt] == nil && d.refused[attempt] == "" {
-		d.parsed[attempt], d.refused[attempt] = parseAttempt(d.attempts[attempt])
+		d.parsed[attempt], d.watches[attempt], d.refused[attempt] = parseAttempt(d.attempts[attempt])
 	}
 	a := d.parsed[attempt]
 	if a == nil {
@@ -269,40 +279,53 @@ func (d *decoder) add(key string, attempt int, at time.Time, timeErr error, gene
 		return
 	}
 	d.kept++
-	d.out.Records[uid] = &Record{Kind: a.Kind, Attempted: a.Attempted, Message: a.Message, RecordedAt: at, Generation: max(generation, 0), From: a.From,
+	r := &Record{Kind: a.Kind, Attempted: a.Attempted, Message: a.Message, RecordedAt: at, Generation: max(generation, 0), From: a.From,
 		Since: a.Since, Until: a.Until, Holds: a.Holds}
+	if w := d.watches[attempt]; w != nil {
+		r.Watch = w.at(at)
+		if !d.opts.Now.IsZero() && r.Watch.latest().After(d.opts.Now.Add(FutureSkew)) {
+			d.kept--
+			d.out.drop(DropFuture, 1)
+			return
+		}
+	}
+	d.out.Records[uid] = r
 }
 
-// parseAttempt checks an attempt and parses its quantities; the reason is
-// set when it is refused. Records sharing an attempt share its resources:
-// they are never modified.
-func parseAttempt(a rawAttempt) (*Record, DropReason) {
+// parseAttempt checks an attempt and parses its quantities, and its watch;
+// the reason is set when it is refused. Records sharing an attempt share
+// its resources: they are never modified.
+func parseAttempt(a rawAttempt) (*Record, *relWatch, DropReason) {
 	if !knownKind(a.Kind) {
-		return nil, DropUnknownKind
+		return nil, nil, DropUnknownKind
 	}
 	attempted, ok := parseResources(a.Resources)
 	if !ok || len(attempted) == 0 {
-		return nil, DropBadResources
+		return nil, nil, DropBadResources
 	}
 	var from resources.Resources
 	if len(a.From) > 0 {
 		if from, ok = parseResources(a.From); !ok {
-			return nil, DropBadResources
+			return nil, nil, DropBadResources
 		}
 	}
 	since, ok := unixTime(a.Since)
 	if !ok {
-		return nil, DropBadTime
+		return nil, nil, DropBadTime
 	}
 	until, ok := unixTime(a.Until)
 	if !ok {
-		return nil, DropBadTime
+		return nil, nil, DropBadTime
+	}
+	w, reason := parseWatch(a.Kind, a.Watch, attempted, from)
+	if reason != "" {
+		return nil, nil, reason
 	}
 	msg := strings.ToValidUTF8(truncate(a.Message, maxMessageBytes), "?")
 	// A count past the bound is the bound: the hold's length stops growing
 	// long before.
 	holds := min(max(a.Holds, 0), MaxHolds)
-	return &Record{Kind: a.Kind, Attempted: attempted, Message: msg, From: from, Since: since, Until: until, Holds: holds}, ""
+	return &Record{Kind: a.Kind, Attempted: attempted, Message: msg, From: from, Since: since, Until: until, Holds: holds}, w, ""
 }
 
 // maxUnixSeconds bounds the times of an attempt: the year 5138, far past
@@ -352,7 +375,7 @@ func parseResources(raw map[string]rawRequirements) (resources.Resources, bool) 
 // encoders leave out (and hold in memory only) a record the decoder would
 // drop, rather than write it to be dropped at the next load.
 func encodable(r *Record) bool {
-	if !knownKind(r.Kind) || len(r.Attempted) == 0 || !encodableResources(r.Attempted) {
+	if !knownKind(r.Kind) || len(r.Attempted) == 0 || !encodableResources(r.Attempted) || !encodableWatch(r) {
 		return false
 	}
 	return len(r.From) == 0 || encodableResources(r.From)
@@ -427,7 +450,7 @@ func parseTime(s string) (time.Time, error) {
 func knownKind(k Kind) bool {
 	switch k {
 	case KindInfeasible, KindNodeCapacity, KindInvalid, KindJobRejected, KindJobUnsupported,
-		KindMemoryLimitRefused, KindMemoryLimitUnsafe, KindCanary, KindRevert, KindHarmHold:
+		KindMemoryLimitRefused, KindMemoryLimitUnsafe, KindCanary, KindRevert, KindHarmHold, KindWatch:
 		return true
 	}
 	return false

@@ -57,6 +57,7 @@ func FuzzDecodeCompact(f *testing.F) {
 		"b":     {Kind: KindJobRejected, Attempted: resources.Resources{"app": res("250m", "200Mi", "", "")}, RecordedAt: t0, Generation: 3},
 		"c":     {Kind: KindMemoryLimitRefused, Attempted: resources.Resources{"app": res("", "", "", "100Mi")}, RecordedAt: t0},
 		"d":     canaryRecord(t0),
+		"e":     watchRecord(t0, 2),
 	}, DefaultMaxCompactBytes)
 	require.NoError(f, err)
 	for _, seed := range []string{
@@ -69,6 +70,9 @@ func FuzzDecodeCompact(f *testing.F) {
 		compactDocOf(goodAttempt, strings.Repeat("x:1 ", 1000)),
 		compactDocOf(`{"kind":"Canary","resources":{"c":{"requests":{"memory":"1Gi"}}},"from":{"c":{"requests":{"memory":"1e-99999999"}}}}`, "a:1"),
 		compactDocOf(`{"kind":"HarmHold","resources":{"c":{"limits":{"memory":"1Gi"}}},"from":{"`+strings.Repeat("c", 100)+`":{}}}`, "a:1"),
+		compactDocOf(`{"kind":"Watch","resources":{"c":{"requests":{"memory":"1Gi"}}},"watch":{"began":-9,"restarts":{"c":1},"lowered":[{"since":-9,"canary":true},{"to":{"c":{"requests":{"cpu":"1"}}},"from":{"c":{"requests":{"cpu":"2"}}}}]}}`, "a:1777629600"),
+		compactDocOf(`{"kind":"Watch","resources":{"c":{"requests":{"memory":"1Gi"}}},"watch":{"began":99999999999999,"restarts":{"c":-1},"lowered":null}}`, "a:1"),
+		compactDocOf(`{"kind":"Canary","resources":{"c":{"requests":{"memory":"1Gi"}}},"watch":{"lowered":[`+strings.Repeat(`{"to":{"c":{"requests":{"cpu":"1e-99999999"}}}},`, 9)+`{}]}}`, "a:1"),
 	} {
 		f.Add(seed)
 	}
@@ -127,6 +131,15 @@ func fuzzDecoder(f *testing.F, decode func(string, DecodeOptions) (Decoded, erro
 			})
 			require.Positive(t, values)
 			require.LessOrEqual(t, len(r.From), MaxContainers)
+			require.Equal(t, r.Kind == KindWatch, r.Kind == KindWatch && r.Watch != nil, "a watch record has its watch")
+			if w := r.Watch; w != nil {
+				require.LessOrEqual(t, len(w.Lowered), MaxWatchLowerings)
+				require.LessOrEqual(t, len(w.Restarts), MaxWatchRestarts)
+				require.False(t, w.latest().After(now.Add(FutureSkew)))
+				for _, l := range w.Lowered {
+					require.NotEmpty(t, l.To)
+				}
+			}
 			resources.ForEachValue(r.From, nil, func(_, _ string, _ corev1.ResourceName, q, _ *resource.Quantity) {
 				if q != nil {
 					require.NoError(t, quantity.Check(q.String()))
@@ -147,6 +160,17 @@ func fuzzDecoder(f *testing.F, decode func(string, DecodeOptions) (Decoded, erro
 			require.Equal(t, Same, back.Records[uid].Compare(r.Attempted))
 			require.Equal(t, r.Kind, back.Records[uid].Kind)
 			require.True(t, resources.Equal(r.From, back.Records[uid].From))
+			if w := r.Watch; w != nil {
+				b := back.Records[uid].Watch
+				require.NotNil(t, b)
+				require.True(t, w.Began.Equal(b.Began))
+				require.Equal(t, len(w.Restarts), len(b.Restarts))
+				require.Len(t, b.Lowered, len(w.Lowered))
+				for i, l := range w.Lowered {
+					require.True(t, l.Since.Equal(b.Lowered[i].Since))
+					require.True(t, resources.Equal(l.To, b.Lowered[i].To))
+				}
+			}
 		}
 	})
 }

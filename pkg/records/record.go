@@ -85,6 +85,10 @@ const (
 	// soon after a hold ended lengthens the next). Message says what harm.
 	// Keyed by the VPA's own UID.
 	KindHarmHold Kind = "HarmHold"
+	// KindWatch: values a resize of the pod lowered are still watched
+	// (Watch, watch.go); a canary's record keeps its Watch too. Keyed by
+	// the pod's UID.
+	KindWatch Kind = "Watch"
 )
 
 // Record is one remembered attempt.
@@ -114,6 +118,10 @@ type Record struct {
 	// Holds counts the holds in a row of a VPA's values (KindHarmHold),
 	// from 1 to MaxHolds; zero for the other kinds.
 	Holds int
+	// Watch is the watch of the pod's lowered values (KindWatch,
+	// KindCanary); nil for the other kinds, and for a canary's record
+	// written by a version that kept none.
+	Watch *Watch
 }
 
 // ContainerMemoryLimit returns the memory limit the record holds for a
@@ -235,6 +243,12 @@ type Store interface {
 	GetFor(owner Owner, uid types.UID) (*Record, bool)
 	// Put stores or replaces the record of a pod whose VPA is owner.
 	Put(owner Owner, uid types.UID, r *Record)
+	// Update replaces, in one step, the record of a pod (whatever VPA it
+	// is held for) with what next makes of it: nil forgets it, the record
+	// itself keeps it, another is held for owner (a zero owner keeps the
+	// record's own, and puts none where there is none). next must not
+	// call the store.
+	Update(owner Owner, uid types.UID, next func(cur *Record, ok bool) *Record)
 	// Delete forgets a pod's record; it reports whether there was one.
 	Delete(uid types.UID) bool
 	// Retain forgets every record whose pod is not live and returns the UIDs

@@ -36,6 +36,9 @@ type Harm struct {
 	// Message says it in a sentence fragment: "container app OOMKilled
 	// (exit code 137)".
 	Message string
+	// At is when it happened, when the pod tells (the time of the one
+	// termination beyond the baseline); zero when it does not.
+	At time.Time
 }
 
 // Baseline is what a pod showed when its resize completed: harm is what it
@@ -106,21 +109,30 @@ func HarmSince(pod *corev1.Pod, b Baseline) (Harm, bool) {
 				// Not restarted (restartPolicy Never or OnFailure, or
 				// not yet): its state says it.
 				if was, _ := b.restartsOf(s.Name); s.RestartCount == was && !t.FinishedAt.IsZero() {
-					return oomHarm(s.Name, t), true
+					h := oomHarm(s.Name, t)
+					h.At = t.FinishedAt.Time
+					return h, true
 				}
 			}
 			was, known := b.restartsOf(s.Name)
 			if !known || s.RestartCount <= was {
 				continue
 			}
+			// One restart beyond the baseline: its termination tells when.
+			var at time.Time
+			if t := s.LastTerminationState.Terminated; t != nil && s.RestartCount == was+1 {
+				at = t.FinishedAt.Time
+			}
 			if t := s.LastTerminationState.Terminated; t != nil && t.Reason == oomKilledReason {
-				return oomHarm(s.Name, t), true
+				h := oomHarm(s.Name, t)
+				h.At = at
+				return h, true
 			}
 			why := ""
 			if t := s.LastTerminationState.Terminated; t != nil {
 				why = fmt.Sprintf(" (last terminated: %s, exit code %d)", bounded(t.Reason), t.ExitCode)
 			}
-			return Harm{Kind: HarmRestarted, Container: s.Name,
+			return Harm{Kind: HarmRestarted, Container: s.Name, At: at,
 				Message: fmt.Sprintf("container %s restarted %d times%s", s.Name, s.RestartCount-was, why)}, true
 		}
 	}

@@ -263,7 +263,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		store:       deps.Store,
 		memStore:    deps.MemoryRecords,
 		safetyStore: deps.SafetyRecords,
-		canaries:    canary.New(canary.Config{HarmHold: cfg.HarmHold}, deps.SafetyRecords, deps.Clock),
+		canaries:    canary.New(canary.Config{HarmHold: cfg.HarmHold}, canaryRecords{deps.SafetyRecords}, deps.Clock),
 		watcher:     observe.New(observe.Config{NotReadyGrace: cfg.NotReadyGrace}, deps.Clock),
 		usage:       deps.Usage,
 		recorder:    deps.Recorder,

@@ -159,6 +159,9 @@ type fixtureOpts struct {
 	workers int
 	// safety replaces the safety records' store (memory otherwise).
 	safety records.Store
+	// durableSafety keeps the safety records in the VPA annotation
+	// durableSafetyKey (safety is then ignored).
+	durableSafety bool
 	// canary is --canary (zero: the default, 1 pod).
 	canary resize.Canary
 	// observationWindow is --resize-observation-window (0: the default).
@@ -266,6 +269,10 @@ func newFixtureOn(t testing.TB, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	}
 	if o.serverMinor == 0 {
 		o.serverMinor = 37
+	}
+	if o.durableSafety {
+		o.safety = records.NewVPAStore(vpaClient.AutoscalingV1(), vpaLister, records.VPAStoreConfig{AnnotationKey: durableSafetyKey, Now: f.clock.Now,
+			Live: func(owner records.Owner, uid types.UID) bool { return f.ctrl.SafetyRecordLive(owner, uid) }})
 	}
 	f.registry = prometheus.NewRegistry()
 	metrics, err := report.NewMetrics(f.registry)

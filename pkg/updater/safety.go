@@ -84,51 +84,70 @@ func (c *Controller) reportSafetyAnnotation(vpa *vpatypes.VerticalPodAutoscaler,
 	}
 }
 
-// watchResize shows the pod to its watch: a canary's watch lost with a
-// restart is taken up again from its record; the watch begins when the
-// resize is seen completed, ends with harm or the window's end, and asks
-// to see the pod again when its window ends.
+// watchResize shows the pod to its watch: a watch lost with a restart is
+// taken up again from its record; the resize sent last begins its watch
+// when it is seen completed; harm is acted on, the end of each window
+// noted, and the pod is shown again when the next window ends.
 func (c *Controller) watchResize(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler) {
 	owner := ownerOf(vpa)
 	key := pod.Namespace + "/" + pod.Name
 	_, window, _ := c.safetyOf(vpa)
 	if !c.watcher.Watching(pod.UID) {
-		if from, to, since, ok := c.canaries.Canary(owner, pod.UID, window); ok {
-			c.watcher.Restore(pod.UID, observe.Resize{VPA: vpaKey(vpa), VPAUID: vpa.UID, Name: pod.Name, From: from, To: to, Window: window, Canary: true}, since, pod)
-		}
+		c.restoreWatch(pod, vpa, window)
 	}
 	look, ok := c.watcher.Observe(pod)
 	if !ok {
 		return
 	}
 	logger := klog.FromContext(ctx)
-	switch look.State {
-	case observe.StateWatching:
-		if look.Started {
-			// Per resize, per-event detail: a canary's watch is said at V(2),
-			// as the decisions that wait on it are.
-			logger.V(watchLogLevel(look.Resize)).Info("Resize completed; watching the pod", "until", look.Until, "canary", look.Resize.Canary)
-			if look.Resize.Canary {
-				c.canaries.Started(owner, pod.UID, look.Since)
-				c.enqueueCondition(vpaKey(vpa))
-			}
-		}
-		c.queue.AddAfter(key, look.After)
-	case observe.StatePassed:
-		logger.V(watchLogLevel(look.Resize)).Info("Watched the pod for its window after its resize; no harm", "since", look.Since, "canary", look.Resize.Canary)
-		if waiting := c.canaries.Passed(owner, pod.UID, resize.Current(pod, look.Resize.To)); len(waiting) > 0 || look.Resize.Canary {
-			if len(waiting) > 0 {
-				c.recorder.Eventf(vpa, corev1.EventTypeNormal, report.EventResizeCanaryPassed,
-					"Canary %s watched for %s without harm; the decrease goes to the other pods", pod.Name, look.Until.Sub(look.Since))
-			}
-			c.enqueuePods(waiting)
+	if look.Started {
+		// Per resize, per-event detail: a canary's watch is said at V(2),
+		// as the decisions that wait on it are.
+		logger.V(watchLogLevel(look.Resize)).Info("Resize completed; watching the pod", "until", look.Until, "canary", look.Resize.Canary)
+		if look.Resize.Canary {
+			c.canaries.Started(owner, pod.UID, look.Since)
 			c.enqueueCondition(vpaKey(vpa))
 		}
-	case observe.StateNotApplied:
-		c.enqueuePods(c.canaries.Gone(owner, pod.UID))
-	case observe.StateHarmed:
+	}
+	for _, e := range look.Dropped {
+		if e.Canary {
+			c.enqueuePods(c.canaries.Gone(owner, pod.UID))
+		}
+	}
+	for _, e := range look.Passed {
+		c.lowerPassed(ctx, pod, vpa, e)
+	}
+	if look.State == observe.StateHarmed {
 		c.harmed(ctx, pod, vpa, look.Resize, look.Harm, true)
 	}
+	if look.State == observe.StatePassed && len(look.Passed) == 0 {
+		logger.V(4).Info("Watched the pod for its window after its resize; no harm")
+	}
+	if !look.Over && look.After > 0 {
+		// 0: nothing but a resize under way, whose next update brings
+		// the pod back.
+		c.queue.AddAfter(key, look.After)
+	}
+	if look.Started || look.Over || len(look.Passed)+len(look.Dropped) > 0 || look.State == observe.StateHarmed {
+		c.saveWatch(owner, pod.UID)
+	}
+}
+
+// lowerPassed notes that a lowering's window ended without harm: a
+// canary's lets the pods waiting for it go once every canary has passed.
+func (c *Controller) lowerPassed(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, e observe.Ended) {
+	klog.FromContext(ctx).V(watchLogLevel(e.Resize)).Info("Watched the pod for its window after its resize lowered values; no harm",
+		"lowered", e.To.String(), "since", e.Since, "canary", e.Canary)
+	if !e.Canary {
+		return
+	}
+	waiting := c.canaries.Passed(ownerOf(vpa), pod.UID, resize.Current(pod, e.To))
+	if len(waiting) > 0 {
+		c.recorder.Eventf(vpa, corev1.EventTypeNormal, report.EventResizeCanaryPassed,
+			"Canary %s watched for %s without harm; the decrease goes to the other pods", pod.Name, e.Until.Sub(e.Since))
+	}
+	c.enqueuePods(waiting)
+	c.enqueueCondition(vpaKey(vpa))
 }
 
 // watchLogLevel is the verbosity of the start and the end of a watch after
@@ -279,10 +298,11 @@ func (c *Controller) releaseCanary(vpa *vpatypes.VerticalPodAutoscaler, uid type
 // gate noted it sent) and a revert. Harm after a boost's start or end
 // (boost) is only reported: the end of a boost lowers CPU by design.
 func (c *Controller) resizeSent(ctx context.Context, pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler, d resize.Decision, canary, boost bool) {
+	owner := ownerOf(vpa)
 	current := resize.Current(pod, d.Target)
 	_, window, _ := c.safetyOf(vpa)
 	r := observe.Resize{VPA: vpaKey(vpa), VPAUID: vpa.UID, Name: pod.Name, From: current, To: d.Target, Window: window, ReportOnly: boost,
-		Before: resize.BaselineOf(pod)}
+		Before: resize.BaselineOf(pod), Restarts: resize.RestartedBy(pod, current, d.Target)}
 	if to, _ := resize.Lowered(current, d.Target); len(to) > 0 && canary {
 		r.Canary = true
 		c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeCanary,
@@ -291,7 +311,12 @@ func (c *Controller) resizeSent(ctx context.Context, pod *corev1.Pod, vpa *vpaty
 			"Pod %s is the canary of a decrease to %s; the other pods get it once it has been watched for %s without harm", pod.Name, to.String(), window)
 		c.enqueueCondition(vpaKey(vpa))
 	}
-	c.watcher.Sent(pod.UID, r)
+	for _, e := range c.watcher.Sent(pod.UID, r) {
+		if e.Canary {
+			c.enqueuePods(c.canaries.Gone(owner, pod.UID))
+		}
+	}
+	defer c.saveWatch(owner, pod.UID)
 	if d.Reason == resize.ReasonRevert {
 		c.canaries.Reverted(pod.UID)
 		c.metrics.Reverted()
@@ -336,6 +361,8 @@ func (c *Controller) podGone(pod *corev1.Pod) {
 	if r.VPAUID == "" {
 		return
 	}
+	namespace, name := splitKey(r.VPA)
+	c.saveWatch(records.Owner{Namespace: namespace, Name: name, UID: r.VPAUID}, pod.UID)
 	if harmed {
 		c.mu.Lock()
 		c.goneHarms[r.VPA] = append(c.goneHarms[r.VPA], goneHarm{pod: pod, resize: r, harm: h})
@@ -343,7 +370,6 @@ func (c *Controller) podGone(pod *corev1.Pod) {
 		c.vpaQueue.Add(r.VPA)
 		return
 	}
-	namespace, name := splitKey(r.VPA)
 	c.enqueuePods(c.canaries.Gone(records.Owner{Namespace: namespace, Name: name, UID: r.VPAUID}, pod.UID))
 }
 

@@ -185,7 +185,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.HarmHold, "harm-hold", o.HarmHold,
 		"How long values harm was seen at after a resize that lowered them are held for the whole VPA: no pod of it is lowered to them, or below, until the recommendation rises above them or this time has passed. Harm again at values of the same containers and resources within as long after a hold ended as it lasted starts the next hold in a row, twice as long, up to 7 days (or this time, when longer). The hold is a record in --records-namespace: it survives a restart and a change of leader, and the admission controller gives new pods what it holds.")
 	fs.DurationVar(&o.HarmNotReadyGrace, "harm-not-ready-grace", o.HarmNotReadyGrace,
-		"How long a pod watched after its resize may stay not Ready before it counts as harm.")
+		"How long a pod watched after its resize may stay not Ready before it counts as harm. After a restart the resize causes (resizePolicy RestartContainer), the grace counts from when the pod is Ready again; not Ready again by the end of the window is harm.")
 	fs.StringVar(&o.Canary, "canary", o.Canary,
 		`How many pods of a VPA get a lower target first, before the others get it once these have been watched for --resize-observation-window without harm: "off", a number of pods, or a percentage ("25%", rounded up). At most all pods but one; a VPA with one pod is lowered at once. Increases always go to every pod at once. A VPA's annotation vpa-inplace.dev/canary sets its own.`)
 	fs.IntVar(&o.StartupBoostMaxRestarts, "startup-boost-max-restarts", o.StartupBoostMaxRestarts,

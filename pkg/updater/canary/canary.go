@@ -130,9 +130,8 @@ func (g *Gate) ensure(owner records.Owner, window time.Duration) *vpaState {
 	}
 	v = &vpaState{owner: owner, waiting: sets.New[string](), window: window}
 	g.vpas[owner.UID] = v
-	now := g.clock.Now()
 	for uid, r := range g.store.Of(owner) {
-		v.take(uid, r, now)
+		v.take(uid, r)
 	}
 	if v.round != nil {
 		v.round.passed = v.round.allPassed()
@@ -143,7 +142,7 @@ func (g *Gate) ensure(owner records.Owner, window time.Duration) *vpaState {
 // take holds what a record of the VPA's says: its hold, or a canary sent
 // (whose window, when it began long enough ago, has passed). Callers hold
 // g.mu.
-func (v *vpaState) take(uid types.UID, r *records.Record, now time.Time) {
+func (v *vpaState) take(uid types.UID, r *records.Record) {
 	switch {
 	case r.Kind == records.KindHarmHold && uid == v.owner.UID:
 		v.hold = r
@@ -157,9 +156,9 @@ func (v *vpaState) take(uid types.UID, r *records.Record, now time.Time) {
 			// A sync may hold its place: Sent or Release follows.
 			cp.key, cp.name, cp.admitted = old.key, old.name, old.admitted
 		}
-		if !cp.since.IsZero() && v.window > 0 && !now.Before(cp.since.Add(v.window)) {
-			cp.passed, cp.ran = true, r.Attempted
-		}
+		// Not passed here, even when its window ended while no updater
+		// ran: its watch, taken up from its record, looks at the pod first
+		// (Passed).
 		v.round.canaries[uid] = cp
 	}
 }
@@ -174,9 +173,8 @@ func (g *Gate) merged(owner records.Owner, taken map[types.UID]*records.Record) 
 	if !ok {
 		return // read from the store when first asked about
 	}
-	now := g.clock.Now()
 	for uid, r := range taken {
-		v.take(uid, r, now)
+		v.take(uid, r)
 	}
 	if v.round != nil {
 		v.round.passed = v.round.allPassed()

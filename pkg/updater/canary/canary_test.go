@@ -232,7 +232,9 @@ func TestTheCanarySurvivesARestart(t *testing.T) {
 
 	clk.Step(6 * time.Minute)
 	third := New(Config{HarmHold: 24 * time.Hour}, store, clk)
-	assert.Nil(t, third.Admit(req(1, "1Gi")).Gate, "its window had ended: proven")
+	assert.NotNil(t, third.Admit(req(1, "1Gi")).Gate, "its window ended while no updater ran: not passed before its watch looked at the pod")
+	assert.Equal(t, []string{"kafka/broker-1"}, third.Passed(owner, "uid-0", mem("1Gi")))
+	assert.Nil(t, third.Admit(req(1, "1Gi")).Gate, "proven")
 }
 
 // Many workers deciding on the pods of one VPA at once: however many, one

@@ -4,15 +4,27 @@
 // a window, it tells harm from what the pod shows (pkg/resize.HarmSince,
 // NotReadySince). It reads nothing but the pods it is shown: the pod path
 // shows it every update of a watched pod, and asks to be shown the pod again
-// when its window ends or its grace for not being Ready runs out (Look.After,
+// when a window ends or its grace for not being Ready runs out (Look.After,
 // a delay on the pod queue). No polling, no read of the API server.
 //
-// A watch ends when harm is found, when the window ends without harm, when
-// a new resize is sent to the pod (Sent replaces it), when the resize is not
-// applied (Infeasible, or the spec changed by someone else), and when the
-// pod is gone. The caller decides what harm means (a revert and a hold when
-// the resize lowered values, a report when it raised them): this package
-// only watches.
+// A pod's watch holds every lowering still open: each resize that lowered
+// values keeps its own watch of them (what they were before, its window,
+// whether it is its VPA's canary) until its window ends, whatever resizes
+// follow; a later resize that raises a value back ends its lowering, one
+// that lowers it further takes it over. Harm is attributed to every
+// lowering open when it happened (the pod tells when, most of the time:
+// the termination of the one restart beyond the baseline), or, when no
+// lowering was open, reported as harm after the last resize. A restart a
+// resize causes by design (resizePolicy RestartContainer) is no harm, nor is
+// the pod not Ready after it until it has been Ready once: a pod not Ready
+// again by the end of that resize's window is.
+//
+// A watch ends when nothing is left to watch: every window ended, or harm
+// found; and when the pod is gone. A resize not applied (Infeasible, or the
+// spec changed by someone else) ends its own watch. The caller decides what
+// harm means (a revert and a hold when values were lowered, a report when
+// none was) and keeps what the watch must not forget across a restart in a
+// record (Saved, Restore): this package only watches.
 package observe
 
 import (
@@ -27,7 +39,8 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 )
 
-// Resize is a resize sent to a pod, as the watch needs it.
+// Resize is a resize sent to a pod, as the watch needs it; what a look
+// attributes harm to, or ends, is told as one too.
 type Resize struct {
 	// VPA is the pod's VPA, namespace/name; VPAUID its UID.
 	VPA    string
@@ -35,24 +48,27 @@ type Resize struct {
 	// Name is the pod's name.
 	Name string
 	// From and To are the cpu and memory requests and limits of the
-	// containers the resize changed, before and after it (or, restored from
-	// a record, only the values it lowered): the spec holds To's values
-	// once it is applied.
+	// containers the resize changed, before and after it (of a lowering a
+	// look tells of, only the values it lowered): the spec holds To's
+	// values once it is applied.
 	From, To resources.Resources
 	// Window is how long the pod is watched once the resize completed.
 	Window time.Duration
 	// Canary: the resize is a canary of its VPA's decrease.
 	Canary bool
-	// ReportOnly: harm after it is reported, never reverted (the end of a
-	// startup boost lowers CPU by design).
+	// ReportOnly: the resize lowers nothing to be reverted (the end of a
+	// startup boost lowers CPU by design): harm after it is reported.
 	ReportOnly bool
-	// Before is what the pod showed when the resize was sent (none when
-	// restored from a record): an OOM kill beyond it, seen when the watch
-	// begins, is the resize's harm although it came before the resize was
-	// seen completed (the kubelet applies a lowered limit, the container is
-	// killed at once, and the first status the updater sees shows both). A
-	// restart alone is not: a resize may restart containers by design.
+	// Before is what the pod showed when the resize was sent: an OOM kill
+	// beyond it, seen when the resize is seen completed, is the resize's
+	// harm although it came before (the kubelet applies a lowered limit,
+	// the container is killed at once, and the first status the updater
+	// sees shows both).
 	Before resize.Baseline
+	// Restarts names the containers the resize restarts
+	// (resize.RestartedBy): one restart of each is no harm, and the pod
+	// not Ready after it is none until it has been Ready once.
+	Restarts []string
 }
 
 // Lowers tells whether the resize lowered any value.
@@ -67,15 +83,17 @@ type State string
 const (
 	// StatePending: the resize is under way; the watch has not begun.
 	StatePending State = "Pending"
-	// StateWatching: the resize completed; the pod is watched until
-	// Look.Until.
+	// StateWatching: the pod is watched; Look.After says when to look
+	// again.
 	StateWatching State = "Watching"
-	// StateHarmed: harm was found (Look.Harm); the watch is over.
+	// StateHarmed: harm was found (Look.Harm, attributed to Look.Resize).
+	// What was not open when it happened is still watched (Look.Over).
 	StateHarmed State = "Harmed"
-	// StatePassed: the window ended without harm; the watch is over.
+	// StatePassed: every window ended without harm; the watch is over.
 	StatePassed State = "Passed"
 	// StateNotApplied: the resize was not applied (Infeasible, or the
-	// spec no longer holds it); the watch is over.
+	// spec no longer holds it), and nothing else was watched: the watch is
+	// over.
 	StateNotApplied State = "NotApplied"
 )
 
@@ -96,31 +114,71 @@ type Watcher struct {
 	watches map[types.UID]*watch
 }
 
+// watch is one pod's watch. Values are kept compact for the windows
+// (resources.Values: a tenth of the memory of Resources, or less).
 type watch struct {
-	// Resize without its From and To, which from and to keep compact
-	// for the window (resources.Values: a tenth of the memory, or less).
-	Resize
-	from, to resources.Values
-	// since is when the resize was seen completed (zero while under way);
-	// baseline what the pod showed then.
-	since    time.Time
-	baseline resize.Baseline
+	vpa    string
+	vpaUID types.UID
+	name   string
+	// pending is the resize sent last, until it is seen completed.
+	pending *pendingResize
+	// open are the lowerings watched, oldest first; their values are
+	// disjoint.
+	open []*lowering
+	// lastTo and lastUntil are the values and the window's end of the
+	// last resize seen completed that lowered nothing to revert: harm
+	// within it, when no lowering was open, is reported.
+	lastTo         resources.Values
+	lastUntil      time.Time
+	lastReportOnly bool
+	// began is when the first resize was seen completed; zero until then.
+	began time.Time
+	// baseline is what no harm is above. countsUnknown: a watch taken up
+	// from a record that kept none: a termination after began is harm.
+	baseline      resize.Baseline
+	countsUnknown bool
+	// await is the restart a resize caused, until the pod has been Ready
+	// after it.
+	await *awaitReady
 	// notReadyAt is when the pod was first seen not Ready since the watch
 	// began, when its Ready condition tells no time.
 	notReadyAt time.Time
 }
 
-func newWatch(r Resize) *watch {
-	wt := &watch{Resize: r, from: resources.Compact(r.From), to: resources.Compact(r.To)}
-	wt.Resize.From, wt.Resize.To = nil, nil
-	return wt
+// pendingResize is a resize sent and not seen completed yet.
+type pendingResize struct {
+	// from and to are the values of the resize, before and after;
+	// origin, of values a resize it replaced (sent, not completed)
+	// lowered, what they were before that one.
+	from, to, origin   resources.Values
+	window             time.Duration
+	canary, reportOnly bool
+	before             resize.Baseline
+	restarts           []string
 }
 
-// full returns the resize watched, with its From and To.
-func (wt *watch) full() Resize {
-	r := wt.Resize
-	r.From, r.To = wt.from.Resources(), wt.to.Resources()
-	return r
+// lowering is the decrease of some values by one resize, watched for its
+// window. from and to hold the same values, in the same order.
+type lowering struct {
+	from, to resources.Values
+	since    time.Time
+	window   time.Duration
+	canary   bool
+}
+
+func (l *lowering) until() time.Time { return l.since.Add(l.window) }
+
+// awaitReady is the restart of containers a resize causes: the pod not
+// Ready after it is no harm until it has been Ready once, or until the
+// resize's window ends.
+type awaitReady struct {
+	names  []string
+	before resize.Baseline
+	sentAt time.Time
+	// until is the end of the resize's window; zero while it is under
+	// way.
+	until  time.Time
+	window time.Duration
 }
 
 // New returns an empty Watcher.
@@ -128,131 +186,142 @@ func New(cfg Config, clk clock.PassiveClock) *Watcher {
 	return &Watcher{cfg: cfg, clock: clk, watches: map[types.UID]*watch{}}
 }
 
-// Sent starts the watch of a resize sent to a pod; the watch of its
-// previous resize, if any, ends (a new resize).
-func (w *Watcher) Sent(uid types.UID, r Resize) {
+// Sent notes a resize sent to a pod. The pod's lowerings still open keep
+// their watch; a resize sent before and not seen completed is replaced
+// (what it lowered and this one keeps lowered stays lowered, from where it
+// was). It returns the lowerings that end without a verdict: a canary's
+// resize replaced by one that is none.
+func (w *Watcher) Sent(uid types.UID, r Resize) []Resize {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.watches[uid] = newWatch(r)
+	wt, ok := w.watches[uid]
+	if !ok {
+		wt = &watch{}
+		w.watches[uid] = wt
+	}
+	wt.vpa, wt.vpaUID, wt.name = r.VPA, r.VPAUID, r.Name
+	p := &pendingResize{from: resources.Compact(r.From), to: resources.Compact(r.To), window: r.Window,
+		canary: r.Canary, reportOnly: r.ReportOnly, before: r.Before, restarts: r.Restarts}
+	var dropped []Resize
+	if old := wt.pending; old != nil {
+		p.origin = old.lowers(wt.open, p.to)
+		// Values the new resize does not change stay as the old one set
+		// them, in the spec.
+		for _, o := range p.origin {
+			if find(p.to, o) < 0 {
+				if i := find(old.to, o); i >= 0 {
+					p.to = append(p.to, old.to[i])
+				}
+			}
+		}
+		if old.canary && !p.canary {
+			if from, to := old.lowered(wt.open); len(to) > 0 {
+				dropped = append(dropped, wt.resizeOf(from, to, true))
+			}
+		}
+		p.canary = p.canary || old.canary && len(p.origin) > 0
+	}
+	wt.pending = p
+	if len(r.Restarts) > 0 {
+		wt.await = &awaitReady{names: r.Restarts, before: r.Before, sentAt: w.clock.Now()}
+	}
+	return dropped
 }
 
-// Restore watches a resize sent before this process started (a canary's,
-// from its record), from since (zero: not seen completed yet). A watch held
-// already is kept.
-func (w *Watcher) Restore(uid types.UID, r Resize, since time.Time, pod *corev1.Pod) {
+// Saved is what a watch keeps in its record, to be taken up again after a
+// restart or a change of leader (Restore).
+type Saved struct {
+	// Began is when the watch began; zero while its first resize is under
+	// way.
+	Began time.Time
+	// Restarts are the restart counts no harm is above (while the first
+	// resize is under way, those when it was sent); nil when not known.
+	Restarts resize.RestartCounts
+	// Lowered are the lowerings watched, oldest first, the resize under
+	// way last (its Since zero).
+	Lowered []SavedLowering
+}
+
+// SavedLowering is one lowering of a Saved watch.
+type SavedLowering struct {
+	From, To resources.Resources
+	Since    time.Time
+	Canary   bool
+}
+
+// Saved returns what the pod's watch keeps; false when it watches nothing
+// lowered.
+func (w *Watcher) Saved(uid types.UID) (Saved, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.watches[uid]; ok {
+	wt, ok := w.watches[uid]
+	if !ok {
+		return Saved{}, false
+	}
+	s := Saved{Began: wt.began}
+	if !wt.countsUnknown {
+		s.Restarts = wt.baseline.Counts()
+	}
+	for _, l := range wt.open {
+		s.Lowered = append(s.Lowered, SavedLowering{From: l.from.Resources(), To: l.to.Resources(), Since: l.since, Canary: l.canary})
+	}
+	if p := wt.pending; p != nil {
+		if from, to := p.lowered(wt.open); len(to) > 0 {
+			s.Lowered = append(s.Lowered, SavedLowering{From: from.Resources(), To: to.Resources(), Canary: p.canary})
+		}
+		if wt.began.IsZero() {
+			s.Restarts = p.before.Counts()
+		}
+	}
+	return s, len(s.Lowered) > 0
+}
+
+// Restore takes up the watch of a pod's lowerings from its record (s),
+// each watched for window from its Since; pod is the pod as it is now. A
+// watch held already is kept.
+func (w *Watcher) Restore(uid types.UID, id Resize, window time.Duration, s Saved, pod *corev1.Pod) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.watches[uid]; ok || len(s.Lowered) == 0 {
 		return
 	}
-	wt := newWatch(r)
-	wt.since = since
-	if !since.IsZero() {
-		// The pod as it is now is the baseline: what it showed in
-		// between is not known.
-		wt.baseline = resize.BaselineOf(pod)
+	wt := &watch{vpa: id.VPA, vpaUID: id.VPAUID, name: id.Name, began: s.Began}
+	counts := resize.BaselineOfCounts(s.Restarts)
+	for _, l := range s.Lowered {
+		from, to := resources.Compact(l.From), resources.Compact(l.To)
+		if l.Since.IsZero() {
+			if wt.pending == nil {
+				wt.pending = &pendingResize{from: from, to: to, window: window, canary: l.Canary}
+			}
+			continue
+		}
+		wt.open = append(wt.open, &lowering{from: from, to: to, since: l.Since, window: window, canary: l.Canary})
+		if wt.began.IsZero() || l.Since.Before(wt.began) {
+			wt.began = l.Since
+		}
+		// Not Ready since before the resize completed, after a restart
+		// it caused: not Ready again since, it has its window to be.
+		if names := resize.RestartedBy(pod, l.From, l.To); len(names) > 0 {
+			if since, notReady := resize.NotReadySince(pod); notReady && !since.After(l.Since) {
+				wt.await = &awaitReady{names: names, until: l.Since.Add(window), window: window}
+			}
+		}
+	}
+	switch {
+	case wt.began.IsZero() && wt.pending != nil:
+		wt.pending.before = counts
+	case !counts.Known():
+		wt.countsUnknown = true
+	default:
+		wt.baseline = counts
 	}
 	w.watches[uid] = wt
 }
 
-// Look is what a look at a watched pod found.
-type Look struct {
-	State State
-	// Resize is the resize watched. While it is Pending or Watching, its
-	// From and To are left out (a look at a watched pod at every resync
-	// builds no copy of them); a look that ends the watch has them.
-	Resize Resize
-	// Since is when the resize was seen completed; Until when the window
-	// ends.
-	Since, Until time.Time
-	// Started: the watch began at this look.
-	Started bool
-	// Harm is what was found (StateHarmed).
-	Harm resize.Harm
-	// After, while watching, is when to look at the pod again: its window
-	// ends, or its grace for not being Ready runs out. 0: at its next
-	// update.
-	After time.Duration
-}
-
-// Observe looks at a pod: it begins the watch once the resize is seen
-// completed, and tells harm, or the end of the window. false when the pod
-// is not watched.
-func (w *Watcher) Observe(pod *corev1.Pod) (look Look, watched bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	wt, ok := w.watches[pod.UID]
-	if !ok {
-		return Look{}, false
-	}
-	now := w.clock.Now()
-	look = Look{Resize: wt.Resize}
-	defer func() {
-		if look.State != StatePending && look.State != StateWatching {
-			look.Resize = wt.full()
-		}
-	}()
-	if wt.since.IsZero() {
-		switch st := resize.ReadStatus(pod).State; {
-		case st == resize.StateNone && holds(pod, wt.to):
-			wt.since, wt.baseline = now, resize.BaselineOf(pod)
-			look.Started = true
-			if wt.Before.Known() {
-				if h, harmed := resize.HarmSince(pod, wt.Before); harmed && h.Kind == resize.HarmOOMKilled {
-					delete(w.watches, pod.UID)
-					look.Since, look.Until = wt.since, wt.since.Add(wt.Window)
-					look.State, look.Harm = StateHarmed, h
-					return look, true
-				}
-			}
-		case st == resize.StateNone, st == resize.StateInfeasible:
-			delete(w.watches, pod.UID)
-			look.State = StateNotApplied
-			return look, true
-		default:
-			look.State = StatePending
-			return look, true
-		}
-	}
-	look.Since, look.Until = wt.since, wt.since.Add(wt.Window)
-	if h, harmed := resize.HarmSince(pod, wt.baseline); harmed {
-		delete(w.watches, pod.UID)
-		look.State, look.Harm = StateHarmed, h
-		return look, true
-	}
-	after := look.Until.Sub(now)
-	if since, notReady := resize.NotReadySince(pod); notReady && pod.DeletionTimestamp == nil {
-		if since.IsZero() || since.After(now) {
-			if wt.notReadyAt.IsZero() {
-				wt.notReadyAt = now
-			}
-			since = wt.notReadyAt
-		}
-		since = maxTime(since, wt.since)
-		left := since.Add(w.cfg.NotReadyGrace).Sub(now)
-		if left <= 0 {
-			delete(w.watches, pod.UID)
-			look.State = StateHarmed
-			look.Harm = resize.Harm{Kind: resize.HarmNotReady,
-				Message: "pod not Ready for " + now.Sub(since).Round(time.Second).String() + " (grace " + w.cfg.NotReadyGrace.String() + ")"}
-			return look, true
-		}
-		after = min(after, left)
-	} else {
-		wt.notReadyAt = time.Time{}
-	}
-	if after <= 0 {
-		delete(w.watches, pod.UID)
-		look.State = StatePassed
-		return look, true
-	}
-	look.State, look.After = StateWatching, after
-	return look, true
-}
-
 // Gone ends the watch of a pod that is gone, and tells the harm its last
 // state shows (evicted or killed by the kubelet, OOM-killed without
-// restart) when its resize had completed.
+// restart), attributed as Observe attributes it. The Resize returned names
+// the pod's VPA whatever it tells.
 func (w *Watcher) Gone(pod *corev1.Pod) (Resize, resize.Harm, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -261,11 +330,18 @@ func (w *Watcher) Gone(pod *corev1.Pod) (Resize, resize.Harm, bool) {
 		return Resize{}, resize.Harm{}, false
 	}
 	delete(w.watches, pod.UID)
-	if wt.since.IsZero() {
-		return wt.full(), resize.Harm{}, false
+	if wt.began.IsZero() {
+		return wt.identity(), resize.Harm{}, false
 	}
-	h, harmed := resize.HarmSince(pod, wt.baseline)
-	return wt.full(), h, harmed
+	h, harmed := wt.harm(pod)
+	if !harmed {
+		return wt.identity(), resize.Harm{}, false
+	}
+	r, _, ok := wt.attribute(h.At)
+	if !ok {
+		return wt.identity(), resize.Harm{}, false
+	}
+	return r, h, true
 }
 
 // Watching tells whether a pod is watched.
@@ -301,26 +377,14 @@ func (w *Watcher) Len() int {
 	return len(w.watches)
 }
 
-// holds tells whether the pod's spec holds to's values: each that the
-// spec has is equal.
-func holds(pod *corev1.Pod, to resources.Values) bool {
-	now := resize.Current(pod, to.Containers())
-	for _, v := range to {
-		r := now[v.Container]
-		l := r.Requests
-		if v.Limit() {
-			l = r.Limits
-		}
-		if q, ok := l[v.Name()]; ok && q.Cmp(v.Quantity()) != 0 {
-			return false
-		}
-	}
-	return true
+// identity is the Resize naming the pod and its VPA, with no values.
+func (wt *watch) identity() Resize {
+	return Resize{VPA: wt.vpa, VPAUID: wt.vpaUID, Name: wt.name}
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+// resizeOf is the Resize telling of values lowered.
+func (wt *watch) resizeOf(from, to resources.Values, canary bool) Resize {
+	r := wt.identity()
+	r.From, r.To, r.Canary = from.Resources(), to.Resources(), canary
+	return r
 }
