@@ -58,7 +58,7 @@ push: ## Push the images of `make images` to REGISTRY (REGISTRY=registry.example
 ##@ Deploy
 
 .PHONY: verify-deploy
-verify-deploy: ## Check deploy/ and the chart: kustomize, helm lint/template, the chart's Deployments equal to deploy/'s, other releases and namespaces, RBAC, admission policies, webhooks, CRD copies, OpenAPI of 1.33-1.37, alert tests.
+verify-deploy: ## Check deploy/ and the chart: kustomize, helm lint/template, the chart's Deployments equal to deploy/'s, other releases and namespaces, RBAC, admission policies, webhooks, CRD copies, OpenAPI of 1.33-1.38, alert tests.
 	hack/deploy/verify-manifests.sh
 
 .PHONY: update-crd
@@ -99,11 +99,11 @@ CLUSTER_PROFILE ?= v1.37
 export CLUSTER_PROFILE
 
 .PHONY: cluster-build
-cluster-build: ## Build the local cluster binaries for CLUSTER_PROFILE (v1.37, v1.35-kubelet or v1.34) into _output/cluster/bin.
+cluster-build: ## Build the local cluster binaries for CLUSTER_PROFILE (v1.37, v1.38, v1.35-kubelet or v1.34) into _output/cluster/bin.
 	hack/cluster/build.sh
 
 .PHONY: cluster-up
-cluster-up: ## Start the local cluster (CLUSTER_PROFILE=v1.37|v1.35-kubelet|v1.34); then `. _output/cluster/run/env.sh`.
+cluster-up: ## Start the local cluster (CLUSTER_PROFILE=v1.37|v1.38|v1.35-kubelet|v1.34); then `. _output/cluster/run/env.sh`.
 	hack/cluster/up.sh
 
 .PHONY: cluster-down
@@ -121,7 +121,7 @@ cluster-status: ## Show the local cluster's processes and their memory.
 ##@ End to end
 
 .PHONY: e2e
-e2e: ## Run the e2e suite on the local cluster, profiles v1.37, v1.35-kubelet and v1.37-preemption (E2E_PROFILES, E2E_RUN to narrow).
+e2e: ## Run the e2e suite on the local cluster: all of it on v1.38; each version's own tests on v1.37, v1.35-kubelet and v1.37-preemption (E2E_PROFILES, E2E_RUN to narrow).
 	hack/e2e.sh
 
 .PHONY: e2e-v1.34

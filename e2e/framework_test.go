@@ -10,10 +10,12 @@
 // Environment:
 //
 //	KUBECONFIG            cluster admin kubeconfig (required)
-//	E2E_PROFILE           v1.37 (default), v1.35-kubelet or v1.34: where an
-//	                      over-capacity resize is refused at admission (403
-//	                      NodeCapacity) or accepted and marked Infeasible by
-//	                      the kubelet (versions_test.go)
+//	E2E_PROFILE           v1.37 (default), v1.38, v1.35-kubelet or v1.34: the
+//	                      cluster profile; the tests read the versions the
+//	                      cluster reports, and the profile only where two
+//	                      profiles of one version differ: v1.35-kubelet's
+//	                      API server refuses no over-capacity resize at
+//	                      admission (versions_test.go)
 //	E2E_UPDATER_METRICS   the updater's /metrics URL (for record counts)
 //	E2E_NODE              node for ordinary pods (default hollow-1)
 //	E2E_DEFERRED_NODE     node kept free for the Deferred test (hollow-2)

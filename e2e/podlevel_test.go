@@ -68,7 +68,7 @@ func waitPodLevel(t *testing.T, ns, pod, cpu, mem string) *corev1.Pod {
 	return p
 }
 
-// KEP-5419 on Kubernetes 1.37 (pod-level resize beta, on; the hollow
+// KEP-5419 on Kubernetes 1.37 and 1.38 (pod-level resize beta, on; the hollow
 // kubelets declare the feature InPlacePodLevelResourcesVerticalScaling): a
 // pod with pod-level resources whose container's recommendation goes beyond
 // them is resized in place with its pod level moved along (the resize would
@@ -89,7 +89,7 @@ func TestPodLevelResourcesResizedInPlace(t *testing.T) {
 
 	// Up: 400m is more than the pod-level request of 300m.
 	recommend(t, ns, "web", "400m", "256Mi")
-	if profile == profileV137 {
+	if podLevelResizes(t) {
 		// The pod-level requests move by as much as the container's
 		// (+200m, +128Mi), the limits in proportion, in the same patch.
 		got := waitResized(t, ns, name, "400m", "256Mi")
@@ -108,10 +108,10 @@ func TestPodLevelResourcesResizedInPlace(t *testing.T) {
 	}
 	waitEvent(t, ns, name, eventSent, 1)
 
-	// Down again: on 1.37 the pod level comes down by as much.
+	// Down again: where the pod level moved up, it comes down by as much.
 	recommend(t, ns, "web", "150m", "128Mi")
 	got := waitResized(t, ns, name, "150m", "128Mi")
-	if profile == profileV137 {
+	if podLevelResizes(t) {
 		waitPodLevel(t, ns, name, "250m", "256Mi")
 	} else {
 		assert.Equal(t, "300m", got.Spec.Resources.Requests.Cpu().String(), "the pod level is not sent")

@@ -16,9 +16,13 @@ import (
 // The cluster's versions, and what differs with them. Each profile runs
 // one control plane and one kubelet version (hack/cluster/up.sh):
 //
+//	v1.38          API server 1.38, kubelets 1.38
 //	v1.37          API server 1.37, kubelets 1.37
 //	v1.35-kubelet  API server 1.37 without PodResizeValidator, kubelets 1.35
 //	v1.34          API server 1.34, kubelets 1.34
+//
+// Every switch on a version below reads the versions the cluster reports,
+// not the profile's name, so that a new profile needs no new branch.
 //
 // A test that needs a newer (or older) Kubernetes than the cluster's skips
 // with requireServerMinor or requireServerMinorBelow, whose message says
@@ -116,6 +120,25 @@ func admissionRefusesOverCapacity(t *testing.T) bool {
 func kubeletRefusesOverCapacity(t *testing.T) bool {
 	_, kubelet := clusterVersions(t)
 	return kubelet <= 35 && !admissionRefusesOverCapacity(t)
+}
+
+// podLevelResizes tells whether a resize moves the pod-level resources with
+// the containers': an API server of 1.36 or later (pod-level resize beta,
+// on) and kubelets of 1.36 or later, which declare the feature
+// InPlacePodLevelResourcesVerticalScaling. Older kubelets (the
+// v1.35-kubelet profile) do not: the containers are kept within the pod
+// level.
+func podLevelResizes(t *testing.T) bool {
+	server, kubelet := clusterVersions(t)
+	return server >= 36 && kubelet >= 36
+}
+
+// limitRangerChecksOnlyChanges tells whether the API server's LimitRanger
+// checks only the values a resize changes (1.38+); before, it checks a
+// resized pod whole, as a new one.
+func limitRangerChecksOnlyChanges(t *testing.T) bool {
+	server, _ := clusterVersions(t)
+	return server >= 38
 }
 
 // apiServerFeatureEnabled tells whether the API server runs with the

@@ -16,8 +16,12 @@
 # on VPAs seconds old, which the default would hold for an hour
 # (docs/resize-timing.md).
 #
-# Profiles (hack/cluster/up.sh): v1.37 (control plane and kubelets v1.37),
-# v1.35-kubelet (kubelets v1.35), v1.37-preemption (v1.37 with
+# Profiles (hack/cluster/up.sh): v1.38 (control plane and kubelets v1.38,
+# the newest: the whole suite), v1.37 (control plane and kubelets v1.37:
+# the tests of the versions table's 1.37 column and what differs from 1.38,
+# core_v137 below), v1.35-kubelet (kubelets v1.35: the tests of the 1.35
+# column, what the kubelet's version changes, kubelet_v135 below),
+# v1.37-preemption (v1.37 with
 # InPlacePodVerticalScalingSchedulerPreemption on every component, running
 # the resize-preemption and Deferred tests only: preemption_tests below) and
 # v1.34 (control plane and kubelets v1.34),
@@ -25,9 +29,12 @@
 # default profile: `make e2e-v1.34` (its cold build does not fit CI's budget). A test a
 # profile's Kubernetes cannot run skips and says why; every skip is listed in
 # the profile's summary and never counts as a pass, and a skip of a test the
-# profile must run (required_tests) fails the profile.
+# profile must run (required_tests) fails the profile. The whole suite runs
+# once, on v1.38; the other profiles run what their versions do differently
+# (each test's branches read the versions the cluster reports), so that CI
+# stays within its budget (docs/testing.md).
 #
-# Env: E2E_PROFILES (default "v1.37 v1.35-kubelet v1.37-preemption"), E2E_RUN (go test -run
+# Env: E2E_PROFILES (default "v1.38 v1.37 v1.35-kubelet v1.37-preemption"), E2E_RUN (go test -run
 # pattern, within each profile's tests), E2E_KEEP=1 keeps the last cluster running for inspection,
 # E2E_DEPLOY_FROM=deploy applies deploy/overlays/local instead of the chart,
 # E2E_STEADY_DURATION (default 10m; empty: not run) how long the steady-usage scenario counts resizes,
@@ -46,7 +53,7 @@ set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-profiles=${E2E_PROFILES:-"v1.37 v1.35-kubelet v1.37-preemption"}
+profiles=${E2E_PROFILES:-"v1.38 v1.37 v1.35-kubelet v1.37-preemption"}
 # The namespace of the steady-usage scenario (e2e/recommender_test.go).
 steady_namespace=e2e-steady
 # The namespace an updater with --vpa-object-namespace serves, started by
@@ -95,19 +102,40 @@ readonly core_v134='^(TestBasicInPlaceUpdate|TestNoEvictionOnFailure|TestRecomme
 # is never Deferred, so it preempts nothing; a Deferred resize among pods of
 # one priority still waits, and completes when room frees.
 readonly preemption_tests='^(TestResizePreemptionMadeVisible|TestFitsNodeResizeCausesNoPreemption|TestIndefiniteWaitForDeferredUpdate|TestDeferredResizeCompletesWhenCapacityFrees|TestVPAConditionDeferred|TestStrimziNodePoolResizeWhenAlwaysIsDeferred)$'
+# The versions table's 1.37 column (README.md, docs/kubernetes-versions.md)
+# on a v1.37 control plane and kubelets, with what 1.38 changed: resizes in
+# place and their completion, over-capacity resizes refused at admission (403
+# NodeCapacity) and recorded, memory-limit decreases kept above the memory in
+# use, pod-level resources moved with the containers, sidecars, suspended
+# Jobs' templates written, Deferred resizes waited for, resize preemption off,
+# LimitRanger checking a resize whole (1.38 checks only what it changes); the
+# chart installs. The v1.38 profile runs these and every other test.
+readonly core_v137='^(TestBasicInPlaceUpdate|TestIndefiniteWaitForDeferredUpdate|TestInfeasibleResizeHandling|TestInfeasiblePatchRejectionWithNodeCapacityCause|TestNoEvictionOnFailure|TestVPAConditionInfeasible|TestKubeletRefusedMemoryLimitDecrease|TestMetricsAPIKeepsMemoryLimitAboveUsage|TestPodLevelResourcesResizedInPlace|TestSidecarResizedInPlace|TestSuspendedJobStartsRightSized|TestCronJobsSuspendedJobGetsTheCronJobVPA|TestSuspendedJobRefusalIsReportedOnce|TestDeferredResizeCompletesWhenCapacityFrees|TestVPAConditionDeferred|TestResizePreemptionMadeVisible|TestResizeFollowsTheServersLimitRanger|TestChartInstall)$'
+# The 1.35 column: what kubelets of 1.35 (under a 1.37 control plane without
+# PodResizeValidator) do differently: over-capacity resizes accepted and
+# marked Infeasible by the kubelet, recorded, not retried, across an updater
+# restart; the kubelet's refusal of a memory limit below usage; pod-level
+# resources kept with kubelets that do not declare the feature; sidecars;
+# Deferred resizes.
+readonly kubelet_v135='^(TestBasicInPlaceUpdate|TestIndefiniteWaitForDeferredUpdate|TestInfeasibleResizeHandling|TestInfeasibleStatusStorage|TestNoEvictionOnFailure|TestVPAConditionInfeasible|TestInfeasibleRecordSurvivesRestart|TestNoRetryForUnchangedRecommendation|TestKubeletRefusedMemoryLimitDecrease|TestMetricsAPIKeepsMemoryLimitAboveUsage|TestPodLevelResourcesResizedInPlace|TestSidecarResizedInPlace|TestSuspendedJobStartsRightSized|TestCronJobsSuspendedJobGetsTheCronJobVPA|TestSuspendedJobRefusalIsReportedOnce|TestDeferredResizeCompletesWhenCapacityFrees|TestVPAConditionDeferred|TestResizePreemptionMadeVisible)$'
 # profile_tests PROFILE: the tests a profile runs (a pattern; empty: all).
 profile_tests() {
   case $1 in
     v1.34) echo "${core_v134}" ;;
+    v1.35-kubelet) echo "${kubelet_v135}" ;;
+    v1.37) echo "${core_v137}" ;;
     v1.37-preemption) echo "${preemption_tests}" ;;
     *) echo "" ;;
   esac
 }
 # required_tests PROFILE: the tests that must pass on a profile when they
-# run: a skip of one fails the profile.
+# run: a skip of one fails the profile. On v1.38, the tests of its column in
+# the versions table, the same as 1.37's.
 required_tests() {
   case $1 in
     v1.34) echo "${core_v134}" ;;
+    v1.35-kubelet) echo "${kubelet_v135}" ;;
+    v1.37 | v1.38) echo "${core_v137}" ;;
     v1.37-preemption) echo "${preemption_tests}" ;;
     *) echo '^$' ;;
   esac

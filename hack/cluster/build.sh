@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the binaries of the local cluster harness from the Go module proxy.
 #
-#   hack/cluster/build.sh [v1.37 | v1.35-kubelet | v1.34 | all]     (default: $CLUSTER_PROFILE, else v1.37)
+#   hack/cluster/build.sh [v1.38 | v1.37 | v1.35-kubelet | v1.34 | all]     (default: $CLUSTER_PROFILE, else v1.37)
 #
 # Build sets, one `go build` invocation each (shared packages compile once, links run in
 # parallel):
@@ -13,6 +13,10 @@
 #   control-plane-v1.34 (module hack/cluster/control-plane-v1.34, k8s.io/kubernetes v1.34.x):
 #                  etcd, kube-apiserver, kube-controller-manager, kube-scheduler, hollow-node
 #                  (needed by CLUSTER_PROFILE=v1.34)
+#   control-plane-v1.38 (module hack/cluster/control-plane-v1.38, k8s.io/kubernetes v1.38.x, built
+#                  with GOTOOLCHAIN=go1.27.3: see cluster::toolchain):
+#                  etcd, kube-apiserver, kube-controller-manager, kube-scheduler, hollow-node
+#                  (needed by CLUSTER_PROFILE=v1.38)
 #   metrics-server (module hack/cluster/metrics-server, sigs.k8s.io/metrics-server pinned there):
 #                  metrics-server           (unless CLUSTER_METRICS_SERVER=0)
 #   recommender    (module bench, k8s.io/autoscaler/vertical-pod-autoscaler pinned there):
@@ -57,7 +61,7 @@ build_set() { # set dest-tmp
       [[ ${CLUSTER_BUILD_KUBECTL:-0} == 1 ]] && pkgs+=(k8s.io/kubernetes/cmd/kubectl)
       ;;
     kubelet-v1.35) pkgs=(./cmd/hollow-node) ;;
-    control-plane-v1.34)
+    control-plane-v1.34 | control-plane-v1.38)
       pkgs=(go.etcd.io/etcd/server/v3 k8s.io/kubernetes/cmd/kube-apiserver
         k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler ./cmd/hollow-node)
       ;;
@@ -66,12 +70,19 @@ build_set() { # set dest-tmp
   esac
   local ldf="-s -w"
   case ${set} in
-    control-plane | kubelet-v1.35 | control-plane-v1.34) ldf=$(ldflags_for "${dir}") ;;
+    control-plane | kubelet-v1.35 | control-plane-v1.34 | control-plane-v1.38) ldf=$(ldflags_for "${dir}") ;;
   esac
-  (cd "${dir}" && go build -buildvcs=false -ldflags "${ldf}" -o "${out}/" "${pkgs[@]}")
+  local toolchain
+  toolchain=$(cluster::toolchain "${set}")
+  # The Go module proxy does not serve k8s.io/apiextensions-api, which 1.38 needs: lay it out
+  # from what it does serve (the script says how); go.mod replaces the module with it.
+  if [[ ${set} == control-plane-v1.38 ]]; then
+    GOTOOLCHAIN=${toolchain} "${dir}/apiextensions-api.sh" "${dir}/apiextensions-api"
+  fi
+  (cd "${dir}" && GOTOOLCHAIN=${toolchain} go build -buildvcs=false -ldflags "${ldf}" -o "${out}/" "${pkgs[@]}")
   case ${set} in
     # etcd's main package is the module root go.etcd.io/etcd/server/v3, so `-o dir/` names it "server"
-    control-plane | control-plane-v1.34) mv "${out}/server" "${out}/etcd" ;;
+    control-plane | control-plane-v1.34 | control-plane-v1.38) mv "${out}/server" "${out}/etcd" ;;
     kubelet-v1.35) mv "${out}/hollow-node" "${out}/hollow-node-v1.35" ;;
     metrics-server) ;;
     recommender) mv "${out}/recommender" "${out}/vpa-recommender" ;;
@@ -103,7 +114,7 @@ for set in ${sets}; do
   rm -rf "${tmp}"
   mkdir -p "${tmp}"
   trap 'rm -rf "${tmp}"' EXIT
-  cluster::log "${set}: building into ${dest} ($(go version | cut -d' ' -f3), $(nproc) cpus)"
+  cluster::log "${set}: building into ${dest} ($(GOTOOLCHAIN=$(cluster::toolchain "${set}") go version | cut -d' ' -f3), $(nproc) cpus)"
   start=$(date +%s)
   build_set "${set}" "${tmp}"
   secs=$(($(date +%s) - start))

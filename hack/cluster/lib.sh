@@ -37,15 +37,16 @@ cluster::python_init() {
 # cluster::profile_check: fails on an unknown CLUSTER_PROFILE.
 cluster::profile_check() {
   case ${CLUSTER_PROFILE} in
-    v1.37 | v1.35-kubelet | v1.34) ;;
-    *) cluster::die "unknown CLUSTER_PROFILE '${CLUSTER_PROFILE}' (want v1.37, v1.35-kubelet or v1.34)" ;;
+    v1.38 | v1.37 | v1.35-kubelet | v1.34) ;;
+    *) cluster::die "unknown CLUSTER_PROFILE '${CLUSTER_PROFILE}' (want v1.38, v1.37, v1.35-kubelet or v1.34)" ;;
   esac
 }
 
 # Build sets. "control-plane" is the v1.37 module (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, hollow-node); "kubelet-v1.35" is the second module (hollow-node-v1.35);
 # "control-plane-v1.34" is the v1.34 module (the same five binaries, all v1.34, for the v1.34
-# profile);
+# profile); "control-plane-v1.38" is the v1.38 module (the same five binaries, all v1.38, for
+# the v1.38 profile);
 # "metrics-server" is the module hack/cluster/metrics-server (metrics-server); "recommender" is
 # the bench module, which pins upstream VPA (vpa-recommender).
 cluster::set_module_dir() {
@@ -53,6 +54,7 @@ cluster::set_module_dir() {
     control-plane) echo "${CLUSTER_HACK_DIR}" ;;
     kubelet-v1.35) echo "${CLUSTER_HACK_DIR}/kubelet-v1.35" ;;
     control-plane-v1.34) echo "${CLUSTER_HACK_DIR}/control-plane-v1.34" ;;
+    control-plane-v1.38) echo "${CLUSTER_HACK_DIR}/control-plane-v1.38" ;;
     metrics-server) echo "${CLUSTER_HACK_DIR}/metrics-server" ;;
     recommender) echo "${CLUSTER_REPO_ROOT}/bench" ;;
     *) cluster::die "unknown build set $1" ;;
@@ -75,15 +77,27 @@ cluster::sets_for_profile() {
     v1.37) echo "control-plane$(cluster::addons)" ;;
     v1.35-kubelet) echo "control-plane kubelet-v1.35$(cluster::addons)" ;;
     v1.34) echo "control-plane-v1.34$(cluster::addons)" ;;
-    all) echo "control-plane kubelet-v1.35 control-plane-v1.34$(cluster::addons)" ;;
+    v1.38) echo "control-plane-v1.38$(cluster::addons)" ;;
+    all) echo "control-plane kubelet-v1.35 control-plane-v1.34 control-plane-v1.38$(cluster::addons)" ;;
     *) cluster::die "unknown profile $1" ;;
+  esac
+}
+
+# cluster::toolchain SET: the GOTOOLCHAIN a build set needs. Kubernetes 1.38's go.mod says
+# `go 1.27.0`; the go command fetches that toolchain from the Go module proxy on first use
+# (about 76 MB, seconds). The other sets build with the Go in PATH (local).
+cluster::toolchain() {
+  case $1 in
+    control-plane-v1.38) echo go1.27.3 ;;
+    *) echo local ;;
   esac
 }
 
 # cluster::key SET: sha256 of everything that determines the binaries of a build set:
 # the module's go.mod and go.sum, its own sources (hollow-node's under cmd/, symlinked shared
-# files read through the link; metrics-server's main.go; none for the recommender, all
-# upstream's), build.sh and `go version`. Printed as "<set>-<sha256>". Everything that
+# files read through the link; the v1.38 set's iptables stand-in and the script that lays out
+# its apiextensions-api; metrics-server's main.go; none for the recommender, all
+# upstream's), build.sh and `go version` (of the set's toolchain). Printed as "<set>-<sha256>". Everything that
 # changes how binaries are built lives in build.sh, so that edits to lib.sh don't force a rebuild.
 cluster::key() {
   local set=$1 dir
@@ -95,10 +109,11 @@ cluster::key() {
       for f in go.mod go.sum; do echo "== ${f}"; cat "${f}"; done
       case ${set} in
         control-plane | kubelet-v1.35 | control-plane-v1.34) find cmd -name '*.go' ;;
+        control-plane-v1.38) find cmd iptables-wrappers -name '*.go'; echo apiextensions-api.sh ;;
         metrics-server) find . -maxdepth 1 -name '*.go' ;;
       esac | LC_ALL=C sort | while read -r f; do echo "== ${f}"; cat "${f}"; done
       echo "== build.sh"; cat "${CLUSTER_HACK_DIR}/build.sh"
-      echo "== go version"; go version
+      echo "== go version"; GOTOOLCHAIN=$(cluster::toolchain "${set}") go version
       echo "== build kubectl ${CLUSTER_BUILD_KUBECTL:-0}"
     } | sha256sum | cut -d' ' -f1
   )

@@ -5,7 +5,7 @@
 #   1. a Deployment pod is resized (cpu+memory up, then memory down): observedGeneration ==
 #      generation, no PodResize* condition, status resources == desired
 #   2. an over-allocatable resize:
-#        v1.37         -> 403 Forbidden, cause NodeCapacity (PodResizeValidator admission)
+#        v1.37, v1.38  -> 403 Forbidden, cause NodeCapacity (PodResizeValidator admission)
 #        v1.35-kubelet -> accepted, then PodResizePending reason Infeasible (kubelet v1.35)
 #        v1.34         -> accepted, then PodResizePending reason Infeasible (no such admission
 #                         plugin before 1.36; kubelet v1.34)
@@ -145,7 +145,7 @@ expect_state "${POD}" "true - 300m 120Mi" 30
 
 over=$((ALLOC_CPU_M / 1000 + 1))
 case ${CLUSTER_PROFILE} in
-  v1.37)
+  v1.37 | v1.38)
     say "2) over-allocatable resize (cpu ${over}) is refused by the apiserver"
     must 200 GET "/api/v1/namespaces/${NS}/pods/${POD}"
     gen=$(json 'd["metadata"]["generation"]')

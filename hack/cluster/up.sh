@@ -13,6 +13,9 @@
 #                                 no PodResizeValidator (over-allocatable resizes end
 #                                 PodResizePending/Infeasible), suspended Jobs' templates
 #                                 immutable, no KEP-5836
+#   CLUSTER_PROFILE=v1.38         control plane and kubelets v1.38 (module control-plane-v1.38,
+#                                 built with Go 1.27): as v1.37 (PodResizeValidator on), plus
+#                                 1.38's LimitRanger, which checks only what a resize changes
 #
 # Writes $CLUSTER_DIR/env.sh (default _output/cluster/run/env.sh); see README.md for its
 # contract and for all the knobs below.
@@ -70,7 +73,7 @@ CP_BIN="" KUBELET_BIN="" METRICS_SERVER_BIN="" RECOMMENDER_BIN=""
 built=$("${CLUSTER_HACK_DIR}/build.sh" "${CLUSTER_PROFILE}")
 while read -r set dir; do
   case ${set} in
-    control-plane | control-plane-v1.34) CP_BIN=${dir} ;;
+    control-plane | control-plane-v1.34 | control-plane-v1.38) CP_BIN=${dir} ;;
     kubelet-v1.35) KUBELET_BIN=${dir} ;;
     metrics-server) METRICS_SERVER_BIN=${dir}/metrics-server ;;
     recommender) RECOMMENDER_BIN=${dir}/vpa-recommender ;;
@@ -78,7 +81,7 @@ while read -r set dir; do
 done <<<"${built}"
 [[ -n ${CP_BIN} ]] || cluster::die "build.sh did not report the control-plane binaries"
 case ${CLUSTER_PROFILE} in
-  v1.37 | v1.34) HOLLOW=${CP_BIN}/hollow-node ;;
+  v1.38 | v1.37 | v1.34) HOLLOW=${CP_BIN}/hollow-node ;;
   v1.35-kubelet) HOLLOW=${KUBELET_BIN:-missing}/hollow-node-v1.35 ;;
 esac
 for b in "${CP_BIN}"/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler} "${HOLLOW}"; do
@@ -402,6 +405,7 @@ fi
 # ---------- env.sh ----------
 kube_version=$(cluster::kube_version "${CLUSTER_HACK_DIR}")
 [[ ${CLUSTER_PROFILE} == v1.34 ]] && kube_version=$(cluster::kube_version "${CLUSTER_HACK_DIR}/control-plane-v1.34")
+[[ ${CLUSTER_PROFILE} == v1.38 ]] && kube_version=$(cluster::kube_version "${CLUSTER_HACK_DIR}/control-plane-v1.38")
 kubelet_version=${kube_version}
 [[ ${CLUSTER_PROFILE} == v1.35-kubelet ]] && kubelet_version=$(cluster::kube_version "${CLUSTER_HACK_DIR}/kubelet-v1.35")
 cat >"${CLUSTER_DIR}/env.sh.tmp" <<EOF

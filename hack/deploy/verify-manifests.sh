@@ -7,7 +7,7 @@
 # the settings deploy/README.md promises, the CRD is the one of the VPA module
 # in go.mod, and the chart (helm lint, helm template with its schema) renders
 # deploy/'s CRDs, RBAC, admission policies and webhook settings; every
-# rendered object validates against the OpenAPI of Kubernetes 1.33 to 1.37
+# rendered object validates against the OpenAPI of Kubernetes 1.33 to 1.38
 # (hack/openapi/check.sh); the chart's alerting rules pass
 # `promtool test rules`. Prints FAIL lines and a final OK/FAIL line.
 #
@@ -163,8 +163,8 @@ if ! "${helm}" template platform "${work}/parent" --namespace autoscaling >"${wo
 elif [[ ${1:-} == -v ]]; then
   echo "ok    chart: renders as a subchart, with the parent's global values"
 fi
-# Supported Kubernetes versions: 1.33 to 1.37 (Chart.yaml kubeVersion).
-for v in 1.33.0 1.37.0; do
+# Supported Kubernetes versions: 1.33 to 1.38 (Chart.yaml kubeVersion).
+for v in 1.33.0 1.37.0 1.38.0; do
   if ! "${helm}" template vpa-inplace "${chart_dir}" --kube-version "${v}" >/dev/null 2>"${work}/helm.out"; then
     echo "FAIL: helm template --kube-version ${v} (a supported version):"
     sed -e 's/^/    /' "${work}/helm.out" | head -n 5
@@ -175,7 +175,7 @@ if "${helm}" template vpa-inplace "${chart_dir}" --kube-version 1.32.9 >/dev/nul
   echo "FAIL: helm template --kube-version 1.32.9 passes: the chart's kubeVersion must refuse Kubernetes before 1.33"
   status=1
 elif [[ ${1:-} == -v ]]; then
-  echo "ok    chart: installs on Kubernetes 1.33 to 1.37, refused on 1.32"
+  echo "ok    chart: installs on Kubernetes 1.33 to 1.38, refused on 1.32"
 fi
 
 for f in hack/deploy/chart-invalid/*.yaml; do

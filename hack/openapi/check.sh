@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Validates the Kubernetes objects of YAML files against the OpenAPI v3
 # schemas of every Kubernetes minor version vpa-inplace supports, 1.33 to
-# 1.37: unknown fields, required fields, types, enums, formats and list keys
+# 1.38: unknown fields, required fields, types, enums, formats and list keys
 # (hack/openapi, a module of its own). The schemas are those the API server
 # serves, as published in the k8s.io/kubernetes module
 # (api/openapi-spec/v3/*.json): each pinned version's module zip is fetched
@@ -14,9 +14,21 @@ set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 
-# One patch release per supported minor version. Changing one downloads its
-# module zip (about 20 MB) once.
-readonly versions=(v1.33.13 v1.34.4 v1.35.4 v1.36.3 v1.37.1)
+# One patch release per supported minor version (1.38: its newest
+# pre-release the Go module proxy serves). Changing one downloads its module
+# zip (about 20 MB) once.
+readonly versions=(v1.33.13 v1.34.4 v1.35.4 v1.36.3 v1.37.1 v1.38.0-beta.0)
+
+# toolchain VERSION: the Go toolchain that may download the module: 1.38's
+# go.mod says `go 1.27.0`, which the Go in PATH (1.26) refuses; the go
+# command fetches go1.27.3 from the Go module proxy once (as
+# hack/cluster/build.sh does for the v1.38 cluster).
+toolchain() {
+  case $1 in
+    v1.38.*) echo go1.27.3 ;;
+    *) echo local ;;
+  esac
+}
 
 verbose=()
 if [[ ${1:-} == -v ]]; then
@@ -34,7 +46,7 @@ trap 'rm -rf "${work}"' EXIT
 specs=()
 for v in "${versions[@]}"; do
   # Outside any module, so that nothing is added to a go.mod.
-  if ! zip=$(cd "${work}" && GOWORK=off GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@${v}" \
+  if ! zip=$(cd "${work}" && GOTOOLCHAIN=$(toolchain "${v}") GOWORK=off GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@${v}" \
     | sed -n 's/^[[:space:]]*"Zip": "\(.*\)",\{0,1\}$/\1/p'); then
     echo "FAIL: cannot get the k8s.io/kubernetes ${v} module (its OpenAPI) through the Go module proxy" >&2
     exit 1

@@ -41,7 +41,7 @@ import (
 // starts with none): they are left alone too.
 
 // memoryRefusal starts the kubelet's message when it will not lower memory
-// limits (kuberuntime validateMemoryResizeAction, 1.34 to 1.37).
+// limits (kuberuntime validateMemoryResizeAction, 1.34 to 1.38).
 const memoryRefusal = "cannot decrease memory limits"
 
 // IsMemoryLimitRefusal reports whether a PodResizeInProgress Error message

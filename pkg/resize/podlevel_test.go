@@ -33,7 +33,7 @@ var lacks = []string{"InPlacePodVerticalScalingInitContainers"}
 
 // The per-version rules for pods with pod-level resources (KEP-2837,
 // KEP-5419), one row per case; the API server's answers they stand for were
-// read in ValidatePodResize of Kubernetes 1.33 to 1.37 and seen on the
+// read in ValidatePodResize of Kubernetes 1.33 to 1.38 and seen on the
 // local 1.37 cluster.
 func TestDecidePodLevel(t *testing.T) {
 	tests := []struct {

@@ -51,7 +51,7 @@ type Status struct {
 	Since time.Time
 }
 
-// ReadStatus reads the resize state of a pod, for Kubernetes 1.33 to 1.37:
+// ReadStatus reads the resize state of a pod, for Kubernetes 1.33 to 1.38:
 //   - the PodResizePending and PodResizeInProgress conditions (1.33+);
 //   - the deprecated status.resize field, which no release since 1.33 writes
 //     but which is still served and tolerated here;

@@ -15,7 +15,7 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 // Validate tells, before any patch is sent, whether resizing pod to target
 // in place is known to be impossible. It returns "" when the change looks
 // possible. It mirrors the API server's resize validation for Kubernetes
-// 1.33 to 1.37 (serverMinor 0 means unknown: version-specific rules are then
+// 1.33 to 1.38 (serverMinor 0 means unknown: version-specific rules are then
 // left to the API server) and the in-place validity checks that operators
 // such as Strimzi apply (no removal of requests or limits).
 func Validate(pod *corev1.Pod, target resources.Resources, serverMinor int) string {

@@ -9,11 +9,16 @@ import (
 
 	cadvisorapi "github.com/google/cadvisor/lib/model"
 	v1 "k8s.io/api/core/v1"
+	clientset "k8s.io/client-go/kubernetes"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	remote "k8s.io/cri-client/pkg"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/cmd/kubelet/app/options"
+	"k8s.io/kubernetes/pkg/kubelet"
 	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
+	"k8s.io/kubernetes/pkg/kubelet/cadvisor"
 	"k8s.io/kubernetes/pkg/kubelet/cm"
+	"k8s.io/kubernetes/pkg/kubemark"
 )
 
 const kubeletVersion = "kubelet v1.37"
@@ -64,3 +69,13 @@ func (c *fakeCadvisor) ContainerInfoV2(name string, options cadvisorapi.RequestO
 
 // podContainerManager: fakePCM has this kubelet's PodContainerManager method set as it is.
 func podContainerManager(f *fakePCM) cm.PodContainerManager { return f }
+
+// newHollowKubelet: kubemark's hollow kubelet (fake OS, mounter, prober, OOM adjuster and
+// volume plugins around the given runtime, cadvisor and container manager): its dependencies,
+// which the caller may still change, and the function that runs it.
+func newHollowKubelet(f *options.KubeletFlags, c *kubeletconfig.KubeletConfiguration, client, heartbeat *clientset.Clientset,
+	cadv cadvisor.Interface, images internalapi.ImageManagerService, runtime internalapi.RuntimeService,
+	containers cm.ContainerManager) (*kubelet.Dependencies, func(context.Context)) {
+	hk := kubemark.NewHollowKubelet(f, c, client, heartbeat, cadv, images, runtime, containers)
+	return hk.KubeletDeps, hk.Run
+}

@@ -77,7 +77,6 @@ import (
 	cadvisortest "k8s.io/kubernetes/pkg/kubelet/cadvisor/testing"
 	"k8s.io/kubernetes/pkg/kubelet/cm"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
-	"k8s.io/kubernetes/pkg/kubemark"
 	"k8s.io/kubernetes/pkg/util/taints"
 )
 
@@ -653,18 +652,19 @@ func main() {
 	}
 	klog.Infof("hollow-node %s (%s): cores=%d memory=%s reserved cpu=%s mem=%s static-cpu-manager=%v taints=%v root=%s report-runtime-resources=%v",
 		name, kubeletVersion, cores, memory, reservedCPU, reservedMem, staticCPU, taintSpecs, rootDir, report)
-	hk := kubemark.NewHollowKubelet(f, c, client, heartbeatClient, cadv, rt.ImageService, runtimeService, containerManager)
+	deps, run := newHollowKubelet(f, c, client, heartbeatClient, cadv, rt.ImageService, runtimeService, containerManager)
 	if events {
-		// kubemark uses record.FakeRecorder (no kubelet events in the API, and it also disables
-		// the /dev/kmsg OOM watcher). Let RunKubelet build the real recorder instead so that
-		// ResizeStarted/ResizeCompleted/ResizeDeferred/ResizeInfeasible events are visible.
-		hk.KubeletDeps.Recorder = nil
-		hk.KubeletDeps.EventClient = client.CoreV1()
+		// The hollow kubelet's dependencies use record.FakeRecorder (no kubelet events in the
+		// API, and it also disables the /dev/kmsg OOM watcher). Let RunKubelet build the real
+		// recorder instead so that ResizeStarted/ResizeCompleted/ResizeDeferred/ResizeInfeasible
+		// events are visible.
+		deps.Recorder = nil
+		deps.EventClient = client.CoreV1()
 	}
 	kills := newKillTracker()
 	watchPods(ctx, client, name, usage, kills)
 	go killContainers(ctx, rt, kills, 200*time.Millisecond)
-	go hk.Run(ctx)
+	go run(ctx)
 	<-ctx.Done()
 	klog.Info("shutting down")
 }

@@ -1,0 +1,3 @@
+module sigs.k8s.io/iptables-wrappers
+
+go 1.26.0
