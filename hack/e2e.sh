@@ -53,7 +53,7 @@ set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-profiles=${E2E_PROFILES:-"v1.38 v1.37 v1.35-kubelet v1.37-preemption"}
+profiles=${E2E_PROFILES:-"v1.37 v1.35-kubelet v1.37-preemption"}
 # The namespace of the steady-usage scenario (e2e/recommender_test.go).
 steady_namespace=e2e-steady
 # The namespace an updater with --vpa-object-namespace serves, started by
@@ -122,8 +122,6 @@ readonly kubelet_v135='^(TestBasicInPlaceUpdate|TestIndefiniteWaitForDeferredUpd
 profile_tests() {
   case $1 in
     v1.34) echo "${core_v134}" ;;
-    v1.35-kubelet) echo "${kubelet_v135}" ;;
-    v1.37) echo "${core_v137}" ;;
     v1.37-preemption) echo "${preemption_tests}" ;;
     *) echo "" ;;
   esac
@@ -134,8 +132,7 @@ profile_tests() {
 required_tests() {
   case $1 in
     v1.34) echo "${core_v134}" ;;
-    v1.35-kubelet) echo "${kubelet_v135}" ;;
-    v1.37 | v1.38) echo "${core_v137}" ;;
+    v1.38) echo "${core_v137}" ;;
     v1.37-preemption) echo "${preemption_tests}" ;;
     *) echo '^$' ;;
   esac
