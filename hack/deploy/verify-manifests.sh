@@ -252,7 +252,8 @@ fi
 # admission code (hack/deploy/policytest, a module of its own): what the
 # updater writes is allowed, anything else by its ServiceAccount refused with
 # the rule's message, and the expressions' cost stays far within the budget.
-if ! (cd hack/deploy/policytest && GOWORK=off go test -count=1 . >"${work}/policytest.out" 2>&1); then
+# It also renders the chart's policies for other releases, with this helm.
+if ! (cd hack/deploy/policytest && HELM="${helm}" GOWORK=off go test -count=1 . >"${work}/policytest.out" 2>&1); then
   echo "FAIL: the updater's admission policies (hack/deploy/policytest):"
   sed -e 's/^/    /' "${work}/policytest.out" | tail -n 30
   status=1

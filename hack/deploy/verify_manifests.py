@@ -757,17 +757,35 @@ def check_admission_policies(c, where, objs, namespace=NAMESPACE, vpa_module_dir
         m = re.fullmatch(r"'([^']+)'", variables.get(name, ""))
         return m.group(1) if m else None
 
-    names = go_strings("pkg/records", r'func ConfigMapName\([^)]*\)[^{]*\{\s*return "([^"]+)"')
+    names = go_strings("pkg/records", r'DefaultConfigMapPrefix\s*=\s*"([^"]+)"')
     labels = go_strings("pkg/records", r'LabelStore\s*=\s*"([^"]+)"')
-    c.check(len(names) == 1 and literal("prefix") in names,
-            f"{where}: {CONFIGMAPS_POLICY} lets the updater write the ConfigMaps pkg/records.ConfigMapName names",
-            f"policy {literal('prefix')!r}, pkg/records {sorted(names)}")
+    # What the updater runs with: its Deployment's flags (none in
+    # overlays/local, whose binaries run with deploy/'s names).
+    deps = [d for d in find(objs, "Deployment") if d["spec"]["template"]["spec"]["containers"][0]["name"] == "updater"]
+    flags = {}
+    for a in (deps[0]["spec"]["template"]["spec"]["containers"][0].get("args") or []) if deps else []:
+        if a.startswith("--") and "=" in a:
+            flags[a[2:].split("=", 1)[0]] = a.split("=", 1)[1]
+    c.check(len(names) == 1 and literal("earlierPrefix") in names,
+            f"{where}: {CONFIGMAPS_POLICY} knows the records' default name, pkg/records.DefaultConfigMapPrefix",
+            f"policy {literal('earlierPrefix')!r}, pkg/records {sorted(names)}")
+    c.check(literal("prefix") == flags.get("records-prefix", next(iter(names), None)),
+            f"{where}: {CONFIGMAPS_POLICY} lets the updater write the ConfigMaps of its --records-prefix",
+            f"policy {literal('prefix')!r}, --records-prefix={flags.get('records-prefix')}")
+    c.check(literal("killSwitch") == flags.get("config-map", "/" + UPDATER_CONFIG).split("/", 1)[1],
+            f"{where}: {CONFIGMAPS_POLICY} refuses the updater's kill switch (--config-map)",
+            f"policy {literal('killSwitch')!r}, --config-map={flags.get('config-map')}")
+    c.check(literal("lease") == flags.get("records-owner", LEASE),
+            f"{where}: {CONFIGMAPS_POLICY} lets the records be owned by the updater's --records-owner Lease",
+            f"policy {literal('lease')!r}, --records-owner={flags.get('records-owner')}")
     c.check(len(labels) == 1 and literal("label") in labels,
             f"{where}: {CONFIGMAPS_POLICY} keeps the label pkg/records.LabelStore on them",
             f"policy {literal('label')!r}, pkg/records {sorted(labels)}")
     text = policy_text(cms)
-    c.check("startsWith(variables.prefix)" in text and "variables.label in" in text,
-            f"{where}: {CONFIGMAPS_POLICY} checks the name prefix and the label")
+    c.check("variables.name != variables.killSwitch" in text and "startsWith(p + variables.store + '-')" in text
+            and "variables.label in oldObject" in text and "r.name == variables.lease" in text,
+            f"{where}: {CONFIGMAPS_POLICY} refuses the kill switch by name, checks the name's prefix and store, "
+            "the label before and after an update, and the owner")
 
 
 # ---------------------------------------------------------------- per root
@@ -1129,6 +1147,18 @@ def release_refs(c, where, objs, namespace):
         c.check(flags.get("records-owner") == flags.get("leader-elect-resource-name"),
                 f"{where}: --records-owner is the release's Lease (uninstall deletes the records with it)",
                 flags.get("records-owner"))
+        lease = flags.get("leader-elect-resource-name") or ""
+        c.check(lease.endswith("-updater") and flags.get("records-prefix") == lease[:-len("updater")] + "records-",
+                f"{where}: --records-prefix is named after the release (<fullname>-records-)", flags.get("records-prefix"))
+        for p in find(objs, "ValidatingAdmissionPolicy"):
+            variables = {v.get("name"): v.get("expression", "").strip() for v in (p.get("spec") or {}).get("variables") or []}
+            if "killSwitch" not in variables:
+                continue
+            want = {"prefix": flags.get("records-prefix"), "killSwitch": flags["config-map"].split("/", 1)[-1],
+                    "lease": flags.get("records-owner")}
+            got = {k: variables.get(k, "").strip("'") for k in want}
+            c.check(got == want, f"{where}: {show(p)} names the release's records prefix, kill switch and Lease",
+                    f"policy {got}, flags {want}")
     hooks = find(objs, "MutatingWebhookConfiguration") + find(objs, "ValidatingWebhookConfiguration")
     services = {ident(s)[2] for s in find(objs, "Service")}
     for h in hooks:
