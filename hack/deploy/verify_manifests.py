@@ -25,6 +25,8 @@ import os
 import re
 import sys
 
+from verify_notes import check_notes
+
 NAMESPACE = "vpa-inplace-system"
 UPDATER_SA = "vpa-inplace-updater"
 ADMISSION_SA = "vpa-inplace-admission-controller"
@@ -1310,6 +1312,7 @@ def main():
     ap.add_argument("--vpa-module-dir", help="the source of k8s.io/autoscaler/vertical-pod-autoscaler (go list -m)")
     ap.add_argument("--release-rendered-dir", help="helm template output of the chart as other releases (check_release)")
     ap.add_argument("--component-rendered-dir", help="kustomize output of the components no overlay uses")
+    ap.add_argument("--notes-rendered-dir", help="the chart's objects and NOTES, rendered per case (verify_notes.py)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     c = Checker(args.verbose)
@@ -1459,6 +1462,8 @@ def main():
         check_release(c, args.release_rendered_dir, load)
     if args.component_rendered_dir:
         check_components(c, args.component_rendered_dir, rendered, load)
+    if args.notes_rendered_dir:
+        check_notes(c, args.notes_rendered_dir, load)
 
     if c.failed:
         print(f"verify-deploy: FAIL ({c.failed} of {c.total} checks failed)")
