@@ -85,6 +85,19 @@ for root in "${roots[@]}"; do
 done
 kustomized=(--kustomized-dir "${work}/kustomized")
 
+# An overlay that moves deploy/ to another namespace with namespace: alone,
+# in a throwaway overlay of the copy: verify_namespace.py shows that its
+# policies, which still name vpa-inplace-system, are caught
+# (overlays/another-namespace derives them).
+mkdir -p "${work}/moved" "${work}/deploy/namespace-only"
+printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: autoscaling\nresources:\n  - ../overlays/self-managed-certs\n' \
+  >"${work}/deploy/namespace-only/kustomization.yaml"
+if ! "${kustomize}" build "${work}/deploy/namespace-only" >"${work}/moved/namespace-only.yaml" 2>"${work}/kustomize.err"; then
+  echo "FAIL: kustomize build of overlays/self-managed-certs with namespace: alone:"
+  sed -e 's/^/    /' "${work}/kustomize.err" | head -n 5
+  status=1
+fi
+
 # Each component that no overlay uses is rendered on top of
 # overlays/self-managed-certs, in a throwaway overlay of the copy.
 mkdir -p "${work}/components"
@@ -370,7 +383,7 @@ GO
   (cd "${work}/yaml2json" && GOWORK=off GOFLAGS=-mod=mod GOPROXY=off go build -o yaml2json .) \
     || deploy::die "cannot build the YAML converter (and PyYAML is not installed)"
   mapfile -t files < <(find "${deploy_dir}" "${chart_dir}" "${work}/rendered" "${work}/kustomized" "${work}/chart" \
-    "${work}/release" "${work}/components" "${work}/notes" -name '*.yaml' -not -path '*/templates/*')
+    "${work}/release" "${work}/components" "${work}/notes" "${work}/moved" -name '*.yaml' -not -path '*/templates/*')
   if ! "${work}/yaml2json/yaml2json" "${work}/mirror" "${files[@]}"; then
     echo "FAIL: a YAML file does not parse"
     status=1
@@ -388,7 +401,7 @@ if ! python3 hack/deploy/verify_manifests.py --deploy-dir "${deploy_dir}" \
   --chart-rendered-dir "${work}/chart" --metrics-source pkg/updater/report/metrics.go --metrics-source pkg/updater/report/safety.go --metrics-source cmd/updater/app/leadermetric.go \
   --metrics-source pkg/records/metrics.go --metrics-source pkg/admission/metrics.go --metrics-source cmd/admission-controller/app/server.go \
   --release-rendered-dir "${work}/release" --component-rendered-dir "${work}/components" \
-  --notes-rendered-dir "${work}/notes" "${mirror[@]}" "$@"; then
+  --notes-rendered-dir "${work}/notes" --moved-rendered-dir "${work}/moved" "${mirror[@]}" "$@"; then
   status=1
 fi
 

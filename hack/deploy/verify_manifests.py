@@ -25,6 +25,7 @@ import os
 import re
 import sys
 
+from verify_namespace import check_moved, check_moved_without_replacements, check_policy_identity, root_namespace
 from verify_notes import check_notes
 
 NAMESPACE = "vpa-inplace-system"
@@ -1313,6 +1314,7 @@ def main():
     ap.add_argument("--release-rendered-dir", help="helm template output of the chart as other releases (check_release)")
     ap.add_argument("--component-rendered-dir", help="kustomize output of the components no overlay uses")
     ap.add_argument("--notes-rendered-dir", help="the chart's objects and NOTES, rendered per case (verify_notes.py)")
+    ap.add_argument("--moved-rendered-dir", help="an overlay that sets namespace: alone, rendered (verify_namespace.py)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     c = Checker(args.verbose)
@@ -1356,6 +1358,7 @@ def main():
                 c.check(path in used, f"{path} is used by a kustomization under deploy/")
 
     rendered = {}
+    moved_roots = []
     for root in roots:
         try:
             objs = load.docs(os.path.join(args.rendered_dir, root + ".yaml"))
@@ -1365,6 +1368,13 @@ def main():
         if not c.check(all(isinstance(o, dict) for o in objs), f"{root}: every document is a mapping"):
             continue
         rendered[root] = objs
+        # Every overlay: the policies match the updater's ServiceAccount as
+        # rendered. One in another namespace is checked against its
+        # reference overlay below, not against deploy/'s namespace.
+        check_policy_identity(c, root, objs)
+        if root_namespace(objs) != NAMESPACE:
+            moved_roots.append(root)
+            continue
         check_identity(c, root, objs)
         check_rbac_hygiene(c, root, objs)
         if find(objs, "ServiceAccount", UPDATER_SA):
@@ -1421,8 +1431,15 @@ def main():
                 "overlays/with-upstream-vpa: has the updater")
 
     for root in sorted(kustomize_only):
-        if root in rendered and base is not None:
+        if root in rendered and base is not None and root not in moved_roots:
             check_certificate_overlay(c, root, rendered[root], base)
+    c.check(bool(moved_roots), "an overlay in another namespace is rendered (overlays/another-namespace)")
+    for root in moved_roots:
+        check_moved(c, root, rendered[root], rendered.get("overlays/self-managed-certs"))
+    if args.moved_rendered_dir:
+        path = os.path.join(args.moved_rendered_dir, "namespace-only.yaml")
+        if c.check(os.path.exists(path), "an overlay that sets namespace: alone is rendered"):
+            check_moved_without_replacements(c, "overlay with namespace: alone", load.docs(path))
 
     if args.chart_rendered_dir and base is not None:
         known = metric_names(args.metrics_source)
