@@ -207,11 +207,12 @@ func (s *ConfigMapStore) ForgetOwner(owner Owner) int {
 var ErrNotWritable = errors.New("records namespace missing or not writable")
 
 // CheckWritable tells whether store's records ConfigMaps, their names
-// beginning with prefix, can be created in namespace, by asking the API server to create one with dryRun=All: it
-// answers as it would for a real one (the namespace exists, RBAC allows it,
-// admission admits it) and stores nothing. A missing namespace or a refusal
-// is ErrNotWritable, with what to do; any other error (the API server not
-// reachable) is returned as is.
+// beginning with prefix, can be created in namespace, by asking the API
+// server to create one with dryRun=All: it answers as it would for a real
+// one (the namespace exists, RBAC allows it, admission admits it) and
+// stores nothing. A missing namespace or a refusal is ErrNotWritable, with
+// what to do; any other error (the API server not reachable) is returned as
+// is.
 func CheckWritable(ctx context.Context, configMaps corev1client.ConfigMapsGetter, namespace, prefix, store string) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name:      ConfigMapNameWithPrefix(prefix, store, "write-check"),
@@ -322,7 +323,7 @@ func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 		s.queue.Add(id)
 	}
 	logger.Info("Loaded records", "store", s.name, "records", len(l.loaded), "vpas", len(live), "dropped", l.dropped,
-		"migrating", len(migrate), "orphansDeleted", len(orphans))
+		"migrating", len(migrate), "moving", len(earlier), "orphansDeleted", len(orphans))
 	return nil
 }
 
