@@ -360,7 +360,7 @@ func TestChartInstall(t *testing.T) {
 	// The post-renderer is this test binary (TestMain runs postRender).
 	common := []string{"--namespace", ns, "--wait", "--timeout", "3m", "--post-renderer", os.Args[0]}
 
-	command(t, helmEnv, helm, append([]string{"install", name, chart}, common...)...)
+	installNotes := notesOf(t, command(t, helmEnv, helm, append([]string{"install", name, chart}, common...)...))
 	installed := true
 	t.Cleanup(func() {
 		if installed {
@@ -371,6 +371,12 @@ func TestChartInstall(t *testing.T) {
 	require.NoError(t, err)
 	bins := rel.run(t, updaterBinary, admissionBinary)
 	rel.proveWorking(t, bins)
+	// What the NOTES say, as helm install printed them and helm get notes
+	// returns them, is what is installed.
+	n := notesOf(t, command(t, helmEnv, helm, "get", "notes", name, "--namespace", ns))
+	assert.Equal(t, installNotes.text, n.text, "helm get notes returns what helm install printed")
+	requireNotesTrueWhileInstalled(t, rel, n, deploymentsOf(t, ns, rel.selector)["updater"].Spec.Template.Spec.Containers[0].Args)
+	claims := n.uninstallClaims(t, ns)
 
 	// helm upgrade: a changed flag reaches the updater, objects switched off
 	// are deleted, a webhook setting changes; the release keeps working.
@@ -389,12 +395,15 @@ func TestChartInstall(t *testing.T) {
 	assert.Contains(t, bins.updater.resolved, "--pod-update-threshold=0.05", "the upgraded Deployment's args")
 	rel.proveWorking(t, bins)
 
-	// helm uninstall: the processes stop with their pods.
+	// helm uninstall: the processes stop with their pods. The kill switch
+	// is created as the NOTES say, to show that uninstall leaves it.
 	bins.stop()
 	requireRecordsOwnedByTheLease(t, rel)
+	createKillSwitch(t, claims)
 	command(t, helmEnv, helm, "uninstall", name, "--namespace", ns, "--wait", "--timeout", "2m")
 	installed = false
 	requireGone(t, manifest)
+	requireNotesTrueAfterUninstall(t, claims)
 	requireOnlyCRDs(t, rel)
 }
 
@@ -411,6 +420,7 @@ func requireRecordsOwnedByTheLease(t *testing.T, rel release) {
 	for _, cm := range cms.Items {
 		assert.Equal(t, []metav1.OwnerReference{{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Name: lease.Name, UID: lease.UID}},
 			cm.OwnerReferences, "the owner of records ConfigMap %s", cm.Name)
+		assert.True(t, strings.HasPrefix(cm.Name, rel.fullname+"-records-"), "records ConfigMap %s is named after the release", cm.Name)
 	}
 }
 

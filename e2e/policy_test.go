@@ -38,8 +38,9 @@ const (
 	policyPodMetadata       = "vpa-inplace-updater may change only the startup boost annotations in a pod's metadata"
 	policyPodAdded          = "vpa-inplace-updater may not add or change a pod's annotations (it only removes startup boost annotations)"
 	policyPodRemoved        = "vpa-inplace-updater may remove only a pod's startup boost annotations (vpaCpuStartupBoost/...)"
-	policyConfigMapName     = "vpa-inplace-updater may write only its records ConfigMaps (vpa-inplace-records-...)"
-	policyConfigMapLabel    = "vpa-inplace-updater may write only its records ConfigMaps, labelled vpa-inplace.dev/records"
+	policyConfigMapKill     = "vpa-inplace-updater may not write its kill switch (--config-map)"
+	policyConfigMapName     = "vpa-inplace-updater may write only its records ConfigMaps (named with its --records-prefix)"
+	policyConfigMapLabel    = "vpa-inplace-updater may write only its records ConfigMaps, labelled vpa-inplace.dev/records before and after"
 )
 
 // killSwitch is the updater's cluster-wide kill switch (--config-map), in
@@ -436,11 +437,11 @@ func TestUpdaterIdentityIsNarrowedByAdmissionPolicy(t *testing.T) {
 		// Refused by the policy: RBAC lets the updater write every
 		// ConfigMap of its namespace.
 		requireRefusedByPolicy(t, updateKillSwitch(func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"paused": "false"} }),
-			policyConfigMapName, "rewriting the kill switch")
+			policyConfigMapKill, "rewriting the kill switch")
 		requireRefusedByPolicy(t, updateKillSwitch(func(cm *corev1.ConfigMap) {
 			cm.Labels = map[string]string{"vpa-inplace.dev/records": "infeasible"}
-		}), policyConfigMapName, "labelling the kill switch as records")
-		requireRefusedByPolicy(t, updCMs.Delete(ctx, killSwitch, metav1.DeleteOptions{}), policyConfigMapName, "deleting the kill switch")
+		}), policyConfigMapKill, "labelling the kill switch as records")
+		requireRefusedByPolicy(t, updCMs.Delete(ctx, killSwitch, metav1.DeleteOptions{}), policyConfigMapKill, "deleting the kill switch")
 		_, err = updCMs.Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "vpa-inplace-e2e-other", Namespace: recordsNamespace},
 		}, metav1.CreateOptions{})
@@ -482,6 +483,21 @@ func TestUpdaterIdentityIsNarrowedByAdmissionPolicy(t *testing.T) {
 		_, err = updCMs.Update(ctx, updated, metav1.UpdateOptions{})
 		requireRefusedByPolicy(t, err, policyConfigMapLabel, "a records ConfigMap losing its label")
 		require.NoError(t, updCMs.Delete(ctx, name, metav1.DeleteOptions{}), "deleting a records ConfigMap")
+
+		// A ConfigMap of a records name that is not labelled as records
+		// (made by someone else) cannot be made one by the updater: the
+		// label is read before the update too.
+		foreign := unlabelled.DeepCopy()
+		foreign.Name = name + "-foreign"
+		foreign, err = cms.Create(ctx, foreign, metav1.CreateOptions{})
+		require.NoError(t, err, "the admin creates a ConfigMap of a records name, unlabelled")
+		t.Cleanup(func() {
+			_ = kube.CoreV1().ConfigMaps(recordsNamespace).Delete(context.Background(), foreign.Name, metav1.DeleteOptions{})
+		})
+		foreign.Labels = map[string]string{"vpa-inplace.dev/records": "e2e"}
+		foreign.Data = map[string]string{"records": "x"}
+		_, err = updCMs.Update(ctx, foreign, metav1.UpdateOptions{})
+		requireRefusedByPolicy(t, err, policyConfigMapLabel, "labelling a ConfigMap of a records name as records")
 
 		// The admin is not matched.
 		_, err = cms.Patch(ctx, killSwitch, types.MergePatchType, probe("x"), metav1.PatchOptions{})

@@ -3,7 +3,7 @@
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 
-go test -race -count=1 ./cmd/... ./pkg/...
+go test -race -count=1 ./cmd/... ./pkg/... ./hack/demo/
 # A short fuzz run of the admission webhook's request handling.
 go test -run '^$' -fuzz '^FuzzHandleAdmissionReview$' -fuzztime 10000x -parallel 2 ./pkg/admission/
 # Its fast decoders against the reference, and its patch writer against

@@ -157,7 +157,7 @@ func (d demo) waitUsage(ctx context.Context, pod, mem string) error {
 	if err != nil {
 		return fmt.Errorf("waiting for the metrics API to report %s for pod %s: %w", mem, pod, err)
 	}
-	say("metrics API (metrics-server): cpu=%s memory=%s, %.0fs after the change", cpu.String(), got.String(), time.Since(start).Seconds())
+	say("metrics API (metrics-server): cpu=%s memory=%s, %.0fs after the change", cpu.String(), formatMemory(got), time.Since(start).Seconds())
 	return nil
 }
 
@@ -178,8 +178,7 @@ func (d demo) follow(ctx context.Context, pod string, want func(tgt, req resourc
 		return nil, fmt.Errorf("waiting for the recommendation: %w", err)
 	}
 	recommended := time.Now()
-	say("recommendation (recommender): target cpu=%s memory=%s, %.0fs after the change", ptr.To(tgt[corev1.ResourceCPU]).String(),
-		ptr.To(tgt[corev1.ResourceMemory]).String(), recommended.Sub(start).Seconds())
+	say("recommendation (recommender): target %s, %.0fs after the change", formatResources(tgt), recommended.Sub(start).Seconds())
 	var last corev1.ResourceList
 	p, err := waitPod(ctx, d.kube, func(p *corev1.Pod) bool {
 		st := p.Status.ContainerStatuses
@@ -192,7 +191,7 @@ func (d demo) follow(ctx context.Context, pod string, want func(tgt, req resourc
 		return !over(req, t) && !over(t, req)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("waiting for the pod to follow the recommendation (running with %v): %w", last, err)
+		return nil, fmt.Errorf("waiting for the pod to follow the recommendation (running with %s): %w", formatResources(last), err)
 	}
 	say("resized in place %.1fs after the recommendation", time.Since(recommended).Seconds())
 	show(p)
@@ -247,12 +246,6 @@ func restarts(p *corev1.Pod) int32 {
 }
 
 func show(p *corev1.Pod) {
-	spec := p.Spec.Containers[0].Resources
-	actual := "-"
-	if st := p.Status.ContainerStatuses; len(st) > 0 && st[0].Resources != nil {
-		actual = fmt.Sprintf("cpu=%s memory=%s", st[0].Resources.Requests.Cpu(), st[0].Resources.Requests.Memory())
-	}
 	say("pod %s uid=%s generation=%d restarts=%d", p.Name, p.UID, p.Generation, restarts(p))
-	say("  spec requests cpu=%s memory=%s, limits cpu=%s memory=%s; running with %s",
-		spec.Requests.Cpu(), spec.Requests.Memory(), spec.Limits.Cpu(), spec.Limits.Memory(), actual)
+	say("  %s", podLine(p))
 }

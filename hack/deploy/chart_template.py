@@ -15,6 +15,11 @@ template on stdout:
   - a subject that is one of our ServiceAccounts, and the ServiceAccount's
     username in the admission policies' match conditions, name the
     ServiceAccount of the values (<component>.serviceAccount.name);
+  - a policy variable whose value is one of our names as a CEL string
+    ('vpa-inplace-updater-config': the kill switch, 'vpa-inplace-updater':
+    the Lease, 'vpa-inplace-records-': the records' prefix) becomes the
+    release's, but for the variables of FIXED_VARIABLES (the records' name
+    before --records-prefix, the same for every release);
   - each block of our three labels becomes the chart's labels
     (vpa-inplace.labels: the same three, the release's, commonLabels);
   - ServiceAccount documents are left out: the chart writes them itself
@@ -37,6 +42,8 @@ NAMESPACE = "vpa-inplace-system"
 PREFIX = "vpa-inplace-"
 COMPONENTS = ("admission-controller", "updater")
 FULLNAME = '{{ include "vpa-inplace.fullname" . }}'
+# Policy variables naming what is the same for every release.
+FIXED_VARIABLES = ("earlierPrefix",)
 
 
 def sa_name(component):
@@ -108,6 +115,10 @@ def transform(doc):
             line = m.group(1) + "[" + ", ".join(f'"{our_name(n) or n}"' for n in names) + "]"
         line = re.sub(r"system:serviceaccount:%s:vpa-inplace-(%s)\b" % (NAMESPACE, "|".join(COMPONENTS)),
                       lambda mm: "system:serviceaccount:{{ .Release.Namespace }}:" + sa_name(mm.group(1)), line)
+        m = re.fullmatch(r"""(\s*expression: ")'(%s[a-z0-9-]*)'(")""" % PREFIX, line)
+        variable = re.fullmatch(r"\s*- name: (\S+)", prev)
+        if m and variable and variable.group(1) not in FIXED_VARIABLES:
+            line = f"{m.group(1)}'{our_name(m.group(2))}'{m.group(3)}"
         if not re.fullmatch(r"\s*#.*|\s*", line):
             prev = line
         out.append(line)

@@ -85,6 +85,19 @@ for root in "${roots[@]}"; do
 done
 kustomized=(--kustomized-dir "${work}/kustomized")
 
+# An overlay that moves deploy/ to another namespace with namespace: alone,
+# in a throwaway overlay of the copy: verify_namespace.py shows that its
+# policies, which still name vpa-inplace-system, are caught
+# (overlays/another-namespace derives them).
+mkdir -p "${work}/moved" "${work}/deploy/namespace-only"
+printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: autoscaling\nresources:\n  - ../overlays/self-managed-certs\n' \
+  >"${work}/deploy/namespace-only/kustomization.yaml"
+if ! "${kustomize}" build "${work}/deploy/namespace-only" >"${work}/moved/namespace-only.yaml" 2>"${work}/kustomize.err"; then
+  echo "FAIL: kustomize build of overlays/self-managed-certs with namespace: alone:"
+  sed -e 's/^/    /' "${work}/kustomize.err" | head -n 5
+  status=1
+fi
+
 # Each component that no overlay uses is rendered on top of
 # overlays/self-managed-certs, in a throwaway overlay of the copy.
 mkdir -p "${work}/components"
@@ -163,6 +176,39 @@ if ! "${helm}" template platform "${work}/parent" --namespace autoscaling >"${wo
 elif [[ ${1:-} == -v ]]; then
   echo "ok    chart: renders as a subchart, with the parent's global values"
 fi
+# The chart's NOTES, rendered by Helm's engine with each case's values next
+# to the objects of the same release (hack/deploy/verify_notes.py checks
+# what they say against those objects): a copy of the chart in which
+# templates/zz-rendered-notes.yaml renders templates/NOTES.txt (copied to
+# notes/, which .Files reads) as `helm install` does, with tpl.
+mkdir -p "${work}/notes"
+cp -r "${chart_dir}" "${work}/notes-chart"
+mkdir -p "${work}/notes-chart/notes"
+cp "${chart_dir}/templates/NOTES.txt" "${work}/notes-chart/notes/NOTES.txt"
+printf '%s\n' 'apiVersion: v1' 'kind: RenderedNotes' 'metadata:' '  name: notes' \
+  'notes: {{ tpl (.Files.Get "notes/NOTES.txt") . | toJson }}' >"${work}/notes-chart/templates/zz-rendered-notes.yaml"
+notes_cases=(
+  "default rightsizer autoscaling"
+  "deploy vpa-inplace vpa-inplace-system"
+  "cert-manager platform autoscaling --set certificates.mode=cert-manager"
+  "secret platform autoscaling --set certificates.mode=secret --set certificates.secret.caBundle=Cg=="
+  "updater-only platform autoscaling --set admissionController.enabled=false"
+  "admission-only platform autoscaling --set updater.enabled=false"
+  "no-policies platform autoscaling --set updater.admissionPolicy.enabled=false"
+  "gate-off platform autoscaling --set featureGates.InPlace=false"
+  "one-updater platform autoscaling --set updater.replicaCount=1 --set updater.leaderElection.enabled=false"
+)
+: >"${work}/notes/cases.txt"
+for nc in "${notes_cases[@]}"; do
+  read -r -a words <<<"${nc}"
+  if ! "${helm}" template "${words[1]}" "${work}/notes-chart" --namespace "${words[2]}" "${words[@]:3}" \
+    >"${work}/notes/${words[0]}.yaml" 2>"${work}/helm.out"; then
+    echo "FAIL: helm template of the NOTES (${words[0]}):"
+    sed -e 's/^/    /' "${work}/helm.out" | head -n 10
+    status=1
+  fi
+  echo "${words[*]:0:3}" >>"${work}/notes/cases.txt"
+done
 # Supported Kubernetes versions: 1.33 to 1.38 (Chart.yaml kubeVersion).
 for v in 1.33.0 1.37.0 1.38.0; do
   if ! "${helm}" template vpa-inplace "${chart_dir}" --kube-version "${v}" >/dev/null 2>"${work}/helm.out"; then
@@ -252,7 +298,8 @@ fi
 # admission code (hack/deploy/policytest, a module of its own): what the
 # updater writes is allowed, anything else by its ServiceAccount refused with
 # the rule's message, and the expressions' cost stays far within the budget.
-if ! (cd hack/deploy/policytest && GOWORK=off go test -count=1 . >"${work}/policytest.out" 2>&1); then
+# It also renders the chart's policies for other releases, with this helm.
+if ! (cd hack/deploy/policytest && HELM="${helm}" GOWORK=off go test -count=1 . >"${work}/policytest.out" 2>&1); then
   echo "FAIL: the updater's admission policies (hack/deploy/policytest):"
   sed -e 's/^/    /' "${work}/policytest.out" | tail -n 30
   status=1
@@ -336,7 +383,7 @@ GO
   (cd "${work}/yaml2json" && GOWORK=off GOFLAGS=-mod=mod GOPROXY=off go build -o yaml2json .) \
     || deploy::die "cannot build the YAML converter (and PyYAML is not installed)"
   mapfile -t files < <(find "${deploy_dir}" "${chart_dir}" "${work}/rendered" "${work}/kustomized" "${work}/chart" \
-    "${work}/release" "${work}/components" -name '*.yaml' -not -path '*/templates/*')
+    "${work}/release" "${work}/components" "${work}/notes" "${work}/moved" -name '*.yaml' -not -path '*/templates/*')
   if ! "${work}/yaml2json/yaml2json" "${work}/mirror" "${files[@]}"; then
     echo "FAIL: a YAML file does not parse"
     status=1
@@ -353,7 +400,8 @@ if ! python3 hack/deploy/verify_manifests.py --deploy-dir "${deploy_dir}" \
   --rendered-dir "${work}/rendered" "${kustomized[@]}" --chart-dir "${chart_dir}" \
   --chart-rendered-dir "${work}/chart" --metrics-source pkg/updater/report/metrics.go --metrics-source pkg/updater/report/safety.go --metrics-source cmd/updater/app/leadermetric.go \
   --metrics-source pkg/records/metrics.go --metrics-source pkg/admission/metrics.go --metrics-source cmd/admission-controller/app/server.go \
-  --release-rendered-dir "${work}/release" --component-rendered-dir "${work}/components" "${mirror[@]}" "$@"; then
+  --release-rendered-dir "${work}/release" --component-rendered-dir "${work}/components" \
+  --notes-rendered-dir "${work}/notes" --moved-rendered-dir "${work}/moved" "${mirror[@]}" "$@"; then
   status=1
 fi
 

@@ -25,6 +25,9 @@ import os
 import re
 import sys
 
+from verify_namespace import check_moved, check_moved_without_replacements, check_policy_identity, root_namespace
+from verify_notes import check_notes
+
 NAMESPACE = "vpa-inplace-system"
 UPDATER_SA = "vpa-inplace-updater"
 ADMISSION_SA = "vpa-inplace-admission-controller"
@@ -770,17 +773,35 @@ def check_admission_policies(c, where, objs, namespace=NAMESPACE, vpa_module_dir
         m = re.fullmatch(r"'([^']+)'", variables.get(name, ""))
         return m.group(1) if m else None
 
-    names = go_strings("pkg/records", r'func ConfigMapName\([^)]*\)[^{]*\{\s*return "([^"]+)"')
+    names = go_strings("pkg/records", r'DefaultConfigMapPrefix\s*=\s*"([^"]+)"')
     labels = go_strings("pkg/records", r'LabelStore\s*=\s*"([^"]+)"')
-    c.check(len(names) == 1 and literal("prefix") in names,
-            f"{where}: {CONFIGMAPS_POLICY} lets the updater write the ConfigMaps pkg/records.ConfigMapName names",
-            f"policy {literal('prefix')!r}, pkg/records {sorted(names)}")
+    # What the updater runs with: its Deployment's flags (none in
+    # overlays/local, whose binaries run with deploy/'s names).
+    deps = [d for d in find(objs, "Deployment") if d["spec"]["template"]["spec"]["containers"][0]["name"] == "updater"]
+    flags = {}
+    for a in (deps[0]["spec"]["template"]["spec"]["containers"][0].get("args") or []) if deps else []:
+        if a.startswith("--") and "=" in a:
+            flags[a[2:].split("=", 1)[0]] = a.split("=", 1)[1]
+    c.check(len(names) == 1 and literal("earlierPrefix") in names,
+            f"{where}: {CONFIGMAPS_POLICY} knows the records' default name, pkg/records.DefaultConfigMapPrefix",
+            f"policy {literal('earlierPrefix')!r}, pkg/records {sorted(names)}")
+    c.check(literal("prefix") == flags.get("records-prefix", next(iter(names), None)),
+            f"{where}: {CONFIGMAPS_POLICY} lets the updater write the ConfigMaps of its --records-prefix",
+            f"policy {literal('prefix')!r}, --records-prefix={flags.get('records-prefix')}")
+    c.check(literal("killSwitch") == flags.get("config-map", "/" + UPDATER_CONFIG).split("/", 1)[1],
+            f"{where}: {CONFIGMAPS_POLICY} refuses the updater's kill switch (--config-map)",
+            f"policy {literal('killSwitch')!r}, --config-map={flags.get('config-map')}")
+    c.check(literal("lease") == flags.get("records-owner", LEASE),
+            f"{where}: {CONFIGMAPS_POLICY} lets the records be owned by the updater's --records-owner Lease",
+            f"policy {literal('lease')!r}, --records-owner={flags.get('records-owner')}")
     c.check(len(labels) == 1 and literal("label") in labels,
             f"{where}: {CONFIGMAPS_POLICY} keeps the label pkg/records.LabelStore on them",
             f"policy {literal('label')!r}, pkg/records {sorted(labels)}")
     text = policy_text(cms)
-    c.check("startsWith(variables.prefix)" in text and "variables.label in" in text,
-            f"{where}: {CONFIGMAPS_POLICY} checks the name prefix and the label")
+    c.check("variables.name != variables.killSwitch" in text and "startsWith(p + variables.store + '-')" in text
+            and "variables.label in oldObject" in text and "r.name == variables.lease" in text,
+            f"{where}: {CONFIGMAPS_POLICY} refuses the kill switch by name, checks the name's prefix and store, "
+            "the label before and after an update, and the owner")
 
 
 # ---------------------------------------------------------------- per root
@@ -1142,6 +1163,18 @@ def release_refs(c, where, objs, namespace):
         c.check(flags.get("records-owner") == flags.get("leader-elect-resource-name"),
                 f"{where}: --records-owner is the release's Lease (uninstall deletes the records with it)",
                 flags.get("records-owner"))
+        lease = flags.get("leader-elect-resource-name") or ""
+        c.check(lease.endswith("-updater") and flags.get("records-prefix") == lease[:-len("updater")] + "records-",
+                f"{where}: --records-prefix is named after the release (<fullname>-records-)", flags.get("records-prefix"))
+        for p in find(objs, "ValidatingAdmissionPolicy"):
+            variables = {v.get("name"): v.get("expression", "").strip() for v in (p.get("spec") or {}).get("variables") or []}
+            if "killSwitch" not in variables:
+                continue
+            want = {"prefix": flags.get("records-prefix"), "killSwitch": flags["config-map"].split("/", 1)[-1],
+                    "lease": flags.get("records-owner")}
+            got = {k: variables.get(k, "").strip("'") for k in want}
+            c.check(got == want, f"{where}: {show(p)} names the release's records prefix, kill switch and Lease",
+                    f"policy {got}, flags {want}")
     hooks = find(objs, "MutatingWebhookConfiguration") + find(objs, "ValidatingWebhookConfiguration")
     services = {ident(s)[2] for s in find(objs, "Service")}
     for h in hooks:
@@ -1293,6 +1326,8 @@ def main():
     ap.add_argument("--vpa-module-dir", help="the source of k8s.io/autoscaler/vertical-pod-autoscaler (go list -m)")
     ap.add_argument("--release-rendered-dir", help="helm template output of the chart as other releases (check_release)")
     ap.add_argument("--component-rendered-dir", help="kustomize output of the components no overlay uses")
+    ap.add_argument("--notes-rendered-dir", help="the chart's objects and NOTES, rendered per case (verify_notes.py)")
+    ap.add_argument("--moved-rendered-dir", help="an overlay that sets namespace: alone, rendered (verify_namespace.py)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     c = Checker(args.verbose)
@@ -1336,6 +1371,7 @@ def main():
                 c.check(path in used, f"{path} is used by a kustomization under deploy/")
 
     rendered = {}
+    moved_roots = []
     for root in roots:
         try:
             objs = load.docs(os.path.join(args.rendered_dir, root + ".yaml"))
@@ -1345,6 +1381,13 @@ def main():
         if not c.check(all(isinstance(o, dict) for o in objs), f"{root}: every document is a mapping"):
             continue
         rendered[root] = objs
+        # Every overlay: the policies match the updater's ServiceAccount as
+        # rendered. One in another namespace is checked against its
+        # reference overlay below, not against deploy/'s namespace.
+        check_policy_identity(c, root, objs)
+        if root_namespace(objs) != NAMESPACE:
+            moved_roots.append(root)
+            continue
         check_identity(c, root, objs)
         check_rbac_hygiene(c, root, objs)
         if find(objs, "ServiceAccount", UPDATER_SA):
@@ -1401,8 +1444,15 @@ def main():
                 "overlays/with-upstream-vpa: has the updater")
 
     for root in sorted(kustomize_only):
-        if root in rendered and base is not None:
+        if root in rendered and base is not None and root not in moved_roots:
             check_certificate_overlay(c, root, rendered[root], base)
+    c.check(bool(moved_roots), "an overlay in another namespace is rendered (overlays/another-namespace)")
+    for root in moved_roots:
+        check_moved(c, root, rendered[root], rendered.get("overlays/self-managed-certs"))
+    if args.moved_rendered_dir:
+        path = os.path.join(args.moved_rendered_dir, "namespace-only.yaml")
+        if c.check(os.path.exists(path), "an overlay that sets namespace: alone is rendered"):
+            check_moved_without_replacements(c, "overlay with namespace: alone", load.docs(path))
 
     if args.chart_rendered_dir and base is not None:
         known = metric_names(args.metrics_source)
@@ -1442,6 +1492,8 @@ def main():
         check_release(c, args.release_rendered_dir, load)
     if args.component_rendered_dir:
         check_components(c, args.component_rendered_dir, rendered, load)
+    if args.notes_rendered_dir:
+        check_notes(c, args.notes_rendered_dir, load)
 
     if c.failed:
         print(f"verify-deploy: FAIL ({c.failed} of {c.total} checks failed)")

@@ -131,6 +131,28 @@ func TestNewPodsAreNotGivenHeldValues(t *testing.T) {
 				"container app memory request left as the pod has it (recommended 50Mi); container app memory limit left as the pod has it (recommended 100Mi)",
 		},
 		{
+			name: "the records of an install named after its release (--records-prefix) are read",
+			vpa:  web("300m", "50Mi"), now: holdAt.Add(time.Hour),
+			cm: func() *corev1.ConfigMap {
+				cm := safetyConfigMap(t, "default", "web", "uid-web", memoryHold())
+				cm.Name = records.ConfigMapNameWithPrefix("platform-vpa-inplace-records-", records.StoreSafety, "uid-web")
+				return cm
+			}(),
+			want: requirements(list("300m", "100Mi"), list("600m", "200Mi")),
+			wantAnn: "held after harm (web-0: container app OOMKilled) until 2026-11-27T12:30:00Z: " +
+				"container app memory request 100Mi (recommended 50Mi); container app memory limit 200Mi (recommended 100Mi)",
+		},
+		{
+			name: "a name that is no records prefix before the VPA's is not believed",
+			vpa:  web("300m", "50Mi"), now: holdAt.Add(time.Hour),
+			cm: func() *corev1.ConfigMap {
+				cm := safetyConfigMap(t, "default", "web", "uid-web", memoryHold())
+				cm.Name = records.StoreSafety + "-uid-web"
+				return cm
+			}(),
+			want: requirements(list("300m", "50Mi"), list("600m", "100Mi")),
+		},
+		{
 			name: "a ConfigMap naming another VPA of that UID is not believed",
 			vpa:  web("300m", "50Mi"), cm: safetyConfigMap(t, "default", "db", "uid-web", memoryHold()), now: holdAt.Add(time.Hour),
 			want: requirements(list("300m", "50Mi"), list("600m", "100Mi")),

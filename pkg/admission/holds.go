@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -154,7 +155,7 @@ func HoldsTransform(obj any) (any, error) {
 		Name: cm.Name, Namespace: cm.Namespace, UID: cm.UID, ResourceVersion: cm.ResourceVersion,
 	}}
 	uid := types.UID(cm.Annotations[records.AnnotationVPAUID])
-	if uid == "" || cm.Name != records.ConfigMapName(records.StoreSafety, uid) || cm.Labels[records.LabelStore] != records.StoreSafety {
+	if uid == "" || !safetyName(cm.Name, uid) || cm.Labels[records.LabelStore] != records.StoreSafety {
 		return out, nil
 	}
 	out.Annotations = map[string]string{
@@ -180,4 +181,15 @@ func HoldsTransform(obj any) (any, error) {
 	}
 	out.Data = map[string]string{records.ConfigMapDataKey: value}
 	return out, nil
+}
+
+// safetyName tells whether name is the name of the safety records of the
+// VPA of that UID, with any valid records prefix (the updater's
+// --records-prefix: the chart names it after its release). Two installs in
+// one records namespace are both read: a hold of either keeps a new pod's
+// values up, never down.
+func safetyName(name string, uid types.UID) bool {
+	suffix := records.StoreSafety + "-" + string(uid)
+	prefix, ok := strings.CutSuffix(name, suffix)
+	return ok && records.ValidatePrefix(prefix) == nil
 }

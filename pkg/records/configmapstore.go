@@ -60,6 +60,9 @@ type ConfigMapStore struct {
 	forgotten map[string]bool
 	// merged is told of the records taken from another writer (reread).
 	merged func(owner Owner, taken map[types.UID]*Record)
+	// earlier holds, by VPA, the ConfigMap of the earlier name its records
+	// were read from, until they are moved (deleteEarlier).
+	earlier map[string]string
 }
 
 // writtenConfigMap is what a VPA's ConfigMap holds, as this store last read
@@ -99,6 +102,11 @@ type ConfigMapStoreConfig struct {
 	// and in the store label of the metrics: StoreInfeasible or
 	// StoreMemory.
 	Store string
+	// Prefix begins the ConfigMaps' names, so that two installs in one
+	// namespace keep their records apart (ValidatePrefix); empty:
+	// DefaultConfigMapPrefix. With another prefix, the records of the
+	// earlier name are moved (loadOthers).
+	Prefix string
 	// AnnotationKey is the VPA annotation the records are migrated from:
 	// AnnotationKey or MemoryAnnotationKey.
 	AnnotationKey string
@@ -153,9 +161,9 @@ const (
 )
 
 // ConfigMapName is the name of the ConfigMap holding the records of store
-// for the VPA of that UID.
+// for the VPA of that UID, with the default prefix.
 func ConfigMapName(store string, vpaUID types.UID) string {
-	return "vpa-inplace-records-" + store + "-" + string(vpaUID)
+	return ConfigMapNameWithPrefix(DefaultConfigMapPrefix, store, vpaUID)
 }
 
 // NewConfigMapStore returns an empty store writing ConfigMaps through
@@ -168,6 +176,12 @@ func NewConfigMapStore(configMaps corev1client.ConfigMapsGetter, vpas vpaclient.
 	}
 	if errs := validation.IsDNS1123Label(cfg.Store); len(errs) > 0 {
 		return nil, fmt.Errorf("records store %q: %v", cfg.Store, errs)
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultConfigMapPrefix
+	}
+	if err := ValidatePrefix(cfg.Prefix); err != nil {
+		return nil, fmt.Errorf("records store %q: %w", cfg.Store, err)
 	}
 	if cfg.AnnotationKey == "" {
 		cfg.AnnotationKey = AnnotationKey
@@ -186,6 +200,7 @@ func NewConfigMapStore(configMaps corev1client.ConfigMapsGetter, vpas vpaclient.
 		written:    map[string]writtenConfigMap{},
 		migrate:    map[string]Owner{},
 		forgotten:  map[string]bool{},
+		earlier:    map[string]string{},
 	}
 	s.durable = newDurable(cfg.Store, cfg.Metrics, s.write)
 	return s, nil
@@ -209,15 +224,16 @@ func (s *ConfigMapStore) ForgetOwner(owner Owner) int {
 // the updater may not create ConfigMaps there (CheckWritable).
 var ErrNotWritable = errors.New("records namespace missing or not writable")
 
-// CheckWritable tells whether store's records ConfigMaps can be created in
-// namespace, by asking the API server to create one with dryRun=All: it
-// answers as it would for a real one (the namespace exists, RBAC allows it,
-// admission admits it) and stores nothing. A missing namespace or a refusal
-// is ErrNotWritable, with what to do; any other error (the API server not
-// reachable) is returned as is.
-func CheckWritable(ctx context.Context, configMaps corev1client.ConfigMapsGetter, namespace, store string) error {
+// CheckWritable tells whether store's records ConfigMaps, their names
+// beginning with prefix, can be created in namespace, by asking the API
+// server to create one with dryRun=All: it answers as it would for a real
+// one (the namespace exists, RBAC allows it, admission admits it) and
+// stores nothing. A missing namespace or a refusal is ErrNotWritable, with
+// what to do; any other error (the API server not reachable) is returned as
+// is.
+func CheckWritable(ctx context.Context, configMaps corev1client.ConfigMapsGetter, namespace, prefix, store string) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Name:      ConfigMapName(store, "write-check"),
+		Name:      ConfigMapNameWithPrefix(prefix, store, "write-check"),
 		Namespace: namespace,
 		Labels:    map[string]string{LabelStore: store, "app.kubernetes.io/managed-by": managedBy},
 	}}
@@ -250,7 +266,7 @@ func (s *ConfigMapStore) Load(ctx context.Context) error {
 func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 	// Nothing is decided before the records can be written: a resize sent
 	// whose record could not be kept would be sent again after a restart.
-	if err := CheckWritable(ctx, s.configMaps, s.cfg.Namespace, s.cfg.Store); err != nil {
+	if err := CheckWritable(ctx, s.configMaps, s.cfg.Namespace, s.cfg.Prefix, s.cfg.Store); err != nil {
 		return err
 	}
 	logger := klog.FromContext(ctx)
@@ -275,12 +291,16 @@ func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("listing VPAs to load the %s records: %w", s.name, err)
 	}
 	written := map[string]writtenConfigMap{}
+	earlier := map[string]string{}
 	var orphans []string
 	err = s.listConfigMaps(ctx, func(cm *corev1.ConfigMap) {
+		if s.loadOthers(ctx, cm, live, l, earlier, now) {
+			return
+		}
 		uid := types.UID(cm.Annotations[AnnotationVPAUID])
 		owner, ok := live[uid]
 		switch {
-		case ok && cm.Name == ConfigMapName(s.cfg.Store, uid):
+		case ok && cm.Name == s.configMapName(uid):
 		case ignored.Has(cm.Annotations[AnnotationVPANamespace]):
 			return // served by another updater
 		case s.cfg.VPANamespace == "" || cm.Annotations[AnnotationVPANamespace] == s.cfg.VPANamespace:
@@ -311,6 +331,7 @@ func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 	s.owners = l.owners
 	s.written = written
 	s.migrate = migrate
+	s.earlier = earlier
 	s.mu.Unlock()
 	for id := range l.rewrite {
 		s.queue.Add(id)
@@ -319,7 +340,7 @@ func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 		s.queue.Add(id)
 	}
 	logger.Info("Loaded records", "store", s.name, "records", len(l.loaded), "vpas", len(live), "dropped", l.dropped,
-		"migrating", len(migrate), "orphansDeleted", len(orphans))
+		"migrating", len(migrate), "moving", len(earlier), "orphansDeleted", len(orphans))
 	return nil
 }
 

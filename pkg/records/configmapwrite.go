@@ -23,9 +23,15 @@ func (s *ConfigMapStore) write(ctx context.Context, id string) error {
 	migrating, migrate := s.migrate[id]
 	s.mu.Unlock()
 	if forgotten {
-		return s.forget(ctx, id)
+		if err := s.forget(ctx, id); err != nil {
+			return err
+		}
+		return s.deleteEarlier(ctx, id)
 	}
 	if err := s.writeConfigMap(ctx, id); err != nil {
+		return err
+	}
+	if err := s.deleteEarlier(ctx, id); err != nil {
 		return err
 	}
 	if !migrate {
@@ -119,7 +125,7 @@ func (s *ConfigMapStore) writeConfigMap(ctx context.Context, id string) error {
 // last read or wrote the ConfigMap stays forgotten. The records taken are
 // told to OnMerged's function.
 func (s *ConfigMapStore) reread(ctx context.Context, id string, owner Owner) error {
-	name := ConfigMapName(s.cfg.Store, owner.UID)
+	name := s.configMapName(owner.UID)
 	cm, err := s.configMaps.ConfigMaps(s.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		s.mu.Lock()
@@ -189,7 +195,7 @@ func (s *ConfigMapStore) forget(ctx context.Context, id string) error {
 func (s *ConfigMapStore) putConfigMap(ctx context.Context, id string, owner Owner, value string, last writtenConfigMap, wrote bool) error {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      ConfigMapName(s.cfg.Store, owner.UID),
+			Name:      s.configMapName(owner.UID),
 			Namespace: s.cfg.Namespace,
 			Labels:    map[string]string{LabelStore: s.cfg.Store, "app.kubernetes.io/managed-by": managedBy},
 			Annotations: map[string]string{
@@ -230,7 +236,7 @@ func (s *ConfigMapStore) putConfigMap(ctx context.Context, id string, owner Owne
 // id, only if no one changed it since when conditional.
 func (s *ConfigMapStore) deleteConfigMap(ctx context.Context, id string, last writtenConfigMap, conditional bool) error {
 	if last.owner.UID != "" {
-		name := ConfigMapName(s.cfg.Store, last.owner.UID)
+		name := s.configMapName(last.owner.UID)
 		opts := metav1.DeleteOptions{}
 		if conditional && last.resourceVersion != "" {
 			opts.Preconditions = &metav1.Preconditions{ResourceVersion: &last.resourceVersion}

@@ -15,6 +15,7 @@ import (
 	componentbaseoptions "k8s.io/component-base/config/options"
 	"k8s.io/component-base/featuregate"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/window"
 )
@@ -41,6 +42,8 @@ type Options struct {
 	// RecordsOwner names the Lease of RecordsNamespace that owns every
 	// records ConfigMap; empty: none.
 	RecordsOwner string
+	// RecordsPrefix begins the names of the records ConfigMaps.
+	RecordsPrefix string
 	// MemoryLimitDecreaseMargin: a memory limit is lowered only above the
 	// memory in use x (1 + margin), when the metrics API tells the usage.
 	MemoryLimitDecreaseMargin float64
@@ -113,6 +116,7 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		DeferredWarningAfter:      10 * time.Minute,
 		ConfigMap:                 namespace + "/" + DefaultKillSwitchName,
 		RecordsNamespace:          namespace,
+		RecordsPrefix:             records.DefaultConfigMapPrefix,
 		FeatureGate:               gate,
 		MemoryLimitDecreaseMargin: 0.2,
 		ResizeObservationWindow:   10 * time.Minute,
@@ -178,6 +182,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Namespace of the ConfigMaps holding the records of resizes that cannot succeed (one ConfigMap per VPA and kind of record), so that a restart or a new leader does not send them again. Default: the updater's own namespace, from the POD_NAMESPACE environment variable (the Deployment sets it from the downward API), or "+FallbackNamespace+" when it is unset (run outside the cluster with --kubeconfig). It must exist and the updater must be allowed to create ConfigMaps there, or the updater does not start. Tenants must not be able to write there.")
 	fs.StringVar(&o.RecordsOwner, "records-owner", o.RecordsOwner,
 		"Name of a Lease in --records-namespace that owns every records ConfigMap (an ownerReference, set at each write), so that deleting it has the garbage collector delete the records: the manifests ship the updater's leader election Lease and name it here, so that helm uninstall and kubectl delete -k leave no record behind. It must exist when the updater starts, or the updater does not start. Empty: the records have no owner and stay until deleted by hand.")
+	fs.StringVar(&o.RecordsPrefix, "records-prefix", o.RecordsPrefix,
+		"Beginning of the names of the records ConfigMaps (<prefix><store>-<VPA UID>), so that two installs in one --records-namespace keep their records apart: the chart sets <release fullname>-records-. ConfigMaps of the default name, written before the prefix was changed, are moved to the new name when the updater loads them: those owned by the --records-owner Lease, or by nothing, of a VPA it serves.")
 	fs.Float64Var(&o.MemoryLimitDecreaseMargin, "memory-limit-decrease-margin", o.MemoryLimitDecreaseMargin,
 		"A container's memory limit is lowered in place only to a value above its memory in use times (1 + this margin), with the usage read from the metrics API (metrics.k8s.io) when it is served; otherwise the limit is kept and the rest of the resize is applied. 0.2 means 20%. Without the metrics API, the kubelet's own check (1.34+) decides, and its refusal is recorded and not tried again.")
 	fs.DurationVar(&o.ResizeObservationWindow, "resize-observation-window", o.ResizeObservationWindow,
@@ -238,6 +244,9 @@ func (o *Options) Validate() []error {
 		if errs1123 := validation.IsDNS1123Subdomain(o.RecordsOwner); len(errs1123) > 0 {
 			errs = append(errs, fmt.Errorf("--records-owner %q is no Lease name: %s", o.RecordsOwner, strings.Join(errs1123, "; ")))
 		}
+	}
+	if err := records.ValidatePrefix(o.RecordsPrefix); err != nil {
+		errs = append(errs, fmt.Errorf("--records-prefix: %w", err))
 	}
 	if errs1123 := validation.IsDNS1123Label(o.RecordsNamespace); len(errs1123) > 0 {
 		errs = append(errs, fmt.Errorf("--records-namespace %q is no namespace name: %s", o.RecordsNamespace, strings.Join(errs1123, "; ")))

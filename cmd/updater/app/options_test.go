@@ -33,6 +33,19 @@ func TestDefaultsAreValid(t *testing.T) {
 	assert.Equal(t, 10*time.Minute, o.DeferredWarningAfter)
 	assert.Equal(t, "vpa-inplace-system/vpa-inplace-updater-config", o.ConfigMap)
 	assert.InDelta(t, 0.2, o.MemoryLimitDecreaseMargin, 1e-9)
+	assert.Equal(t, "vpa-inplace-records-", o.RecordsPrefix, "the records keep the name they had before the flag")
+}
+
+// --records-prefix names the records ConfigMaps of one install apart from
+// another's in the same namespace; every name it gives must be valid.
+func TestRecordsPrefix(t *testing.T) {
+	assert.Equal(t, "platform-vpa-inplace-records-", parse(t, "--records-prefix=platform-vpa-inplace-records-").RecordsPrefix)
+	assert.Empty(t, parse(t, "--records-prefix=platform-vpa-inplace-records-").Validate())
+	for _, bad := range []string{"", "Upper-", "-dash-first-", "under_score-", strings.Repeat("a", 250)} {
+		errs := parse(t, "--records-prefix="+bad).Validate()
+		require.Len(t, errs, 1, bad)
+		assert.Contains(t, errs[0].Error(), "--records-prefix", bad)
+	}
 }
 
 func TestMemoryLimitDecreaseMargin(t *testing.T) {

@@ -104,7 +104,7 @@ func Run(ctx context.Context, o *Options) error {
 	// be sent again after a restart. A dry run records nothing.
 	var recordsOwner *metav1.OwnerReference
 	if !o.DryRun {
-		if err := checkRecordsNamespace(ctx, kube.CoreV1(), o.RecordsNamespace); err != nil {
+		if err := checkRecordsNamespace(ctx, kube.CoreV1(), o.RecordsNamespace, o.RecordsPrefix); err != nil {
 			return err
 		}
 		if o.RecordsOwner != "" {
@@ -181,7 +181,7 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		newStore := func(name, annotation string) (records.Store, error) {
 			return records.NewConfigMapStore(kube.CoreV1(), vpaClient.AutoscalingV1(), vpaInformer.Lister(), records.ConfigMapStoreConfig{
-				Namespace: o.RecordsNamespace, Store: name, AnnotationKey: annotation, NoAnnotation: annotation == "",
+				Namespace: o.RecordsNamespace, Prefix: o.RecordsPrefix, Store: name, AnnotationKey: annotation, NoAnnotation: annotation == "",
 				VPANamespace: namespace, IgnoredNamespaces: o.IgnoredVPANamespaces, Owner: recordsOwner,
 				Metrics: recordsMetrics, Now: time.Now, Live: live,
 			})
@@ -195,7 +195,7 @@ func Run(ctx context.Context, o *Options) error {
 		// The safety records (canaries, reverts due, holds) were never on
 		// the VPAs' annotations; a hold is keyed by its VPA's own UID.
 		if safetyStore, err = records.NewConfigMapStore(kube.CoreV1(), vpaClient.AutoscalingV1(), vpaInformer.Lister(), records.ConfigMapStoreConfig{
-			Namespace: o.RecordsNamespace, Store: records.StoreSafety, NoAnnotation: true,
+			Namespace: o.RecordsNamespace, Prefix: o.RecordsPrefix, Store: records.StoreSafety, NoAnnotation: true,
 			VPANamespace: namespace, IgnoredNamespaces: o.IgnoredVPANamespaces, Owner: recordsOwner,
 			Metrics: recordsMetrics, Now: time.Now,
 			Live: func(owner records.Owner, uid types.UID) bool { return ctrl.SafetyRecordLive(owner, uid) },
@@ -344,8 +344,8 @@ func Run(ctx context.Context, o *Options) error {
 // writable (records.ErrNotWritable). An API server that gives no verdict
 // yet is left to the first Load, which checks again before anything is
 // decided.
-func checkRecordsNamespace(ctx context.Context, configMaps corev1client.ConfigMapsGetter, namespace string) error {
-	err := records.CheckWritable(ctx, configMaps, namespace, records.StoreInfeasible)
+func checkRecordsNamespace(ctx context.Context, configMaps corev1client.ConfigMapsGetter, namespace, prefix string) error {
+	err := records.CheckWritable(ctx, configMaps, namespace, prefix, records.StoreInfeasible)
 	switch {
 	case err == nil:
 		return nil

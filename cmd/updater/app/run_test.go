@@ -110,12 +110,16 @@ func TestStartRefusesARecordsNamespaceItCannotWrite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			kube := kubefake.NewClientset()
 			var dryRun []string
+			var name string
 			kube.PrependReactor("create", "configmaps", func(a clienttesting.Action) (bool, runtime.Object, error) {
-				dryRun = a.(clienttesting.CreateActionImpl).CreateOptions.DryRun
+				create := a.(clienttesting.CreateActionImpl)
+				dryRun, name = create.CreateOptions.DryRun, create.Object.(metav1.Object).GetName()
 				return true, nil, tc.err
 			})
-			err := checkRecordsNamespace(ctx, kube.CoreV1(), "vpa-inplace-system")
+			err := checkRecordsNamespace(ctx, kube.CoreV1(), "vpa-inplace-system", "platform-vpa-inplace-records-")
 			assert.Equal(t, []string{metav1.DryRunAll}, dryRun, "nothing is created")
+			assert.Equal(t, "platform-vpa-inplace-records-infeasible-write-check", name,
+				"a records ConfigMap of this install's name, which its admission policy lets it write")
 			if tc.want == "" {
 				assert.NoError(t, err)
 				return

@@ -35,8 +35,11 @@ const (
 	podMetadata     = "vpa-inplace-updater may change only the startup boost annotations in a pod's metadata"
 	podAdded        = "vpa-inplace-updater may not add or change a pod's annotations (it only removes startup boost annotations)"
 	podRemoved      = "vpa-inplace-updater may remove only a pod's startup boost annotations (vpaCpuStartupBoost/...)"
-	cmName          = "vpa-inplace-updater may write only its records ConfigMaps (vpa-inplace-records-...)"
-	cmLabel         = "vpa-inplace-updater may write only its records ConfigMaps, labelled vpa-inplace.dev/records"
+	cmKillSwitch    = "vpa-inplace-updater may not write its kill switch (--config-map)"
+	cmName          = "vpa-inplace-updater may write only its records ConfigMaps (named with its --records-prefix)"
+	cmLabel         = "vpa-inplace-updater may write only its records ConfigMaps, labelled vpa-inplace.dev/records before and after"
+	cmStore         = "vpa-inplace-updater may write only its records ConfigMaps, named after the store their label vpa-inplace.dev/records names"
+	cmOwner         = "vpa-inplace-updater may write only its records ConfigMaps, owned by its Lease (--records-owner) or by nothing"
 	recordsKey      = "vpa-inplace.dev/infeasible-attempts"
 	memoryRecordKey = "vpa-inplace.dev/memory-limit-holds"
 )
@@ -450,30 +453,61 @@ func TestUpdaterPodChanges(t *testing.T) {
 	}
 }
 
-// recordsConfigMap is a records ConfigMap of the updater as
+// recordsConfigMap is a records ConfigMap of the updater of deploy/ as
 // pkg/records.ConfigMapStore writes it, for store (infeasible or memory).
 func recordsConfigMap(store string) *corev1.ConfigMap {
+	return installRecords(deployInstall, store)
+}
+
+// killSwitch is the cluster-wide kill switch the updater of deploy/ reads.
+func killSwitch() *corev1.ConfigMap {
+	return deployInstall.killSwitch()
+}
+
+// install names what one install of the updater writes and reads: the
+// manifests of deploy/, or a release of the chart.
+type install struct {
+	namespace, fullname string
+}
+
+// deployInstall is deploy/'s: the chart's release vpa-inplace in
+// vpa-inplace-system has the same names.
+var deployInstall = install{namespace: "vpa-inplace-system", fullname: "vpa-inplace"}
+
+func (i install) user() string {
+	return "system:serviceaccount:" + i.namespace + ":" + i.fullname + "-updater"
+}
+
+func (i install) prefix() string { return i.fullname + "-records-" }
+
+func (i install) lease() metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Name: i.fullname + "-updater", UID: "4c1f3c9e-0000-4000-8000-00000000000a"}
+}
+
+func (i install) killSwitch() *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: i.fullname + "-updater-config", Namespace: i.namespace, ResourceVersion: "500"},
+		Data:       map[string]string{"paused": "true"},
+	}
+}
+
+// installRecords is a records ConfigMap of store that install i writes:
+// named with its prefix, owned by its Lease.
+func installRecords(i install, store string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: "vpa-inplace-records-" + store + "-4c1f3c9e-0000-4000-8000-000000000002", Namespace: "vpa-inplace-system",
+			Name: i.prefix() + store + "-4c1f3c9e-0000-4000-8000-000000000002", Namespace: i.namespace,
 			ResourceVersion: "400",
 			Labels:          map[string]string{"vpa-inplace.dev/records": store, "app.kubernetes.io/managed-by": "vpa-inplace-updater"},
 			Annotations: map[string]string{
 				"vpa-inplace.dev/vpa-namespace": "team-a", "vpa-inplace.dev/vpa-name": "train",
 				"vpa-inplace.dev/vpa-uid": "4c1f3c9e-0000-4000-8000-000000000002",
 			},
+			OwnerReferences: []metav1.OwnerReference{i.lease()},
 		},
 		Data: map[string]string{"records": "v1\n"},
-	}
-}
-
-// killSwitch is the cluster-wide kill switch the updater reads.
-func killSwitch() *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: "vpa-inplace-updater-config", Namespace: "vpa-inplace-system", ResourceVersion: "500"},
-		Data:       map[string]string{"paused": "true"},
 	}
 }
 
@@ -494,6 +528,12 @@ func cmDelete(cm *corev1.ConfigMap) Request {
 	return Request{User: updater, Operation: admission.Delete, Resource: cms, Kind: cmKind, OldObject: cm}
 }
 
+// by is the request sent by user.
+func (r Request) by(user string) Request {
+	r.User = user
+	return r
+}
+
 // The updater writes its records ConfigMaps, and only them: RBAC grants it
 // create, update and delete on every ConfigMap of its namespace, the kill
 // switch included.
@@ -502,6 +542,9 @@ func TestUpdaterConfigMapChanges(t *testing.T) {
 	records := recordsConfigMap("infeasible")
 	unlabelled := recordsConfigMap("memory")
 	unlabelled.Labels = nil
+	unowned := recordsConfigMap("infeasible")
+	unowned.OwnerReferences = nil
+	tenantLease := install{namespace: "vpa-inplace-system", fullname: "tenant-vpa-inplace"}.lease()
 	rootCA := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: "vpa-inplace-system", ResourceVersion: "1"},
@@ -514,6 +557,7 @@ func TestUpdaterConfigMapChanges(t *testing.T) {
 	}{
 		{"records created", cmCreate(records), ""},
 		{"memory records created", cmCreate(recordsConfigMap("memory")), ""},
+		{"safety records created", cmCreate(recordsConfigMap("safety")), ""},
 		{"records rewritten", cmUpdate(records, func(cm *corev1.ConfigMap) { cm.Data["records"] = "v1\nmore\n" }), ""},
 		{"records rewritten with a label added", cmUpdate(records, func(cm *corev1.ConfigMap) {
 			cm.Labels["vpa-inplace.dev/vpa-uid"] = "4c1f3c9e-0000-4000-8000-000000000002"
@@ -525,18 +569,27 @@ func TestUpdaterConfigMapChanges(t *testing.T) {
 		}()), ""},
 		{"records deleted", cmDelete(records), ""},
 		{"nothing changed", cmUpdate(records, func(*corev1.ConfigMap) {}), ""},
-		{"the kill switch turned off", cmUpdate(killSwitch(), func(cm *corev1.ConfigMap) { cm.Data["paused"] = "false" }), cmName},
-		{"the kill switch emptied", cmUpdate(killSwitch(), func(cm *corev1.ConfigMap) { cm.Data = nil }), cmName},
+		{"the check that records can be written (a dry-run create)", cmCreate(func() *corev1.ConfigMap {
+			cm := recordsConfigMap("infeasible")
+			cm.Name, cm.Annotations, cm.OwnerReferences = "vpa-inplace-records-infeasible-write-check", nil, nil
+			return cm
+		}()), ""},
+		{"records written before they had an owner, rewritten with the Lease", cmUpdate(unowned, func(cm *corev1.ConfigMap) {
+			cm.OwnerReferences = []metav1.OwnerReference{deployInstall.lease()}
+		}), ""},
+		{"records written before they had an owner, deleted", cmDelete(unowned), ""},
+		{"the kill switch turned off", cmUpdate(killSwitch(), func(cm *corev1.ConfigMap) { cm.Data["paused"] = "false" }), cmKillSwitch},
+		{"the kill switch emptied", cmUpdate(killSwitch(), func(cm *corev1.ConfigMap) { cm.Data = nil }), cmKillSwitch},
 		{"the kill switch labelled as records", cmUpdate(killSwitch(), func(cm *corev1.ConfigMap) {
 			cm.Labels = map[string]string{"vpa-inplace.dev/records": "infeasible"}
-		}), cmName},
-		{"the kill switch deleted", cmDelete(killSwitch()), cmName},
-		{"the kill switch created", cmCreate(killSwitch()), cmName},
+		}), cmKillSwitch},
+		{"the kill switch deleted", cmDelete(killSwitch()), cmKillSwitch},
+		{"the kill switch created", cmCreate(killSwitch()), cmKillSwitch},
 		{"the kill switch created with the records label", cmCreate(func() *corev1.ConfigMap {
 			cm := killSwitch()
 			cm.Labels = map[string]string{"vpa-inplace.dev/records": "infeasible"}
 			return cm
-		}()), cmName},
+		}()), cmKillSwitch},
 		{"another ConfigMap of the namespace rewritten", cmUpdate(rootCA, func(cm *corev1.ConfigMap) { cm.Data["ca.crt"] = "x" }), cmName},
 		{"another ConfigMap of the namespace deleted", cmDelete(rootCA), cmName},
 		{"a name that is the prefix without its dash", cmCreate(func() *corev1.ConfigMap {
@@ -544,19 +597,55 @@ func TestUpdaterConfigMapChanges(t *testing.T) {
 			cm.Name = "vpa-inplace-records"
 			return cm
 		}()), cmName},
+		{"another install's records rewritten", cmUpdate(installRecords(install{namespace: "vpa-inplace-system", fullname: "tenant-vpa-inplace"}, "infeasible"),
+			func(cm *corev1.ConfigMap) { cm.Data["records"] = "" }), cmName},
 		{"records created without the label", cmCreate(unlabelled), cmLabel},
 		{"records rewritten without the label", cmUpdate(records, func(cm *corev1.ConfigMap) { cm.Labels = nil }), cmLabel},
 		{"a ConfigMap without the label deleted", cmDelete(unlabelled), cmLabel},
-		{"the kill switch, by someone else", func() Request {
-			r := cmUpdate(killSwitch(), func(cm *corev1.ConfigMap) { cm.Data["paused"] = "false" })
-			r.User = "kubernetes-admin"
-			return r
-		}(), ""},
-		{"the kill switch, by a ServiceAccount of the same name elsewhere", func() Request {
-			r := cmDelete(killSwitch())
-			r.User = "system:serviceaccount:team-a:vpa-inplace-updater"
-			return r
-		}(), ""},
+		// The label is read on the object before the update too: a
+		// ConfigMap of the records' name that is not one (a kill switch
+		// whose name begins as the records' do) cannot be made one.
+		{"a ConfigMap of the records' name labelled as records", cmUpdate(unlabelled, func(cm *corev1.ConfigMap) {
+			cm.Labels = map[string]string{"vpa-inplace.dev/records": "memory"}
+		}), cmLabel},
+		{"records of another store's name", cmCreate(func() *corev1.ConfigMap {
+			cm := recordsConfigMap("infeasible")
+			cm.Labels["vpa-inplace.dev/records"] = "memory"
+			return cm
+		}()), cmStore},
+		{"records moved to another store by their label", cmUpdate(records, func(cm *corev1.ConfigMap) {
+			cm.Labels["vpa-inplace.dev/records"] = "memory"
+		}), cmStore},
+		{"records named after no store", cmCreate(func() *corev1.ConfigMap {
+			cm := recordsConfigMap("infeasible")
+			cm.Labels["vpa-inplace.dev/records"] = ""
+			return cm
+		}()), cmStore},
+		{"records created owned by another Lease", cmCreate(func() *corev1.ConfigMap {
+			cm := recordsConfigMap("infeasible")
+			cm.OwnerReferences = []metav1.OwnerReference{tenantLease}
+			return cm
+		}()), cmOwner},
+		{"records handed to another Lease", cmUpdate(records, func(cm *corev1.ConfigMap) {
+			cm.OwnerReferences = []metav1.OwnerReference{tenantLease}
+		}), cmOwner},
+		{"records of another Lease taken", cmUpdate(func() *corev1.ConfigMap {
+			cm := recordsConfigMap("infeasible")
+			cm.OwnerReferences = []metav1.OwnerReference{tenantLease}
+			return cm
+		}(), func(cm *corev1.ConfigMap) { cm.OwnerReferences = []metav1.OwnerReference{deployInstall.lease()} }), cmOwner},
+		{"records of another Lease deleted", cmDelete(func() *corev1.ConfigMap {
+			cm := recordsConfigMap("infeasible")
+			cm.OwnerReferences = []metav1.OwnerReference{tenantLease}
+			return cm
+		}()), cmOwner},
+		{"records owned by a Deployment of the Lease's name", cmCreate(func() *corev1.ConfigMap {
+			cm := recordsConfigMap("infeasible")
+			cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "vpa-inplace-updater", UID: "u"}}
+			return cm
+		}()), cmOwner},
+		{"the kill switch, by someone else", cmUpdate(killSwitch(), func(cm *corev1.ConfigMap) { cm.Data["paused"] = "false" }).by("kubernetes-admin"), ""},
+		{"the kill switch, by a ServiceAccount of the same name elsewhere", cmDelete(killSwitch()).by("system:serviceaccount:team-a:vpa-inplace-updater"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) { check(t, p, tc.req, tc.want) })
 	}
