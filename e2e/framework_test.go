@@ -197,6 +197,9 @@ type workload struct {
 	annotation map[string]string
 	// priorityClass names the pods' PriorityClass (none: priority 0).
 	priorityClass string
+	// readiness is the container's readiness probe (none: Ready once
+	// running).
+	readiness *corev1.Probe
 }
 
 func (w workload) deployment(ns string) *appsv1.Deployment {
@@ -219,10 +222,11 @@ func (w workload) deployment(ns string) *appsv1.Deployment {
 					TerminationGracePeriodSeconds: ptr.To[int64](1),
 					PriorityClassName:             w.priorityClass,
 					Containers: []corev1.Container{{
-						Name:         "app",
-						Image:        "registry.invalid/app:1",
-						Resources:    corev1.ResourceRequirements{Requests: w.requests, Limits: w.limits},
-						ResizePolicy: w.policy,
+						Name:           "app",
+						Image:          "registry.invalid/app:1",
+						Resources:      corev1.ResourceRequirements{Requests: w.requests, Limits: w.limits},
+						ResizePolicy:   w.policy,
+						ReadinessProbe: w.readiness,
 					}},
 				},
 			},

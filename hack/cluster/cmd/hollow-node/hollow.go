@@ -22,6 +22,8 @@
 //     memory limit decrease fails with "cannot decrease memory limits: missing pod memory
 //     usage". The containers' sum, or the annotation hollow-node.vpa-inplace.dev/memory-usage
 //     (the pod cgroup only), or --pod-memory-usage.
+//   - readiness that comes late (ready.go): an exec probe running "hollow-node-ready-after 90s"
+//     fails until the container has run that long (the fake runtime passes every exec)
 //   - container kills (kill.go): the annotation hollow-node.vpa-inplace.dev/kill makes the
 //     fake runtime end a running container as OOMKilled or Error (once, in a loop, or when
 //     its memory limit is lowered below what it needs); the kubelet restarts it with its
@@ -440,6 +442,7 @@ func startFakeRuntime(sock string, report bool, usage *usageTracker) (*fakeremot
 		rs = &reportingRuntime{res}
 	}
 	rs = &statsRuntime{RuntimeServiceServer: rs, fs: rt, usage: usage}
+	rs = &readyRuntime{RuntimeServiceServer: rs, fs: rt, now: time.Now}
 	kubeapi.RegisterRuntimeServiceServer(srv, rs)
 	kubeapi.RegisterImageServiceServer(srv, rt)
 	go func() { _ = srv.Serve(l) }()
