@@ -38,7 +38,7 @@ CLUSTER_SCOPED = {
 # (each binary then reads it from POD_NAMESPACE).
 NAMESPACE_FLAGS = {
     "updater": ("--leader-elect-resource-namespace=", "--config-map=", "--records-namespace="),
-    "admission-controller": ("--cert-secret-namespace=", "--cert-hosts="),
+    "admission-controller": ("--cert-secret-namespace=", "--cert-hosts=", "--records-namespace="),
 }
 USERNAME = re.compile(r"^request\.userInfo\.username == 'system:serviceaccount:([^:']+):([^:']+)'$")
 
