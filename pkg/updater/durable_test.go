@@ -21,7 +21,6 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/clock"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpafake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
@@ -102,16 +101,12 @@ func TestNoResizeBeforeRecordsAreLoaded(t *testing.T) {
 // records load when the clock has moved by the first delay, not before.
 func TestLoadIsRetriedUntilItSucceeds(t *testing.T) {
 	store := &failingLoad{InMemoryStore: records.NewInMemoryStore(), failures: 1}
-	var clk *afterCounting
-	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{store: store,
-		wrapClock: func(c clock.WithTicker) clock.WithTicker {
-			clk = &afterCounting{WithTicker: c}
-			return clk
-		}})
+	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")},
+		fixtureOpts{store: store, watchClock: true})
 	f.run()
 	// The clock is stepped once the backoff waits on it: a step before
 	// would be lost, and the retry come later than the delay.
-	require.Eventually(t, func() bool { return store.calls.Load() == 1 && clk.afters.Load() == 1 }, waitFor, every,
+	require.Eventually(t, func() bool { return store.calls.Load() == 1 && f.watched.afters() == 1 }, waitFor, every,
 		"one failed load, and its backoff begun")
 	// The clock moves 100 ms at a time until the load is tried again: the
 	// first delay is 1 s plus up to 10 % of jitter. On real time it would
@@ -128,19 +123,6 @@ func TestLoadIsRetriedUntilItSucceeds(t *testing.T) {
 	assert.GreaterOrEqual(t, stepped, time.Second)
 	assert.LessOrEqual(t, stepped, 1300*time.Millisecond)
 	assert.Eventually(t, func() bool { return len(f.resizePatches()) == 1 }, waitFor, every, "after one failed load and a backoff")
-}
-
-// afterCounting counts the waits begun on its clock's After (the load's
-// backoffs), each once it waits.
-type afterCounting struct {
-	clock.WithTicker
-	afters atomic.Int32
-}
-
-func (c *afterCounting) After(d time.Duration) <-chan time.Time {
-	ch := c.WithTicker.After(d)
-	c.afters.Add(1)
-	return ch
 }
 
 type failingLoad struct {

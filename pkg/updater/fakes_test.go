@@ -17,6 +17,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 )
@@ -84,6 +85,31 @@ func (r *eventRecorder) unread(kind string) []string {
 	}
 	r.read[kind] = seen
 	return out
+}
+
+// watchedClock is the controller's clock, telling a test when the
+// controller waits on it with After (the records load's backoffs), once it
+// waits. A test steps the fake clock once the wait it means to end has
+// begun: a step before it is lost, the wait counting from the stepped time.
+type watchedClock struct {
+	clock.WithTicker
+	mu    sync.Mutex
+	waits int
+}
+
+func (c *watchedClock) After(d time.Duration) <-chan time.Time {
+	ch := c.WithTicker.After(d)
+	c.mu.Lock()
+	c.waits++
+	c.mu.Unlock()
+	return ch
+}
+
+// afters returns how many After waits have begun.
+func (c *watchedClock) afters() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waits
 }
 
 // delays records the AddAfter calls of a queue, each once the queue has

@@ -21,7 +21,6 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -92,7 +91,9 @@ type fixture struct {
 	recorder *eventRecorder
 	// clock is the controller's one clock: its queues' delays pass
 	// only when a test steps it.
-	clock    *testingclock.FakeClock
+	clock *testingclock.FakeClock
+	// watched is the controller's clock with fixtureOpts.watchClock.
+	watched  *watchedClock
 	ctrl     *Controller
 	registry *prometheus.Registry
 	opts     fixtureOpts
@@ -121,9 +122,9 @@ type fixtureOpts struct {
 	serverMinor int
 	// wrapResolver, when set, wraps the fixture's resolver.
 	wrapResolver func(Resolver) Resolver
-	// wrapClock, when set, wraps the controller's clock (f.clock, which
-	// the test steps).
-	wrapClock func(clock.WithTicker) clock.WithTicker
+	// watchClock gives the controller f.clock through f.watched, which
+	// tells when the controller waits on it.
+	watchClock bool
 	// resolver replaces the label resolver, built on the VPA lister.
 	resolver func(testing.TB, cache.Indexer) Resolver
 	// usage tells the memory in use by containers; nil: unknown.
@@ -303,8 +304,9 @@ func newFixtureOn(t testing.TB, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	if o.calculator != nil {
 		deps.Calculator = o.calculator
 	}
-	if o.wrapClock != nil {
-		deps.Clock = o.wrapClock(deps.Clock)
+	if o.watchClock {
+		f.watched = &watchedClock{WithTicker: f.clock}
+		deps.Clock = f.watched
 	}
 	if o.wrapResolver != nil {
 		deps.Resolver = o.wrapResolver(deps.Resolver)
@@ -382,6 +384,22 @@ func (f *fixture) run() (stop func()) {
 // cmd/updater wires it.
 func (f *fixture) recordLive(owner records.Owner, uid types.UID) bool {
 	return f.ctrl.RecordLive(owner, uid)
+}
+
+// stepUntil steps the clock by d, and by d again until due holds: a
+// delayed item of a queue comes due at the step that passes its time, or
+// at a later one when the queue read the time just before that step and
+// set its timer after it (client-go's delaying queue then sees the item
+// due at its next heartbeat, every ten seconds of the clock).
+func (f *fixture) stepUntil(d time.Duration, due func() bool, msg string) {
+	f.t.Helper()
+	require.Eventually(f.t, func() bool {
+		if due() {
+			return true
+		}
+		f.clock.Step(d)
+		return false
+	}, waitFor, every, msg)
 }
 
 // queued drains the pod queue and returns the keys it held, sorted.

@@ -203,8 +203,8 @@ func TestResyncHonoursThePodBackoff(t *testing.T) {
 	f.ctrl.Resync(f.ctx)
 	require.NoError(t, f.ctrl.syncVPA(f.ctx, "default/web"))
 	assert.Zero(t, f.ctrl.queue.Len(), "the pod is not queued before its backoff ends")
-	f.clock.Step(200 * time.Millisecond) // the first backoff, on the queues' clock
-	assert.Eventually(t, func() bool { return f.ctrl.queue.Len() == 1 }, waitFor, every, "the backoff brings it back")
+	// The first backoff, on the queues' clock.
+	f.stepUntil(200*time.Millisecond, func() bool { return f.ctrl.queue.Len() == 1 }, "the backoff brings it back")
 }
 
 // TestDecisionLogLevel: a pod up to date, what most updates come to, is

@@ -170,8 +170,7 @@ func TestTheEndOfABoostAfterARestartFiresOnTheQueuesClock(t *testing.T) {
 
 	f.clock.Step(19 * time.Second)
 	assert.NotContains(t, f.queued(), "default/p", "not due yet")
-	f.clock.Step(time.Second)
-	require.Eventually(t, func() bool { return slices.Contains(f.queued(), "default/p") }, waitFor, every, "due on the queue's clock")
+	f.stepUntil(time.Second, func() bool { return slices.Contains(f.queued(), "default/p") }, "due on the queue's clock")
 	require.NoError(t, f.sync("p"))
 	require.Len(t, f.resizePatches(), 2)
 	assert.Contains(t, f.resizePatches()[1], `"cpu":"150m"`)

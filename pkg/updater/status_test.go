@@ -300,8 +300,7 @@ func TestFirstConditionWaitsForTheFirstPass(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the first pass did not start")
 	}
-	f.clock.Step(condition.Delay)
-	require.Eventually(t, func() bool { return f.ctrl.statusQueue.Len() == 1 }, waitFor, every,
+	f.stepUntil(condition.Delay, func() bool { return f.ctrl.statusQueue.Len() == 1 },
 		"the condition is due, and waits for the first pass")
 	gate.open()
 	require.Eventually(t, func() bool { return len(f.statusWrites()) > 0 }, waitFor, every)
