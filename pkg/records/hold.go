@@ -53,7 +53,7 @@ func (r *Record) HoldRemembered(first time.Duration) time.Time {
 
 // IsHeld tells whether a hold's value holds q: q is at or below it. The
 // updater's gate keeps a decrease to such a value back (the pod keeps
-// what it has; resize.Gate applies the same rule), and the admission
+// what it has; resize.Gate calls this too), and the admission
 // controller gives a new pod what the value was before the harm instead.
 // A value above it is not held: the recommendation has risen above it.
 func IsHeld(q, held resource.Quantity) bool { return q.Cmp(held) <= 0 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 )
 
@@ -260,7 +261,7 @@ func (g *Gate) apply(current, target resources.Resources) (resources.Resources, 
 		what := fmt.Sprintf("%s %s %s", c, list, name)
 		floor, held := Value(g.Hold, c, list, name)
 		switch {
-		case held && want.Cmp(floor) <= 0:
+		case held && records.IsHeld(*want, floor):
 			byHold = append(byHold, what)
 		case g.Wait != "":
 			byWait = append(byWait, what)
