@@ -22,8 +22,9 @@
 //     memory limit decrease fails with "cannot decrease memory limits: missing pod memory
 //     usage". The containers' sum, or the annotation hollow-node.vpa-inplace.dev/memory-usage
 //     (the pod cgroup only), or --pod-memory-usage.
-//   - readiness that comes late (ready.go): an exec probe running "hollow-node-ready-after 90s"
-//     fails until the container has run that long (the fake runtime passes every exec)
+//   - readiness that comes late (ready.go): a container whose readiness probe is the exec
+//     command "hollow-node-ready-after 90s" is not Ready until it has run that long (kubemark's
+//     prober marks every container Ready and runs no probe)
 //   - container kills (kill.go): the annotation hollow-node.vpa-inplace.dev/kill makes the
 //     fake runtime end a running container as OOMKilled or Error (once, in a loop, or when
 //     its memory limit is lowered below what it needs); the kubelet restarts it with its
@@ -442,7 +443,6 @@ func startFakeRuntime(sock string, report bool, usage *usageTracker) (*fakeremot
 		rs = &reportingRuntime{res}
 	}
 	rs = &statsRuntime{RuntimeServiceServer: rs, fs: rt, usage: usage}
-	rs = &readyRuntime{RuntimeServiceServer: rs, fs: rt, now: time.Now}
 	kubeapi.RegisterRuntimeServiceServer(srv, rs)
 	kubeapi.RegisterImageServiceServer(srv, rt)
 	go func() { _ = srv.Serve(l) }()
@@ -656,6 +656,9 @@ func main() {
 	klog.Infof("hollow-node %s (%s): cores=%d memory=%s reserved cpu=%s mem=%s static-cpu-manager=%v taints=%v root=%s report-runtime-resources=%v",
 		name, kubeletVersion, cores, memory, reservedCPU, reservedMem, staticCPU, taintSpecs, rootDir, report)
 	deps, run := newHollowKubelet(f, c, client, heartbeatClient, cadv, rt.ImageService, runtimeService, containerManager)
+	// Readiness: kubemark's stub marks every container Ready; ready.go delays the containers
+	// whose readiness probe asks for it.
+	deps.ProbeManager = probeManager{newReadyProber(time.Now)}
 	if events {
 		// The hollow kubelet's dependencies use record.FakeRecorder (no kubelet events in the
 		// API, and it also disables the /dev/kmsg OOM watcher). Let RunKubelet build the real

@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	kubeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	apitest "k8s.io/cri-api/pkg/apis/testing"
-	fakeremote "k8s.io/cri-client/pkg/fake"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 func TestParseReadyAfter(t *testing.T) {
@@ -39,38 +40,63 @@ func TestParseReadyAfter(t *testing.T) {
 	}
 }
 
-// The probe fails until the container instance has run for the duration,
-// and passes from then on; other commands are the fake runtime's.
-func TestReadyRuntimeExecSync(t *testing.T) {
-	rt := fakeremote.NewFakeRemoteRuntime()
+func execProbe(cmd ...string) *v1.Probe {
+	return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: cmd}}}
+}
+
+func running(name string, since time.Time) v1.ContainerStatus {
+	return v1.ContainerStatus{Name: name, State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(since)}}}
+}
+
+// A container with the command is Ready once its instance has run for the duration, and not
+// before; a restart starts the count again; a container without it is Ready as with
+// kubemark's stub (an HTTP probe is not run); a bad command is never Ready.
+func TestReadyProberUpdate(t *testing.T) {
 	start := time.Unix(1_800_000_000, 0)
-	rt.RuntimeService.Containers["c1"] = &apitest.FakeContainer{ContainerStatus: kubeapi.ContainerStatus{
-		Id: "c1", State: kubeapi.ContainerState_CONTAINER_RUNNING, StartedAt: start.UnixNano()}}
 	now := start
-	r := &readyRuntime{RuntimeServiceServer: rt, fs: rt, now: func() time.Time { return now }}
-	probe := func(id string, cmd ...string) int32 {
-		t.Helper()
-		resp, err := r.ExecSync(context.Background(), &kubeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd})
-		if err != nil {
-			t.Fatal(err)
+	p := newReadyProber(func() time.Time { return now })
+	m := probeManager{p}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: types.UID("u1")}, Spec: v1.PodSpec{Containers: []v1.Container{
+		{Name: "slow", ReadinessProbe: execProbe(ReadyAfterCommand, "90s")},
+		{Name: "web", ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/"}}}},
+		{Name: "bad", ReadinessProbe: execProbe(ReadyAfterCommand, "2h")},
+		{Name: "plain"},
+	}}}
+	status := func(slowStart time.Time) *v1.PodStatus {
+		return &v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{
+			running("slow", slowStart), running("web", start), running("bad", start), running("plain", start)}}
+	}
+	ready := func(s *v1.PodStatus) map[string]bool {
+		out := map[string]bool{}
+		for _, cs := range s.ContainerStatuses {
+			out[cs.Name] = cs.Ready
 		}
-		return resp.ExitCode
+		return out
+	}
+	check := func(when string, s *v1.PodStatus, want map[string]bool) {
+		t.Helper()
+		m.UpdatePodStatus(context.Background(), pod, s)
+		got := ready(s)
+		for name, w := range want {
+			if got[name] != w {
+				t.Errorf("%s: %s Ready=%v, want %v", when, name, got[name], w)
+			}
+		}
 	}
 	now = start.Add(89 * time.Second)
-	if got := probe("c1", ReadyAfterCommand, "90s"); got != 1 {
-		t.Errorf("after 89s: exit code %d, want 1", got)
-	}
+	check("after 89s", status(start), map[string]bool{"slow": false, "web": true, "bad": false, "plain": true})
 	now = start.Add(90 * time.Second)
-	if got := probe("c1", ReadyAfterCommand, "90s"); got != 0 {
-		t.Errorf("after 90s: exit code %d, want 0", got)
+	check("after 90s", status(start), map[string]bool{"slow": true, "web": true, "bad": false, "plain": true})
+	check("restarted 10s ago", status(now.Add(-10*time.Second)), map[string]bool{"slow": false})
+	waiting := status(start)
+	waiting.ContainerStatuses[0].State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	check("not running", waiting, map[string]bool{"slow": false})
+
+	if !p.warned[pod.UID] {
+		t.Error("the bad command was not reported")
 	}
-	if got := probe("gone", ReadyAfterCommand, "0s"); got != 1 {
-		t.Errorf("a container not running: exit code %d, want 1", got)
-	}
-	if got := probe("c1", ReadyAfterCommand, "2h"); got != 2 {
-		t.Errorf("a bad duration: exit code %d, want 2", got)
-	}
-	if got := probe("c1", "true"); got != 0 {
-		t.Errorf("another command: exit code %d, want the fake's 0", got)
+	m.CleanupPods(map[types.UID]sets.Empty{})
+	if len(p.warned) != 0 {
+		t.Errorf("CleanupPods kept %v", p.warned)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	cadvisorapi "github.com/google/cadvisor/lib/model"
 	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	internalapi "k8s.io/cri-api/pkg/apis"
@@ -136,4 +138,15 @@ func newHollowKubelet(f *options.KubeletFlags, c *kubeletconfig.KubeletConfigura
 		}
 	}
 	return deps, run
+}
+
+// probeManager is readyProber with this kubelet's prober.Manager method set (ready.go).
+type probeManager struct{ *readyProber }
+
+func (probeManager) AddPod(context.Context, *v1.Pod)                {}
+func (probeManager) StopLivenessAndStartup(*v1.Pod)                 {}
+func (m probeManager) RemovePod(pod *v1.Pod)                        { m.forget(pod) }
+func (m probeManager) CleanupPods(desired map[types.UID]sets.Empty) { m.keepOnly(desired) }
+func (m probeManager) UpdatePodStatus(_ context.Context, pod *v1.Pod, s *v1.PodStatus) {
+	m.update(pod, s)
 }

@@ -12,6 +12,8 @@ import (
 	cadvisorapiv2 "github.com/google/cadvisor/info/v2"
 	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	clientset "k8s.io/client-go/kubernetes"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	remote "k8s.io/cri-client/pkg"
@@ -80,4 +82,15 @@ func newHollowKubelet(f *options.KubeletFlags, c *kubeletconfig.KubeletConfigura
 	containers cm.ContainerManager) (*kubelet.Dependencies, func(context.Context)) {
 	hk := kubemark.NewHollowKubelet(f, c, client, heartbeat, cadv, images, runtime, containers)
 	return hk.KubeletDeps, hk.Run
+}
+
+// probeManager is readyProber with this kubelet's prober.Manager method set (ready.go).
+type probeManager struct{ *readyProber }
+
+func (probeManager) AddPod(context.Context, *v1.Pod)                {}
+func (probeManager) StopLivenessAndStartup(*v1.Pod)                 {}
+func (m probeManager) RemovePod(pod *v1.Pod)                        { m.forget(pod) }
+func (m probeManager) CleanupPods(desired map[types.UID]sets.Empty) { m.keepOnly(desired) }
+func (m probeManager) UpdatePodStatus(_ context.Context, pod *v1.Pod, s *v1.PodStatus) {
+	m.update(pod, s)
 }
