@@ -16,23 +16,24 @@
 # on VPAs seconds old, which the default would hold for an hour
 # (docs/resize-timing.md).
 #
-# Profiles (hack/cluster/up.sh): v1.37 (control plane and kubelets v1.37:
-# the whole suite), v1.35-kubelet (kubelets v1.35: the whole suite),
-# v1.37-preemption (v1.37 with
-# InPlacePodVerticalScalingSchedulerPreemption on every component, running
-# the resize-preemption and Deferred tests only: preemption_tests below),
-# v1.38 (control plane and kubelets v1.38.0-beta.0: the whole suite, on
-# demand, E2E_PROFILES=v1.38, until it has run green here; its required tests
-# are core_v137 below) and v1.34 (control plane and kubelets v1.34),
-# which runs the AEP core scenarios only (profile_tests below) and is not a
-# default profile: `make e2e-v1.34` (its cold build does not fit CI's budget). A test a
-# profile's Kubernetes cannot run skips and says why; every skip is listed in
-# the profile's summary and never counts as a pass, and a skip of a test the
-# profile must run (required_tests) fails the profile. core_v137 and
-# kubelet_v135 below are the shorter lists v1.37 and v1.35-kubelet are to run
-# once v1.38 runs the whole suite in CI (docs/testing.md).
+# Profiles (hack/cluster/up.sh), in the order they run by default:
+# v1.37 (control plane and kubelets v1.37: the 1.37 column of the versions
+# table and the chart's install, core_v137 below), v1.38 (control plane and
+# kubelets v1.38.0-beta.0: the whole suite, the steady scenario and the
+# install phase), v1.35-kubelet (kubelets v1.35 under the v1.37 control
+# plane: the 1.35 column, kubelet_v135 below), v1.37-preemption (v1.37 with
+# InPlacePodVerticalScalingSchedulerPreemption on every component: the
+# resize-preemption and Deferred tests, preemption_tests below) and v1.34
+# (control plane and kubelets v1.34), which runs the AEP core scenarios only
+# (core_v134) and is not a default profile: `make e2e-v1.34` (its cold build
+# does not fit CI's budget). A test a profile's Kubernetes cannot run skips
+# and says why; every skip is listed in the profile's summary and never
+# counts as a pass, and a skip of a test the profile must run
+# (required_tests) fails the profile. While the first profile runs, the
+# binaries of the others are built in the background, at a lower priority
+# (its tests mostly wait on the cluster; a cold build is CPU-bound).
 #
-# Env: E2E_PROFILES (default "v1.37 v1.35-kubelet v1.37-preemption"), E2E_RUN (go test -run
+# Env: E2E_PROFILES (default "v1.37 v1.38 v1.35-kubelet v1.37-preemption"), E2E_RUN (go test -run
 # pattern, within each profile's tests), E2E_KEEP=1 keeps the last cluster running for inspection,
 # E2E_DEPLOY_FROM=deploy applies deploy/overlays/local instead of the chart,
 # E2E_STEADY_DURATION (default 10m; empty: not run) how long the steady-usage scenario counts resizes,
@@ -51,7 +52,7 @@ set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-profiles=${E2E_PROFILES:-"v1.37 v1.35-kubelet v1.37-preemption"}
+profiles=${E2E_PROFILES:-"v1.37 v1.38 v1.35-kubelet v1.37-preemption"}
 # The namespace of the steady-usage scenario (e2e/recommender_test.go).
 steady_namespace=e2e-steady
 # The namespace an updater with --vpa-object-namespace serves, started by
@@ -107,19 +108,22 @@ readonly preemption_tests='^(TestResizePreemptionMadeVisible|TestFitsNodeResizeC
 # use, pod-level resources moved with the containers, sidecars, suspended
 # Jobs' templates written, Deferred resizes waited for, resize preemption off,
 # LimitRanger checking a resize whole (1.38 checks only what it changes); the
-# chart installs. The v1.38 profile runs these and every other test.
+# chart installs. The v1.38 profile runs these and every other test; a skip
+# of one of these fails v1.37 and v1.38.
 readonly core_v137='^(TestBasicInPlaceUpdate|TestIndefiniteWaitForDeferredUpdate|TestInfeasibleResizeHandling|TestInfeasiblePatchRejectionWithNodeCapacityCause|TestNoEvictionOnFailure|TestVPAConditionInfeasible|TestKubeletRefusedMemoryLimitDecrease|TestMetricsAPIKeepsMemoryLimitAboveUsage|TestPodLevelResourcesResizedInPlace|TestSidecarResizedInPlace|TestSuspendedJobStartsRightSized|TestCronJobsSuspendedJobGetsTheCronJobVPA|TestSuspendedJobRefusalIsReportedOnce|TestDeferredResizeCompletesWhenCapacityFrees|TestVPAConditionDeferred|TestResizePreemptionMadeVisible|TestChartInstall)$'
 # The 1.35 column: what kubelets of 1.35 (under a 1.37 control plane without
 # PodResizeValidator) do differently: over-capacity resizes accepted and
 # marked Infeasible by the kubelet, recorded, not retried, across an updater
 # restart; the kubelet's refusal of a memory limit below usage; pod-level
 # resources kept with kubelets that do not declare the feature; sidecars;
-# Deferred resizes.
+# Deferred resizes. A skip of one fails the profile.
 readonly kubelet_v135='^(TestBasicInPlaceUpdate|TestIndefiniteWaitForDeferredUpdate|TestInfeasibleResizeHandling|TestInfeasibleStatusStorage|TestNoEvictionOnFailure|TestVPAConditionInfeasible|TestInfeasibleRecordSurvivesRestart|TestNoRetryForUnchangedRecommendation|TestKubeletRefusedMemoryLimitDecrease|TestMetricsAPIKeepsMemoryLimitAboveUsage|TestPodLevelResourcesResizedInPlace|TestSidecarResizedInPlace|TestSuspendedJobStartsRightSized|TestCronJobsSuspendedJobGetsTheCronJobVPA|TestSuspendedJobRefusalIsReportedOnce|TestDeferredResizeCompletesWhenCapacityFrees|TestVPAConditionDeferred|TestResizePreemptionMadeVisible)$'
 # profile_tests PROFILE: the tests a profile runs (a pattern; empty: all).
 profile_tests() {
   case $1 in
     v1.34) echo "${core_v134}" ;;
+    v1.37) echo "${core_v137}" ;;
+    v1.35-kubelet) echo "${kubelet_v135}" ;;
     v1.37-preemption) echo "${preemption_tests}" ;;
     *) echo "" ;;
   esac
@@ -130,7 +134,8 @@ profile_tests() {
 required_tests() {
   case $1 in
     v1.34) echo "${core_v134}" ;;
-    v1.38) echo "${core_v137}" ;;
+    v1.37 | v1.38) echo "${core_v137}" ;;
+    v1.35-kubelet) echo "${kubelet_v135}" ;;
     v1.37-preemption) echo "${preemption_tests}" ;;
     *) echo '^$' ;;
   esac
@@ -211,6 +216,7 @@ wait_ready() { # name url
 }
 
 pids=()
+prebuild_pid=
 stop_binaries() {
   local p f
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -226,6 +232,7 @@ stop_binaries() {
 
 cleanup() {
   stop_binaries
+  if [[ -n ${prebuild_pid} ]]; then kill -- "-${prebuild_pid}" 2>/dev/null || true; fi
   if [[ ${E2E_KEEP:-0} != 1 ]]; then
     hack/cluster/down.sh --purge >/dev/null 2>&1 || true
   fi
@@ -392,10 +399,34 @@ run_profile() {
   return "${rc}"
 }
 
-failed=()
+# prebuild: builds the cluster binaries of the profiles after the first in the
+# background, at a lower priority, in a session of its own (stopped with the
+# suite). build.sh locks each set: a profile whose set is still being built
+# waits for it, then finds it built.
+prebuild() {
+  local p c first=1 seen=" " later=()
+  for p in ${profiles}; do
+    c=$(cluster_profile "${p}")
+    if ((first)); then first=0 seen+="${c} " && continue; fi
+    [[ ${seen} == *" ${c} "* ]] && continue
+    seen+="${c} " later+=("${c}")
+  done
+  ((${#later[@]} > 0)) || return 0
+  mkdir -p _output/e2e
+  echo "== building the cluster binaries of ${later[*]} in the background (_output/e2e/prebuild.log)"
+  setsid bash -c 'for c in "$@"; do nice -n 10 hack/cluster/build.sh "${c}" || exit 1; done' prebuild "${later[@]}" \
+    >_output/e2e/prebuild.log 2>&1 &
+  prebuild_pid=$!
+}
+prebuild
+
+failed=() took=()
 for profile in ${profiles}; do
+  t0=$(date +%s)
   run_profile "${profile}" || failed+=("${profile}")
+  took+=("${profile} $(($(date +%s) - t0))s")
 done
+echo "== profile times: $(IFS=','; echo "${took[*]}" | sed 's/,/, /g')"
 if ((${#failed[@]} > 0)); then
   echo "e2e FAILED on: ${failed[*]}" >&2
   exit 1

@@ -91,8 +91,11 @@ build_set() { # set dest-tmp
 
 prune() { # set: keep the $CLUSTER_BIN_KEEP (3) most recent directories of a set
   local set=$1
+  # Only the set's own directories, <set>-<sha256>: "control-plane-" also begins the names of
+  # control-plane-v1.34's and control-plane-v1.38's.
   # shellcheck disable=SC2012
-  ls -1dt "${CLUSTER_BIN_ROOT}/${set}-"* 2>/dev/null | tail -n +$((${CLUSTER_BIN_KEEP:-3} + 1)) | while read -r old; do
+  ls -1dt "${CLUSTER_BIN_ROOT}/${set}-"* 2>/dev/null | { grep -E "/${set}-[0-9a-f]{64}\$" || true; } |
+    tail -n +$((${CLUSTER_BIN_KEEP:-3} + 1)) | while read -r old; do
     cluster::log "removing old build ${old}"
     rm -rf "${old}"
   done
