@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Unit tests of the product module. Prints go test's own summary lines.
+# Unit tests of the product module and of the local cluster's hollow node.
+# Prints go test's own summary lines.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 
 go test -race -count=1 ./cmd/... ./pkg/... ./hack/demo/
+# The hollow node's own models (readiness, kills, usage): a module of its own,
+# hack/cluster, built with the v1.37 kubelet code the local cluster runs.
+(cd hack/cluster && go test -count=1 ./cmd/hollow-node/)
 # A short fuzz run of the admission webhook's request handling.
 go test -run '^$' -fuzz '^FuzzHandleAdmissionReview$' -fuzztime 10000x -parallel 2 ./pkg/admission/
 # Its fast decoders against the reference, and its patch writer against

@@ -150,3 +150,13 @@ func (m probeManager) CleanupPods(desired map[types.UID]sets.Empty) { m.keepOnly
 func (m probeManager) UpdatePodStatus(_ context.Context, pod *v1.Pod, s *v1.PodStatus) {
 	m.update(pod, s)
 }
+
+// AllocationMode: the 1.38 kubelet asks its container manager whether a resource is allocated
+// exclusively (1.37 read the CPU manager policy from GetNodeConfig) before it lets a Guaranteed
+// pod's CPU be resized; with --fake-static-cpu-manager, CPU is, as under the static policy.
+func (r *hollowCM) AllocationMode(res v1.ResourceName) cm.ResourceAllocationMode {
+	if r.staticCPUPolicy && res == v1.ResourceCPU {
+		return cm.ResourceAllocationModeExclusive
+	}
+	return r.ContainerManager.AllocationMode(res)
+}
