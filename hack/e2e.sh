@@ -273,7 +273,7 @@ cd ${root}
 POD_NAME=updater-${replica} nohup _output/bin/updater --kubeconfig="${out}/updater.kubeconfig" --feature-gates=InPlace=true,CPUStartupBoost=true \\
   --ignored-vpa-object-namespaces=${steady_namespace},${scoped_namespace} --updater-interval=5s --deferred-warning-after=5s --restart-min-ready=10s --decrease-min-history=0 --address="127.0.0.1:${port}" \\
   --canary=off --resize-observation-window=20s \\
-  --leader-elect-lease-duration=6s --leader-elect-renew-deadline=4s --leader-elect-retry-period=1s \\
+  --leader-elect-lease-duration=12s --leader-elect-renew-deadline=9s --leader-elect-retry-period=1s \\
   -v=2 >>"${logs}/updater-${replica}.log" 2>&1 &
 echo \$! >"\${pidfile}"
 for ((i = 0; i < 240; i++)); do
@@ -323,8 +323,10 @@ run_profile() {
   # Each updater replica is started by a generated script that tests run
   # again to restart it (SIGTERM releases the lease; same flags, same port).
   # Replica "a" runs for the whole suite; replica "b" is started by the
-  # failover test only. Short lease timings keep a takeover after a crash
-  # within seconds.
+  # failover test only. Lease timings shorter than the defaults (15s, 10s,
+  # 2s) keep a takeover after a crash within seconds; the renew deadline
+  # stays long enough for a busy API server (a replica that cannot renew in
+  # time exits, as it would in its pod, and nothing here starts it again).
   write_updater_script "${logs}" a "${updater_metrics}" "${out}"
   write_updater_script "${logs}" b "${standby_metrics}" "${out}"
   "${logs}/restart-updater-a.sh"
@@ -371,6 +373,12 @@ run_profile() {
     fi
     echo "== profile ${profile}: suite"
     summarize "${logs}/go-test.log" "${profile}" || rc=1
+    # Tests restart replica "a"; none leaves it stopped. When it is gone, the
+    # tests after its exit had no updater: say why it ended.
+    if ! kill -0 "$(cat "${logs}/updater-a.pid" 2>/dev/null || echo 0)" 2>/dev/null; then
+      echo "== profile ${profile}: updater-a was not running at the end of the suite; the end of its log:"
+      tail -n 5 "${logs}/updater-a.log" | cut -c1-300
+    fi
   fi
   stop_binaries
   if ((${#install_run[@]} > 0)); then
