@@ -58,6 +58,10 @@ steady_namespace=e2e-steady
 # The namespace an updater with --vpa-object-namespace serves, started by
 # its test (e2e/capacity_test.go); the suite's updater ignores it.
 scoped_namespace=e2e-scoped
+# The nodes every profile's cluster starts with (hack/cluster/up.sh): what
+# the caller set, or up.sh's default. A profile's env.sh exports the node
+# names without their kinds; the next profile must not take those.
+readonly cluster_nodes=${CLUSTER_NODES-}
 # The suite's cluster lives apart from the one `make cluster-up` starts.
 export CLUSTER_DIR=${E2E_CLUSTER_DIR:-${root}/_output/e2e/cluster}
 # The cluster runs metrics-server and the upstream recommender. The recommender
@@ -299,7 +303,7 @@ run_profile() {
   local cluster gates
   cluster=$(cluster_profile "${profile}") gates=$(feature_gates "${profile}")
   echo "== profile ${profile}: cluster up (cluster profile ${cluster}${gates:+, feature gates ${gates}})"
-  CLUSTER_PROFILE=${cluster} CLUSTER_FEATURE_GATES=${gates} hack/cluster/up.sh
+  CLUSTER_PROFILE=${cluster} CLUSTER_FEATURE_GATES=${gates} CLUSTER_NODES=${cluster_nodes} hack/cluster/up.sh
   # shellcheck disable=SC1091
   source "${CLUSTER_DIR}/env.sh"
 
