@@ -30,6 +30,10 @@ import (
 // (mode Off) carrying a record for another tenant's pod, and one carrying
 // quantities that take minutes to parse, hold nothing back after the updater
 // restarts: the other tenant's pod is resized as soon as it is recommended.
+// webhookTimeout is the timeoutSeconds of the chart's webhooks (values.yaml,
+// deploy/base/admission-controller/webhooks.yaml).
+const webhookTimeout = 5 * time.Second
+
 func TestHostileAnnotationsHoldNothingBack(t *testing.T) {
 	script := os.Getenv("E2E_UPDATER_RESTART")
 	if script == "" {
@@ -228,7 +232,13 @@ func TestHostileOwnerReferencesHoldNoOneBack(t *testing.T) {
 	t.Logf("hostile pods: %d created in %s (%.1f/s), %d creations failed; victim VPA CREATE: median %s, max %s; resize %s after the recommendation",
 		created.Load(), loadFor.Round(time.Second), float64(created.Load())/loadFor.Seconds(), failed.Load(),
 		vpaTimes[len(vpaTimes)/2].Round(time.Millisecond), vpaTimes[len(vpaTimes)-1].Round(time.Millisecond), resized.Round(10*time.Millisecond))
-	assert.Less(t, vpaTimes[len(vpaTimes)-1], 2*time.Second, "no VPA write of the victim waits on the hostile tenant")
-	assert.Less(t, resized, 15*time.Second, "nothing the hostile tenant does delays the victim's resize")
+	// The bounds are what waiting on the hostile tenant would cost, not how
+	// fast a busy machine answers: a VPA write queued behind the hostile
+	// pods' owner reads reaches the webhook's timeout (5 s, then refused);
+	// the updater reading their owners at its client's QPS before the
+	// victim's pod would resize it minutes late (the hostile pods name 32
+	// owners each). The figures are logged above.
+	assert.Less(t, vpaTimes[len(vpaTimes)-1], webhookTimeout, "no VPA write of the victim waits on the hostile tenant")
+	assert.Less(t, resized, 45*time.Second, "nothing the hostile tenant does delays the victim's resize")
 	assert.Zero(t, failed.Load(), "the hostile pods themselves are admitted (the pod webhook fails open, and answers)")
 }
