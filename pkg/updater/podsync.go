@@ -137,6 +137,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		ReversalHold:      c.cfg.ReversalHold,
 		Now:               c.now(),
 		Revert:            reverting,
+		JVM:               c.jvmOf(ctx, pod, vpa),
 	}}
 	a.in.NodeFeatures, a.in.NodeKnown = c.nodeFeatures(pod)
 	if c.usage != nil && resize.NeedsMemoryUsage(pod, desired, c.cfg.ServerMinor) {
@@ -182,9 +183,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		st.Values = pod.Spec.NodeName
 	}
 	if st != nil {
-		*st = again.state(*st)
+		*st = c.flooredState(pod, desired, again.state(*st))
 		c.report(ctx, pod, vpa, *st, status)
 	}
+	c.reportFloored(ctx, pod, vpa, d, desired)
 	if d.Gated != "" {
 		// After the report: the pod's state is the one its note is kept
 		// with.
