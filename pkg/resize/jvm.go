@@ -403,21 +403,22 @@ func (j *JVM) heapNotes(pod *corev1.Pod, target resources.Resources) []string {
 		restart := policyFor(c, corev1.ResourceMemory) == corev1.RestartContainer
 		if restart && r.Heap.FromLimit() {
 			if h, err := r.Heap.Bytes(want.Value()); err == nil {
-				notes = append(notes, fmt.Sprintf("container %s: heap %s after the restart this resize causes (%s)", c.Name, bytesText(h), r.Heap))
+				notes = append(notes, fmt.Sprintf("container %s: heap %s after the restart this resize causes (%s)", c.Name, bytesText(h), whence(r, want.Value())))
 			}
 			continue
 		}
-		h, err := j.heapAt(r, j.LimitAtStart[c.Name])
+		basis := j.LimitAtStart[c.Name]
+		h, err := j.heapAt(r, basis)
 		if err != nil {
 			continue
 		}
 		switch {
 		case restart:
-			notes = append(notes, fmt.Sprintf("container %s: heap stays %s (%s), also after the restart this resize causes", c.Name, bytesText(h), r.Heap))
+			notes = append(notes, fmt.Sprintf("container %s: heap stays %s (%s), also after the restart this resize causes", c.Name, bytesText(h), whence(r, basis)))
 		case r.Heap.FromLimit():
-			notes = append(notes, fmt.Sprintf("container %s: heap stays %s until the container restarts (%s)", c.Name, bytesText(h), r.Heap))
+			notes = append(notes, fmt.Sprintf("container %s: heap stays %s until the container restarts (%s)", c.Name, bytesText(h), whence(r, basis)))
 		default:
-			notes = append(notes, fmt.Sprintf("container %s: heap stays %s until the container restarts with other options (%s)", c.Name, bytesText(h), r.Heap))
+			notes = append(notes, fmt.Sprintf("container %s: heap stays %s until the container restarts with other options (%s)", c.Name, bytesText(h), whence(r, basis)))
 		}
 	}
 	return notes
