@@ -1,6 +1,11 @@
 package jvm
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // Needed says what of a container's command, args, env and envFrom Inspect
 // reads, whether its VPA declares it or not: what a cache of pods must keep
@@ -22,6 +27,14 @@ const (
 // envFrom: Inspect of c without them (or with its envFrom only) says what
 // it says of c, declared or not, unless it needs all of them.
 func SpecNeeded(c *corev1.Container) Needed {
+	if showsNothing(c) {
+		return NeedNothing
+	}
+	return specNeeded(c)
+}
+
+// specNeeded is SpecNeeded by Inspect alone.
+func specNeeded(c *corev1.Container) Needed {
 	if Inspect(c, nil).JVM {
 		return NeedAll
 	}
@@ -35,4 +48,28 @@ func SpecNeeded(c *corev1.Container) Needed {
 		return NeedEnvFrom
 	}
 	return NeedAll
+}
+
+// showsNothing tells, cheaply, that Inspect reads nothing of c's command,
+// args, env and envFrom, declared or not (most containers): its env is
+// within bounds and sets no variable the JVM reads, it has no envFrom, and
+// no argument names java or refers to a variable. A container it does not
+// tell of is asked of Inspect.
+func showsNothing(c *corev1.Container) bool {
+	if len(c.EnvFrom) > 0 || len(c.Env) > MaxEnv {
+		return false
+	}
+	for i := range c.Env {
+		if slices.Contains(readVariables, c.Env[i].Name) {
+			return false
+		}
+	}
+	for _, list := range [][]string{c.Command, c.Args} {
+		for _, a := range list {
+			if strings.Contains(a, "java") || strings.Contains(a, "$(") {
+				return false
+			}
+		}
+	}
+	return true
 }
