@@ -68,6 +68,10 @@ const (
 	// (MaxWatchLowerings, MaxWatchRestarts, a container's name, a count
 	// below 0, a time too far from the record's).
 	DropBadWatch DropReason = "BadWatch"
+	// DropBadStarts: the restart counts of a limit at start
+	// (Record.Starts) are missing on a KindLimitAtStart record, present on
+	// another kind, or do not name exactly its containers' memory limits.
+	DropBadStarts DropReason = "BadStarts"
 	// DropBadTime: the record's time is not an RFC 3339 time.
 	DropBadTime DropReason = "BadTime"
 	// DropFuture: the record's time is more than FutureSkew ahead.
@@ -150,6 +154,8 @@ type rawAttempt struct {
 	// Watch is Record.Watch (watch.go); absent but for KindWatch and
 	// KindCanary.
 	Watch *rawWatch `json:"watch"`
+	// Starts is Record.Starts; absent but for KindLimitAtStart.
+	Starts map[string]int32 `json:"starts"`
 }
 
 type rawRequirements struct {
@@ -280,7 +286,7 @@ func (d *decoder) add(key string, attempt int, at time.Time, timeErr error, gene
 	}
 	d.kept++
 	r := &Record{Kind: a.Kind, Attempted: a.Attempted, Message: a.Message, RecordedAt: at, Generation: max(generation, 0), From: a.From,
-		Since: a.Since, Until: a.Until, Holds: a.Holds}
+		Since: a.Since, Until: a.Until, Holds: a.Holds, Starts: a.Starts}
 	if w := d.watches[attempt]; w != nil {
 		r.Watch = w.at(at)
 		if !d.opts.Now.IsZero() && r.Watch.latest().After(d.opts.Now.Add(FutureSkew)) {
@@ -321,11 +327,14 @@ func parseAttempt(a rawAttempt) (*Record, *relWatch, DropReason) {
 	if reason != "" {
 		return nil, nil, reason
 	}
+	if !validStarts(a.Kind, a.Starts, attempted) {
+		return nil, nil, DropBadStarts
+	}
 	msg := strings.ToValidUTF8(truncate(a.Message, maxMessageBytes), "?")
 	// A count past the bound is the bound: the hold's length stops growing
 	// long before.
 	holds := min(max(a.Holds, 0), MaxHolds)
-	return &Record{Kind: a.Kind, Attempted: attempted, Message: msg, From: from, Since: since, Until: until, Holds: holds}, w, ""
+	return &Record{Kind: a.Kind, Attempted: attempted, Message: msg, From: from, Since: since, Until: until, Holds: holds, Starts: a.Starts}, w, ""
 }
 
 // maxUnixSeconds bounds the times of an attempt: the year 5138, far past
@@ -375,7 +384,8 @@ func parseResources(raw map[string]rawRequirements) (resources.Resources, bool) 
 // encoders leave out (and hold in memory only) a record the decoder would
 // drop, rather than write it to be dropped at the next load.
 func encodable(r *Record) bool {
-	if !knownKind(r.Kind) || len(r.Attempted) == 0 || !encodableResources(r.Attempted) || !encodableWatch(r) {
+	if !knownKind(r.Kind) || len(r.Attempted) == 0 || !encodableResources(r.Attempted) || !encodableWatch(r) ||
+		!validStarts(r.Kind, r.Starts, r.Attempted) {
 		return false
 	}
 	return len(r.From) == 0 || encodableResources(r.From)
@@ -450,7 +460,7 @@ func parseTime(s string) (time.Time, error) {
 func knownKind(k Kind) bool {
 	switch k {
 	case KindInfeasible, KindNodeCapacity, KindInvalid, KindJobRejected, KindJobUnsupported,
-		KindMemoryLimitRefused, KindMemoryLimitUnsafe, KindCanary, KindRevert, KindHarmHold, KindWatch:
+		KindMemoryLimitRefused, KindMemoryLimitUnsafe, KindCanary, KindRevert, KindHarmHold, KindWatch, KindLimitAtStart:
 		return true
 	}
 	return false

@@ -89,6 +89,13 @@ const (
 	// (Watch, watch.go); a canary's record keeps its Watch too. Keyed by
 	// the pod's UID.
 	KindWatch Kind = "Watch"
+
+	// KindLimitAtStart (a store of its own, StoreJVM): Attempted holds,
+	// per container, the memory limit in force when the container last
+	// started, and Starts the restart count of that start (start.go): what
+	// a JVM's heap sized from its limit was sized from. Keyed by the
+	// pod's UID.
+	KindLimitAtStart Kind = "LimitAtStart"
 )
 
 // Record is one remembered attempt.
@@ -122,6 +129,10 @@ type Record struct {
 	// KindCanary); nil for the other kinds, and for a canary's record
 	// written by a version that kept none.
 	Watch *Watch
+	// Starts are, per container of Attempted, the restart count of the
+	// start whose memory limit Attempted holds (KindLimitAtStart); nil for
+	// the other kinds.
+	Starts map[string]int32
 }
 
 // ContainerMemoryLimit returns the memory limit the record holds for a
