@@ -83,8 +83,10 @@ func (c *Calculator) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler
 	if vpa.Status.Recommendation == nil || len(vpa.Status.Recommendation.ContainerRecommendations) == 0 {
 		return Desired{}, nil
 	}
-	// Upstream's processing finds sidecars only among the containers.
-	view := withSidecars(pod)
+	// Upstream's processing finds sidecars only among the containers, and
+	// takes a limit of 0 the kubelet reports for one the container lacks
+	// for a limit (zerolimits.go).
+	view := withoutReportedZeroLimits(withSidecars(pod))
 	processed, annotations, err := c.processor.Apply(vpa, view)
 	if err != nil {
 		return nil, fmt.Errorf("capping recommendation: %w", err)

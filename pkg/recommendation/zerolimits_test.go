@@ -1,0 +1,81 @@
+package recommendation
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+)
+
+// A kubelet whose runtime reports no resources reads a container's absent
+// memory limit as 0 when the container has a cpu limit (1.37, 1.38). That
+// reported 0 is no limit: a container whose VPA controls only its requests
+// gets the recommended request, not one capped to 0; one whose VPA
+// controls its limits too is given no memory limit.
+func TestReportedZeroLimitIsNoLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		pod          *corev1.Pod
+		requestsOnly bool
+		// wantLimits: the app's limits (RequestsAndLimits).
+		wantLimits corev1.ResourceList
+	}{
+		{"requests only", testpod.New("p").Container("app", "100m", "100Mi").Limits("app", "1", "").Running().
+			ReportedLimits("app", "1", "0").Obj(), true, nil},
+		{"a sidecar's, requests only", testpod.New("p").Container("main", "100m", "100Mi").Sidecar("app", "100m", "100Mi").
+			Limits("app", "1", "").Running().ReportedLimits("app", "1", "0").Obj(), true, nil},
+		{"requests and limits: no memory limit", testpod.New("p").Container("app", "100m", "100Mi").Limits("app", "1", "").Running().
+			ReportedLimits("app", "1", "0").Obj(), false, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vpa := testvpa.New("v").InPlace().Recommend("app", "100m", "200Mi")
+			if tc.requestsOnly {
+				vpa.RequestsOnly("app")
+			}
+			before := tc.pod.DeepCopy()
+			d, err := NewCalculator(limitrange.NewNoopLimitsCalculator()).ForPod(tc.pod, vpa.Obj())
+			require.NoError(t, err)
+			require.Contains(t, d, "app")
+			assert.Equal(t, "200Mi", ptrQ(d["app"].Requests[corev1.ResourceMemory]).String())
+			assert.Equal(t, "100m", ptrQ(d["app"].Requests[corev1.ResourceCPU]).String())
+			assert.Equal(t, len(tc.wantLimits), len(d["app"].Limits), "limits %v", d["app"].Limits)
+			for r, q := range tc.wantLimits {
+				assert.Equal(t, q.String(), ptrQ(d["app"].Limits[r]).String(), "%s limit", r)
+			}
+			assert.Equal(t, before, tc.pod, "the pod is not changed")
+		})
+	}
+}
+
+// The end-to-end case that showed it: a pod admitted before its
+// namespace's LimitRange, whose cpu limit is 10 times its request, on a
+// node whose kubelet reports its absent memory limit as 0. Its VPA
+// controls requests only, keeps the cpu and raises the memory: the cpu
+// request is raised to the limit over the ratio, the memory follows the
+// recommendation.
+func TestRequestsOnlyOnAReportedZeroLimitWithinALimitRange(t *testing.T) {
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "ratio", Namespace: "default"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+		Type: corev1.LimitTypeContainer, MaxLimitRequestRatio: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}}}}
+	require.NoError(t, factory.Core().V1().LimitRanges().Informer().GetIndexer().Add(lr))
+	memo, err := NewClusterMemo(factory)
+	require.NoError(t, err)
+	pod := testpod.New("p").UID("uid-p").Container("app", "100m", "100Mi").Limits("app", "1", "").Running().ReportedLimits("app", "1", "0").Obj()
+	vpa := testvpa.New("web").InPlace().Recommend("app", "100m", "200Mi").RequestsOnly("app").Obj()
+	vpa.ResourceVersion = "1"
+	d, err := memo.ForPod(pod, vpa)
+	require.NoError(t, err)
+	assert.Equal(t, "250m", ptrQ(d["app"].Requests[corev1.ResourceCPU]).String())
+	assert.Equal(t, "200Mi", ptrQ(d["app"].Requests[corev1.ResourceMemory]).String())
+	assert.Empty(t, d["app"].Limits)
+}
