@@ -49,6 +49,19 @@ type Calculator struct {
 	// ranges lists the namespaces' LimitRanges, which what ForPod returns
 	// is kept within (fit); nil: upstream's capping only.
 	ranges corelisters.LimitRangeLister
+	// serverMinor is the API server's minor version (0: unknown), whose
+	// LimitRanger checks a resize whole or only what it changes (fit).
+	serverMinor int
+}
+
+// WithServerMinor tells c the API server's minor version (0: unknown), so
+// that what ForPod returns for a pod that exists (it has a UID: it is
+// resized) follows that version's LimitRanger (fit). A pod without a UID
+// (one being created, a Job's template) is kept within the LimitRanges
+// whole, as on every version. It returns c.
+func (c *Calculator) WithServerMinor(minor int) *Calculator {
+	c.serverMinor = minor
+	return c
 }
 
 // WithLimitRanges makes c keep what it returns within the LimitRanges
@@ -123,7 +136,7 @@ func (c *Calculator) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler
 		if err != nil {
 			return nil, fmt.Errorf("reading the LimitRanges of namespace %q: %w", pod.Namespace, err)
 		}
-		desired = fit(pod, desired, ranges)
+		desired = fit(pod, desired, ranges, pod.UID != "" && ChecksOnlyChanges(c.serverMinor))
 	}
 	return SharedAtPodLevel(pod, desired), nil
 }

@@ -57,25 +57,31 @@ func TestReportedZeroLimitIsNoLimit(t *testing.T) {
 	}
 }
 
-// The end-to-end case that showed it: a pod admitted before its
-// namespace's LimitRange, whose cpu limit is 10 times its request, on a
-// node whose kubelet reports its absent memory limit as 0. Its VPA
-// controls requests only, keeps the cpu and raises the memory: the cpu
-// request is raised to the limit over the ratio, the memory follows the
-// recommendation.
+// The end-to-end case that showed it (TestResizeFollowsTheServersLimitRanger):
+// a pod admitted before its namespace's LimitRange, whose cpu limit is 10
+// times its request, on a node whose kubelet reports its absent memory
+// limit as 0. Its VPA controls requests only, keeps the cpu and raises the
+// memory: the memory follows the recommendation on every version; the cpu
+// request is raised to the limit over the ratio where LimitRanger checks
+// the resized pod whole (up to 1.37), and kept from 1.38.
 func TestRequestsOnlyOnAReportedZeroLimitWithinALimitRange(t *testing.T) {
 	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
 	lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "ratio", Namespace: "default"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
 		Type: corev1.LimitTypeContainer, MaxLimitRequestRatio: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}}}}
 	require.NoError(t, factory.Core().V1().LimitRanges().Informer().GetIndexer().Add(lr))
-	memo, err := NewClusterMemo(factory)
-	require.NoError(t, err)
-	pod := testpod.New("p").UID("uid-p").Container("app", "100m", "100Mi").Limits("app", "1", "").Running().ReportedLimits("app", "1", "0").Obj()
-	vpa := testvpa.New("web").InPlace().Recommend("app", "100m", "200Mi").RequestsOnly("app").Obj()
-	vpa.ResourceVersion = "1"
-	d, err := memo.ForPod(pod, vpa)
-	require.NoError(t, err)
-	assert.Equal(t, "250m", ptrQ(d["app"].Requests[corev1.ResourceCPU]).String())
-	assert.Equal(t, "200Mi", ptrQ(d["app"].Requests[corev1.ResourceMemory]).String())
-	assert.Empty(t, d["app"].Limits)
+	for _, tc := range []struct {
+		minor int
+		cpu   string
+	}{{37, "250m"}, {38, "100m"}} {
+		memo, err := NewClusterMemo(factory, tc.minor)
+		require.NoError(t, err)
+		pod := testpod.New("p").UID("uid-p").Container("app", "100m", "100Mi").Limits("app", "1", "").Running().ReportedLimits("app", "1", "0").Obj()
+		vpa := testvpa.New("web").InPlace().Recommend("app", "100m", "200Mi").RequestsOnly("app").Obj()
+		vpa.ResourceVersion = "1"
+		d, err := memo.ForPod(pod, vpa)
+		require.NoError(t, err)
+		assert.Equal(t, tc.cpu, ptrQ(d["app"].Requests[corev1.ResourceCPU]).String(), "1.%d", tc.minor)
+		assert.Equal(t, "200Mi", ptrQ(d["app"].Requests[corev1.ResourceMemory]).String(), "1.%d", tc.minor)
+		assert.Empty(t, d["app"].Limits)
+	}
 }

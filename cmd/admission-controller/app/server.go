@@ -232,7 +232,9 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(c.vpas, 0,
 		vpainformers.WithNamespace(opts.VPAObjectNamespace), vpainformers.WithTransform(admission.CacheTransform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
-	recommendations, err := recommendation.NewClusterMemo(factory)
+	// Pods are reviewed as they are created, when LimitRanger checks every
+	// value on every version: no server version needed.
+	recommendations, err := recommendation.NewClusterMemo(factory, 0)
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,5 @@
-// Package testadmit tells whether the API server would create a pod, as far
-// as its cpu and memory go: the checks of the LimitRanger admission plugin
+// Package testadmit tells whether the API server would create a pod (or
+// resize one: Resize), as far as its cpu and memory go: the checks of the LimitRanger admission plugin
 // (min, max and maxLimitRequestRatio, per container and per pod) and of the
 // ResourceQuota plugin (requests and limits of cpu and memory against
 // status.hard and status.used). It is written from the plugins' rules, on
@@ -23,22 +23,7 @@ var checked = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory}
 
 // Pod returns why the API server would refuse pod, nil when it would not.
 func Pod(pod *corev1.Pod, limitRanges []*corev1.LimitRange, quotas []*corev1.ResourceQuota) error {
-	var errs []error
-	for _, lr := range limitRanges {
-		for _, item := range lr.Spec.Limits {
-			switch item.Type {
-			case corev1.LimitTypeContainer:
-				for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-					for _, c := range cs {
-						errs = append(errs, limitRange(item, "container "+c.Name, c.Resources.Requests, c.Resources.Limits)...)
-					}
-				}
-			case corev1.LimitTypePod:
-				opts := resourcehelper.PodResourcesOptions{ExcludeOverhead: true}
-				errs = append(errs, limitRange(item, "pod", resourcehelper.PodRequests(pod, opts), resourcehelper.PodLimits(pod, opts))...)
-			}
-		}
-	}
+	errs := checkLimitRanges(nil, pod, limitRanges)
 	for _, q := range quotas {
 		if !quotaApplies(q, pod) {
 			continue
@@ -70,12 +55,77 @@ func Pod(pod *corev1.Pod, limitRanges []*corev1.LimitRange, quotas []*corev1.Res
 	return errors.Join(errs...)
 }
 
+// Resize returns why LimitRanger would refuse the resize of old to pod, nil
+// when it would not. Up to Kubernetes 1.37 it checks pod as it would a new
+// one; from 1.38 (onlyChanges) it leaves out a container's resource whose
+// request and limit the resize leaves as they were, and a resource of the
+// pod whose total request and limit it leaves as they were.
+func Resize(old, pod *corev1.Pod, limitRanges []*corev1.LimitRange, onlyChanges bool) error {
+	if !onlyChanges {
+		old = nil
+	}
+	return errors.Join(checkLimitRanges(old, pod, limitRanges)...)
+}
+
+// checkLimitRanges checks pod against limitRanges, leaving out what is as in
+// old (nil: nothing is).
+func checkLimitRanges(old, pod *corev1.Pod, limitRanges []*corev1.LimitRange) []error {
+	var errs []error
+	opts := resourcehelper.PodResourcesOptions{ExcludeOverhead: true}
+	for _, lr := range limitRanges {
+		for _, item := range lr.Spec.Limits {
+			switch item.Type {
+			case corev1.LimitTypeContainer:
+				for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+					for _, c := range cs {
+						var was *corev1.ResourceRequirements
+						if old != nil {
+							was = containerResources(old, c.Name)
+						}
+						errs = append(errs, limitRange(item, "container "+c.Name, c.Resources.Requests, c.Resources.Limits, was)...)
+					}
+				}
+			case corev1.LimitTypePod:
+				var was *corev1.ResourceRequirements
+				if old != nil {
+					was = &corev1.ResourceRequirements{Requests: resourcehelper.PodRequests(old, opts), Limits: resourcehelper.PodLimits(old, opts)}
+				}
+				errs = append(errs, limitRange(item, "pod", resourcehelper.PodRequests(pod, opts), resourcehelper.PodLimits(pod, opts), was)...)
+			}
+		}
+	}
+	return errs
+}
+
+func containerResources(pod *corev1.Pod, name string) *corev1.ResourceRequirements {
+	for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range cs {
+			if cs[i].Name == name {
+				return &cs[i].Resources
+			}
+		}
+	}
+	return nil
+}
+
+// same tells whether name is in both lists with equal quantities, or in
+// neither.
+func same(name corev1.ResourceName, a, b corev1.ResourceList) bool {
+	qa, inA := a[name]
+	qb, inB := b[name]
+	return inA == inB && (!inA || qa.Cmp(qb) == 0)
+}
+
 func ptr(q resource.Quantity) *resource.Quantity { return &q }
 
-// limitRange checks one LimitRange item on one container or pod.
-func limitRange(item corev1.LimitRangeItem, what string, requests, limits corev1.ResourceList) []error {
+// limitRange checks one LimitRange item on one container or pod, leaving
+// out a resource whose request and limit are those of was (nil: none is).
+func limitRange(item corev1.LimitRangeItem, what string, requests, limits corev1.ResourceList, was *corev1.ResourceRequirements) []error {
 	var errs []error
 	for _, name := range checked {
+		if was != nil && same(name, requests, was.Requests) && same(name, limits, was.Limits) {
+			continue
+		}
 		req, hasReq := requests[name]
 		lim, hasLim := limits[name]
 		if m, ok := item.Min[name]; ok {
