@@ -137,10 +137,14 @@ func fit(pod *corev1.Pod, desired Desired, ranges []*corev1.LimitRange, onlyChan
 		out[name] = Container{Requests: maps.Clone(c.Requests), Limits: maps.Clone(c.Limits),
 			LowerBound: c.LowerBound, UpperBound: c.UpperBound}
 	}
+	// What LimitRanger checks: the pod with its defaults set (a resize of
+	// a pod admitted before them adds them). A container's own values are
+	// read from it, and compared with the stored pod's for 1.38's rule.
+	view := limitRangerView(pod, ranges)
 	for _, r := range fitResources {
 		cb := combine(ranges, corev1.LimitTypeContainer, r)
 		var fcs []*fitContainer
-		for ref := range Containers(pod) {
+		for ref := range Containers(view) {
 			c := ref.Container
 			want, ok := out[c.Name]
 			if !ok {
@@ -150,7 +154,7 @@ func fit(pod *corev1.Pod, desired Desired, ranges []*corev1.LimitRange, onlyChan
 			if !ok {
 				continue
 			}
-			if onlyChanges && unchanged(c, want, r) {
+			if onlyChanges && unchanged(stored(pod, ref), c, want, r) {
 				// Not checked: it keeps its values, counted in the pod's
 				// as the containers the VPA does not control are.
 				continue
@@ -179,7 +183,7 @@ func fit(pod *corev1.Pod, desired Desired, ranges []*corev1.LimitRange, onlyChan
 		if len(fcs) == 0 {
 			continue
 		}
-		if !fitPod(pod, r, fcs, cb, combine(ranges, corev1.LimitTypePod, r), onlyChanges) {
+		if !fitPod(view, pod, r, fcs, cb, combine(ranges, corev1.LimitTypePod, r), onlyChanges) {
 			// The pod's bounds cannot be met by what the VPA controls: its
 			// containers keep their r, which were admitted.
 			for name, c := range out {
@@ -202,19 +206,30 @@ func fit(pod *corev1.Pod, desired Desired, ranges []*corev1.LimitRange, onlyChan
 	return out
 }
 
-// unchanged tells whether want leaves c's request and limit of r as they
-// are: the same request, and the same limit or none of ours.
-func unchanged(c *corev1.Container, want Container, r corev1.ResourceName) bool {
+// unchanged tells whether the resize of want leaves old's request and
+// limit of r as they are: want's request is old's, and the limit, want's or
+// now's (the container as LimitRanger checks it: its own, or the default
+// the resize adds), is old's or absent from both.
+func unchanged(old, now *corev1.Container, want Container, r corev1.ResourceName) bool {
 	q, ok := want.Requests[r]
-	if cur, has := c.Resources.Requests[r]; !ok || !has || q.Cmp(cur) != 0 {
+	if cur, has := old.Resources.Requests[r]; !ok || !has || q.Cmp(cur) != 0 {
 		return false
 	}
-	l, ours := want.Limits[r]
-	if !ours {
-		return true
+	l, has := want.Limits[r]
+	if !has {
+		l, has = now.Resources.Limits[r]
 	}
-	cur, has := c.Resources.Limits[r]
-	return has && l.Cmp(cur) == 0
+	cur, had := old.Resources.Limits[r]
+	return has == had && (!has || l.Cmp(cur) == 0)
+}
+
+// stored returns the container of pod that ref (a container of a copy of
+// pod) stands for.
+func stored(pod *corev1.Pod, ref Ref) *corev1.Container {
+	if ref.Sidecar {
+		return &pod.Spec.InitContainers[ref.Index]
+	}
+	return &pod.Spec.Containers[ref.Index]
 }
 
 // fitContainerBounds keeps fc within its container's min, max and ratio,
@@ -229,6 +244,11 @@ func fitContainerBounds(r corev1.ResourceName, fc *fitContainer, cb rangeBounds)
 		fc.floor = max(fc.floor, mulDiv(fc.lim, 1000, cb.ratio.MilliValue(), true))
 	}
 	fc.req = max(fc.req, fc.floor)
+	if fc.hasLim && !fc.ours {
+		// No request above the limit the container keeps (one LimitRanger
+		// adds as its default included): the API server refuses it.
+		fc.req = min(fc.req, fc.lim)
+	}
 	if cb.max != nil {
 		m := amount(r, *cb.max)
 		fc.req = min(fc.req, m)
@@ -257,9 +277,10 @@ func limitFor(fc *fitContainer, req, lim int64, cb rangeBounds) int64 {
 // fitPod keeps the pod within its own bounds pb (type Pod): when its max is
 // exceeded, what the VPA controls is lowered, all containers by the same
 // share, down to what their container bounds allow. It returns false when
-// the pod's bounds cannot be met so. onlyChanges: a pod whose total request
-// and limit of r stay as they are is not checked.
-func fitPod(pod *corev1.Pod, r corev1.ResourceName, fcs []*fitContainer, cb, pb rangeBounds, onlyChanges bool) bool {
+// the pod's bounds cannot be met so. pod is as LimitRanger checks it
+// (limitRangerView of storedPod). onlyChanges: a pod whose total request
+// and limit of r stay those of storedPod is not checked.
+func fitPod(pod, storedPod *corev1.Pod, r corev1.ResourceName, fcs []*fitContainer, cb, pb rangeBounds, onlyChanges bool) bool {
 	if pb.min == nil && pb.max == nil && pb.ratio == nil {
 		return true
 	}
@@ -317,8 +338,8 @@ func fitPod(pod *corev1.Pod, r corev1.ResourceName, fcs []*fitContainer, cb, pb 
 	}
 	if onlyChanges {
 		opts := resourcehelper.PodResourcesOptions{ExcludeOverhead: true}
-		if sameTotal(r, resourcehelper.PodRequests(p, opts), resourcehelper.PodRequests(pod, opts)) &&
-			sameTotal(r, resourcehelper.PodLimits(p, opts), resourcehelper.PodLimits(pod, opts)) {
+		if sameTotal(r, resourcehelper.PodRequests(p, opts), resourcehelper.PodRequests(storedPod, opts)) &&
+			sameTotal(r, resourcehelper.PodLimits(p, opts), resourcehelper.PodLimits(storedPod, opts)) {
 			return true
 		}
 	}

@@ -67,9 +67,13 @@ func TestForPodStaysWithinLimitRanges(t *testing.T) {
 				vpa.RequestsOnly(name)
 			}
 		}
+		// The LimitRange and the pod as the API server stores them:
+		// LimitRanger's defaults set on what the containers lack.
+		lr = testadmit.Stored(lr)
 		if testadmit.Pod(p, []*corev1.LimitRange{lr}, nil) != nil {
 			continue // refused as it is
 		}
+		p = testadmit.Mutate(p, []*corev1.LimitRange{lr})
 		cases++
 		factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
 		require.NoError(t, factory.Core().V1().LimitRanges().Informer().GetIndexer().Add(lr))

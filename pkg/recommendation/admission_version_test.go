@@ -65,6 +65,10 @@ func TestFitFollowsTheServersLimitRanger(t *testing.T) {
 	containerMax := ranges(corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, Max: list("", 512)})
 	podMax := ranges(corev1.LimitRangeItem{Type: corev1.LimitTypePod, Max: list("", 1024)})
 	ratio := ranges(corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, MaxLimitRequestRatio: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4")}})
+	defaultRatio := ranges(corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, Default: list("", 512),
+		MaxLimitRequestRatio: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2")}})
+	defaultPodMax := ranges(corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, Default: list("", 512)},
+		corev1.LimitRangeItem{Type: corev1.LimitTypePod, Max: list("", 1024)})
 
 	for _, tc := range []struct {
 		name       string
@@ -90,6 +94,16 @@ func TestFitFollowsTheServersLimitRanger(t *testing.T) {
 			[]corev1.Container{ctr("app", list("100m", 256), list("", 256)), ctr("side", list("", 900), list("", 900))}, podMax,
 			Desired{"app": {Requests: list("200m", 256), Limits: list("", 256)}},
 			[2]int64{-1, -1}, [2]int64{256, 256}},
+		// A pod admitted before its LimitRange had defaults gets them with
+		// its next resize, and LimitRanger checks it with them.
+		{"ratio over the default limit the resize adds: the request the VPA keeps is raised on both",
+			[]corev1.Container{ctr("app", list("100m", 100), nil)}, defaultRatio,
+			Desired{"app": {Requests: list("200m", 100)}},
+			[2]int64{256, 512}, [2]int64{256, 512}},
+		{"pod max met with the default request and limit the resize adds to a container the VPA does not control",
+			[]corev1.Container{ctr("app", list("100m", 128), nil), ctr("side", nil, nil)}, defaultPodMax,
+			Desired{"app": {Requests: list("200m", 768)}},
+			[2]int64{512, 512}, [2]int64{512, 512}},
 	} {
 		for _, onlyChanges := range []bool{false, true} {
 			version := map[bool]string{false: "1.37", true: "1.38"}[onlyChanges]
@@ -99,6 +113,8 @@ func TestFitFollowsTheServersLimitRanger(t *testing.T) {
 				got := fit(pod, tc.desired, tc.ranges, onlyChanges)
 				out := applied(pod, got)
 				require.NoError(t, testadmit.Resize(pod, out, tc.ranges, onlyChanges), "admitted by %s's LimitRanger", version)
+				// As stored after the resize: LimitRanger's defaults set.
+				out = testadmit.Mutate(out, tc.ranges)
 				assert.Equal(t, "200m", out.Spec.Containers[0].Resources.Requests.Cpu().String(), "the cpu the VPA changes")
 				want := tc.want137
 				if onlyChanges {
@@ -195,8 +211,9 @@ func TestFitCountsPartialLimitsAsLimitRangerDoes(t *testing.T) {
 		assert.Equal(t, 1, out.Spec.Containers[0].Resources.Requests.Memory().Cmp(mi(256)), "app still grows")
 	}
 
-	// A container held to a ratio without a limit, or with a limit of 0,
-	// admitted before the LimitRange: LimitRanger refuses any value of it
+	// A container held to a ratio without a limit, or with a limit of 0
+	// (and so a request of 0: none may be above its limit), admitted
+	// before the LimitRange: LimitRanger refuses any value of it
 	// that changes, so it keeps its own; up to 1.37 the pod cannot be
 	// resized at all (it is checked whole), from 1.38 the rest passes.
 	cpu := func(req, lim string) corev1.ResourceRequirements {
@@ -207,7 +224,7 @@ func TestFitCountsPartialLimitsAsLimitRangerDoes(t *testing.T) {
 		return r
 	}
 	zero := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "z", Namespace: "default", UID: "uid-z"}, Spec: corev1.PodSpec{Containers: []corev1.Container{
-		{Name: "app", Resources: cpu("500m", "0")}, {Name: "bare", Resources: cpu("500m", "")}, {Name: "web", Resources: cpu("200m", "400m")},
+		{Name: "app", Resources: cpu("0", "0")}, {Name: "bare", Resources: cpu("500m", "")}, {Name: "web", Resources: cpu("200m", "400m")},
 	}}}
 	ratio := []*corev1.LimitRange{{ObjectMeta: metav1.ObjectMeta{Name: "l", Namespace: "default"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{
 		{Type: corev1.LimitTypeContainer, MaxLimitRequestRatio: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}}}}
