@@ -131,6 +131,7 @@ func (c *Calculator) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler
 			UpperBound: onlyCPUAndMemory(rec.UpperBound),
 		}
 	}
+	desired = withoutZeroLimitResources(view, desired)
 	if c.ranges != nil {
 		ranges, err := c.ranges.LimitRanges(pod.Namespace).List(labels.Everything())
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/autoscaler/vertical-pod-autoscaler/pkg/utils/limitrange"
 
+	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testadmit"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
 )
@@ -83,5 +84,66 @@ func TestRequestsOnlyOnAReportedZeroLimitWithinALimitRange(t *testing.T) {
 		assert.Equal(t, tc.cpu, ptrQ(d["app"].Requests[corev1.ResourceCPU]).String(), "1.%d", tc.minor)
 		assert.Equal(t, "200Mi", ptrQ(d["app"].Requests[corev1.ResourceMemory]).String(), "1.%d", tc.minor)
 		assert.Empty(t, d["app"].Limits)
+	}
+}
+
+// A limit of 0 in a container's spec holds its request of that resource
+// at 0: the API server refuses a request above a limit, a limit of 0
+// included, on every version, and a limit cannot be removed in place. The
+// VPA's values of that resource are left out, whatever it controls; the
+// other resource follows the recommendation. The pods are as the API
+// server has them: a request defaulted to its limit of 0.
+func TestSpecZeroLimitHoldsTheResource(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		pod          *corev1.Pod
+		container    string
+		requestsOnly bool
+		// wantCPU: the container's cpu request ("" none: the container is
+		// left out).
+		wantCPU string
+	}{
+		{"memory limit 0, requests only", testpod.New("p").Container("app", "100m", "0").Limits("app", "1", "0").Running().Obj(),
+			"app", true, "300m"},
+		{"memory limit 0, requests and limits", testpod.New("p").Container("app", "100m", "0").Limits("app", "1", "0").Running().Obj(),
+			"app", false, "300m"},
+		{"cpu and memory limits 0: left out", testpod.New("p").Container("app", "0", "0").Limits("app", "0", "0").Running().Obj(),
+			"app", false, ""},
+		{"a sidecar's memory limit 0", testpod.New("p").Container("main", "100m", "100Mi").Sidecar("side", "100m", "0").Limits("side", "1", "0").Running().Obj(),
+			"side", false, "300m"},
+		{"at admission (no status), memory limit 0", testpod.New("p").Container("app", "100m", "0").Limits("app", "1", "0").Obj(),
+			"app", false, "300m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vpa := testvpa.New("v").InPlace().Recommend(tc.container, "300m", "300Mi")
+			if tc.requestsOnly {
+				vpa.RequestsOnly(tc.container)
+			}
+			d, err := NewCalculator(limitrange.NewNoopLimitsCalculator()).ForPod(tc.pod, vpa.Obj())
+			require.NoError(t, err)
+			if tc.wantCPU == "" {
+				assert.NotContains(t, d, tc.container)
+				return
+			}
+			require.Contains(t, d, tc.container)
+			want := d[tc.container]
+			assert.Equal(t, tc.wantCPU, ptrQ(want.Requests[corev1.ResourceCPU]).String())
+			for _, list := range []corev1.ResourceList{want.Requests, want.Limits, want.LowerBound, want.UpperBound} {
+				assert.NotContains(t, list, corev1.ResourceMemory, "memory is left as it is")
+			}
+			out := tc.pod.DeepCopy()
+			for r := range Containers(out) {
+				if r.Container.Name != tc.container {
+					continue
+				}
+				for name, q := range want.Requests {
+					r.Container.Resources.Requests[name] = q
+				}
+				for name, q := range want.Limits {
+					r.Container.Resources.Limits[name] = q
+				}
+			}
+			assert.NoError(t, testadmit.Pod(out, nil, nil), "the API server takes it")
+		})
 	}
 }
