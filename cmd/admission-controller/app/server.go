@@ -266,7 +266,7 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	var holdsFactory informers.SharedInformerFactory
 	if opts.RecordsNamespace != "" {
 		holdsFactory = informers.NewSharedInformerFactoryWithOptions(c.kube, 0,
-			informers.WithNamespace(opts.RecordsNamespace), informers.WithTransform(admission.HoldsTransform),
+			informers.WithNamespace(opts.RecordsNamespace), informers.WithTransform(admission.HoldsTransform(opts.RecordsPrefix)),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = admission.HoldsSelector() }))
 		if holds, err = admission.NewHolds(logger, holdsFactory.Core().V1().ConfigMaps().Informer()); err != nil {
 			return err
