@@ -142,7 +142,7 @@ func Run(ctx context.Context, o *Options) error {
 		vpainformers.WithNamespace(namespace), vpainformers.WithTransform(cachetrim.Transform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
 
-	recommendations, err := recommendation.NewClusterMemo(factory)
+	recommendations, err := recommendation.NewClusterMemo(factory, minor)
 	if err != nil {
 		return err
 	}
