@@ -133,6 +133,14 @@ func podLevelResizes(t *testing.T) bool {
 	return server >= 36 && kubelet >= 36
 }
 
+// limitRangerChecksOnlyChanges tells whether the API server's LimitRanger
+// checks only the values a resize changes (1.38+); before, it checks a
+// resized pod whole, as a new one.
+func limitRangerChecksOnlyChanges(t *testing.T) bool {
+	server, _ := clusterVersions(t)
+	return server >= 38
+}
+
 // apiServerFeatureEnabled tells whether the API server runs with the
 // feature gate on, from its kubernetes_feature_enabled metric; a gate the
 // server does not know is off. The profiles give the same gates to every

@@ -114,7 +114,7 @@ readonly preemption_tests='^(TestResizePreemptionMadeVisible|TestFitsNodeResizeC
 # LimitRanger checking a resize whole (1.38 checks only what it changes); the
 # chart installs. The v1.38 profile runs these and every other test; a skip
 # of one of these fails v1.37 and v1.38.
-readonly core_v137='^(TestBasicInPlaceUpdate|TestIndefiniteWaitForDeferredUpdate|TestInfeasibleResizeHandling|TestInfeasiblePatchRejectionWithNodeCapacityCause|TestNoEvictionOnFailure|TestVPAConditionInfeasible|TestKubeletRefusedMemoryLimitDecrease|TestMetricsAPIKeepsMemoryLimitAboveUsage|TestPodLevelResourcesResizedInPlace|TestSidecarResizedInPlace|TestSuspendedJobStartsRightSized|TestCronJobsSuspendedJobGetsTheCronJobVPA|TestSuspendedJobRefusalIsReportedOnce|TestDeferredResizeCompletesWhenCapacityFrees|TestVPAConditionDeferred|TestResizePreemptionMadeVisible|TestChartInstall)$'
+readonly core_v137='^(TestBasicInPlaceUpdate|TestIndefiniteWaitForDeferredUpdate|TestInfeasibleResizeHandling|TestInfeasiblePatchRejectionWithNodeCapacityCause|TestNoEvictionOnFailure|TestVPAConditionInfeasible|TestKubeletRefusedMemoryLimitDecrease|TestMetricsAPIKeepsMemoryLimitAboveUsage|TestPodLevelResourcesResizedInPlace|TestSidecarResizedInPlace|TestSuspendedJobStartsRightSized|TestCronJobsSuspendedJobGetsTheCronJobVPA|TestSuspendedJobRefusalIsReportedOnce|TestDeferredResizeCompletesWhenCapacityFrees|TestVPAConditionDeferred|TestResizePreemptionMadeVisible|TestResizeFollowsTheServersLimitRanger|TestChartInstall)$'
 # The 1.35 column: what kubelets of 1.35 (under a 1.37 control plane without
 # PodResizeValidator) do differently: over-capacity resizes accepted and
 # marked Infeasible by the kubelet, recorded, not retried, across an updater

@@ -57,6 +57,12 @@ type containerView struct {
 	Resources     *resourcesView                 `json:"resources"`
 	ResizePolicy  []corev1.ContainerResizePolicy `json:"resizePolicy"`
 	RestartPolicy *corev1.ContainerRestartPolicy `json:"restartPolicy"`
+	// Command, Args, Env and EnvFrom are kept raw: they are decoded only
+	// for a container whose memory the recommendation sets (jvm.go).
+	Command rawValue `json:"command"`
+	Args    rawValue `json:"args"`
+	Env     rawValue `json:"env"`
+	EnvFrom rawValue `json:"envFrom"`
 }
 
 type resourcesView struct {
@@ -125,6 +131,15 @@ type podShape struct {
 
 type containerShape struct {
 	resources, requests, limits bool
+	// spec is what pkg/jvm reads of the container, as received.
+	spec containerSpecJSON
+}
+
+// containerSpecJSON is a container's command, args, env and envFrom as
+// received (nil when absent or null), decoded only when the heap of a JVM
+// may bound its memory (jvm.go).
+type containerSpecJSON struct {
+	command, args, env, envFrom rawValue
 }
 
 // shape returns which maps of the pod's JSON exist.
@@ -157,6 +172,7 @@ func containerShapes(views []*containerView) (shapes []containerShape, null bool
 		if c.Resources != nil {
 			shapes[i] = containerShape{resources: true, requests: c.Resources.Requests.present(), limits: c.Resources.Limits.present()}
 		}
+		shapes[i].spec = containerSpecJSON{command: c.Command, args: c.Args, env: c.Env, envFrom: c.EnvFrom}
 	}
 	return shapes, null
 }

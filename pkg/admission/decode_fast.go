@@ -303,6 +303,14 @@ func readContainer(r *jsonReader, c *corev1.Container, shape *containerShape) bo
 			default:
 				ok = false
 			}
+		case "command":
+			ok = seen.once(4) && readRawInto(r, &shape.spec.command)
+		case "args":
+			ok = seen.once(5) && readRawInto(r, &shape.spec.args)
+		case "env":
+			ok = seen.once(6) && readRawInto(r, &shape.spec.env)
+		case "envFrom":
+			ok = seen.once(7) && readRawInto(r, &shape.spec.envFrom)
 		default:
 			ok = r.skip()
 		}
@@ -310,6 +318,13 @@ func readContainer(r *jsonReader, c *corev1.Container, shape *containerShape) bo
 			return false
 		}
 	}
+}
+
+// readRawInto reads a value as it is in the input (nil for null) into v.
+func readRawInto(r *jsonReader, v *rawValue) bool {
+	b, ok := readRaw(r)
+	*v = b
+	return ok
 }
 
 func readResources(r *jsonReader, res *corev1.ResourceRequirements, shape *containerShape) bool {

@@ -172,6 +172,6 @@ func TestFastPodDecoderReadsEveryField(t *testing.T) {
 	require.Len(t, pod.Spec.InitContainers, 1)
 	assert.Equal(t, corev1.ContainerRestartPolicyAlways, *pod.Spec.InitContainers[0].RestartPolicy)
 	assert.Equal(t, &podShape{metadata: true, annotations: true, annotationsJSON: rawValue(`{"team":"web"}`), spec: true, containers: []containerShape{
-		{resources: true, requests: true, limits: true}, {resources: true}, {}},
+		{resources: true, requests: true, limits: true, spec: containerSpecJSON{env: rawValue(`[{"name":"A","value":"b \"quoted\" \u00e9"}]`)}}, {resources: true}, {}},
 		initContainers: []containerShape{{resources: true, requests: true}}}, shape)
 }

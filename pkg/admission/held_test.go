@@ -52,15 +52,20 @@ func safetyConfigMap(t testing.TB, namespace, name string, uid types.UID, hold *
 }
 
 // holdsOver returns Holds over an informer of the records namespace of a
-// cluster holding objs, wired as the admission controller wires it, and
-// the informer and the cluster.
+// cluster holding objs, wired as the admission controller wires it for the
+// records of the default prefix, and the informer and the cluster.
 func holdsOver(t testing.TB, objs ...runtime.Object) (*Holds, cache.SharedIndexInformer, *fake.Clientset) {
+	return holdsOfPrefix(t, records.DefaultConfigMapPrefix, objs...)
+}
+
+// holdsOfPrefix is holdsOver for the records of prefix (--records-prefix).
+func holdsOfPrefix(t testing.TB, prefix string, objs ...runtime.Object) (*Holds, cache.SharedIndexInformer, *fake.Clientset) {
 	t.Helper()
 	logger, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	kube := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
-		informers.WithNamespace(recordsNamespace), informers.WithTransform(HoldsTransform),
+		informers.WithNamespace(recordsNamespace), informers.WithTransform(HoldsTransform(prefix)),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = HoldsSelector() }))
 	informer := factory.Core().V1().ConfigMaps().Informer()
 	holds, err := NewHolds(logger, informer)
@@ -91,8 +96,17 @@ func TestNewPodsAreNotGivenHeldValues(t *testing.T) {
 	}
 	legacy := memoryHold()
 	legacy.From, legacy.Until = nil, time.Time{}
+	const platform = "platform-vpa-inplace-records-"
+	named := func(prefix string) *corev1.ConfigMap {
+		cm := safetyConfigMap(t, "default", "web", "uid-web", memoryHold())
+		cm.Name = records.ConfigMapNameWithPrefix(prefix, records.StoreSafety, "uid-web")
+		return cm
+	}
 	tests := []struct {
-		name    string
+		name string
+		// prefix is the admission controller's --records-prefix ("": the
+		// default).
+		prefix  string
 		vpa     *vpatypes.VerticalPodAutoscaler
 		cm      *corev1.ConfigMap
 		now     time.Time
@@ -131,16 +145,21 @@ func TestNewPodsAreNotGivenHeldValues(t *testing.T) {
 				"container app memory request left as the pod has it (recommended 50Mi); container app memory limit left as the pod has it (recommended 100Mi)",
 		},
 		{
-			name: "the records of an install named after its release (--records-prefix) are read",
-			vpa:  web("300m", "50Mi"), now: holdAt.Add(time.Hour),
-			cm: func() *corev1.ConfigMap {
-				cm := safetyConfigMap(t, "default", "web", "uid-web", memoryHold())
-				cm.Name = records.ConfigMapNameWithPrefix("platform-vpa-inplace-records-", records.StoreSafety, "uid-web")
-				return cm
-			}(),
+			name:   "the records of an install named after its release (--records-prefix) are read with its prefix",
+			prefix: platform, vpa: web("300m", "50Mi"), now: holdAt.Add(time.Hour), cm: named(platform),
 			want: requirements(list("300m", "100Mi"), list("600m", "200Mi")),
 			wantAnn: "held after harm (web-0: container app OOMKilled) until 2026-11-27T12:30:00Z: " +
 				"container app memory request 100Mi (recommended 50Mi); container app memory limit 200Mi (recommended 100Mi)",
+		},
+		{
+			name: "another install's records (another prefix) are not read",
+			vpa:  web("300m", "50Mi"), now: holdAt.Add(time.Hour), cm: named(platform),
+			want: requirements(list("300m", "50Mi"), list("600m", "100Mi")),
+		},
+		{
+			name:   "the records of the default name are not read by an install of another prefix",
+			prefix: platform, vpa: web("300m", "50Mi"), now: holdAt.Add(time.Hour), cm: named(records.DefaultConfigMapPrefix),
+			want: requirements(list("300m", "50Mi"), list("600m", "100Mi")),
 		},
 		{
 			name: "a name that is no records prefix before the VPA's is not believed",
@@ -171,7 +190,11 @@ func TestNewPodsAreNotGivenHeldValues(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			now := tc.now
-			holds, _, _ := holdsOver(t, tc.cm)
+			prefix := tc.prefix
+			if prefix == "" {
+				prefix = records.DefaultConfigMapPrefix
+			}
+			holds, _, _ := holdsOfPrefix(t, prefix, tc.cm)
 			h, _ := testHandler{vpas: []*vpatypes.VerticalPodAutoscaler{tc.vpa}, holds: holds,
 				now: func() time.Time { return now }}.build(t)
 			pod := podJSON("", appContainer)

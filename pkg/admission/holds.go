@@ -2,7 +2,6 @@ package admission
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,16 +26,18 @@ var _ HoldReader = (*Holds)(nil)
 
 // Holds reads the holds after harm the updater keeps in its safety records
 // (records.StoreSafety): one ConfigMap per VPA in the records namespace,
-// labelled vpa-inplace.dev/records=safety, named after the VPA's UID. Its
-// informer lists and watches that namespace and label only (HoldsSelector),
-// and keeps of each ConfigMap its hold alone (HoldsTransform): a few
-// hundred bytes per VPA with a hold, whatever canaries and reverts the
-// ConfigMap holds.
+// labelled vpa-inplace.dev/records=safety, named after the updater's
+// records prefix and the VPA's UID. Its informer lists and watches that
+// namespace and label only (HoldsSelector), and keeps of each ConfigMap of
+// that prefix its hold alone (HoldsTransform): a few hundred bytes per VPA
+// with a hold, whatever canaries and reverts the ConfigMap holds.
 //
 // A hold is believed only for the VPA the ConfigMap's name and
-// annotations name, of the same namespace, name and UID: tenants cannot
-// write the records namespace, and an admin's mistake there gives no VPA
-// another's hold.
+// annotations name, of the same namespace, name and UID, and only from
+// the ConfigMaps of the prefix the admission controller is given (the
+// updater's --records-prefix): tenants cannot write the records
+// namespace, an admin's mistake there gives no VPA another's hold, and
+// another install's records in the same namespace are its own.
 type Holds struct {
 	logger klog.Logger
 	mu     sync.RWMutex
@@ -137,16 +138,20 @@ func holdIn(cm *corev1.ConfigMap) (heldFor, bool) {
 // 32 containers of four values, twice, and a message.
 const maxHoldBytes = 16 << 10
 
-var _ cache.TransformFunc = HoldsTransform
+// HoldsTransform returns the transform of Holds' informer, for the
+// records of prefix (the updater's --records-prefix): of a safety records
+// ConfigMap whose name is the one of prefix for the VPA its annotations
+// name, it keeps the name, the namespace, the resourceVersion, those
+// annotations and the VPA's hold (records.KindHarmHold, keyed by the VPA's
+// UID), read within the records' bounds (records.DecodeCompact) and
+// written again alone; of any other, another install's included, nothing
+// but its name. Why a hold could not be read is kept under holdErrorKey.
+// Tombstones are left as they are.
+func HoldsTransform(prefix string) cache.TransformFunc {
+	return func(obj any) (any, error) { return holdsTransform(prefix, obj) }
+}
 
-// HoldsTransform is the transform of Holds' informer: of a safety records
-// ConfigMap whose name is the one of the VPA its annotations name, it
-// keeps the name, the namespace, the resourceVersion, those annotations
-// and the VPA's hold (records.KindHarmHold, keyed by the VPA's UID), read
-// within the records' bounds (records.DecodeCompact) and written again
-// alone; of any other, nothing but its name. Why a hold could not be read
-// is kept under holdErrorKey. Tombstones are left as they are.
-func HoldsTransform(obj any) (any, error) {
+func holdsTransform(prefix string, obj any) (any, error) {
 	cm, ok := obj.(*corev1.ConfigMap)
 	if !ok {
 		return obj, nil
@@ -155,7 +160,8 @@ func HoldsTransform(obj any) (any, error) {
 		Name: cm.Name, Namespace: cm.Namespace, UID: cm.UID, ResourceVersion: cm.ResourceVersion,
 	}}
 	uid := types.UID(cm.Annotations[records.AnnotationVPAUID])
-	if uid == "" || !safetyName(cm.Name, uid) || cm.Labels[records.LabelStore] != records.StoreSafety {
+	if uid == "" || cm.Name != records.ConfigMapNameWithPrefix(prefix, records.StoreSafety, uid) ||
+		cm.Labels[records.LabelStore] != records.StoreSafety {
 		return out, nil
 	}
 	out.Annotations = map[string]string{
@@ -181,15 +187,4 @@ func HoldsTransform(obj any) (any, error) {
 	}
 	out.Data = map[string]string{records.ConfigMapDataKey: value}
 	return out, nil
-}
-
-// safetyName tells whether name is the name of the safety records of the
-// VPA of that UID, with any valid records prefix (the updater's
-// --records-prefix: the chart names it after its release). Two installs in
-// one records namespace are both read: a hold of either keeps a new pod's
-// values up, never down.
-func safetyName(name string, uid types.UID) bool {
-	suffix := records.StoreSafety + "-" + string(uid)
-	prefix, ok := strings.CutSuffix(name, suffix)
-	return ok && records.ValidatePrefix(prefix) == nil
 }

@@ -123,6 +123,21 @@ func (h *Handler) podPatch(ctx context.Context, b *patchBuilder, shape *podShape
 				"vpa", klog.KObj(vpa), "held", annotations[0].value)
 		}
 	}
+	if len(desired) > 0 {
+		// After the hold's annotation, before the boosts': sorted by key.
+		var floored []annotation
+		var problem string
+		desired, floored, problem = jvmFloors(shape, pod, vpa, desired)
+		if problem != "" {
+			klog.FromContext(ctx).V(2).Info("The VPA's JVM annotation cannot be read; only what the pod's spec states of its JVMs is used",
+				"vpa", klog.KObj(vpa), "err", problem)
+		}
+		if len(floored) > 0 {
+			klog.FromContext(ctx).V(2).Info("Giving a new pod its JVMs' heap floors instead of lower memory recommended",
+				"vpa", klog.KObj(vpa), "raised", floored[0].value)
+			annotations = append(annotations, floored...)
+		}
+	}
 	if h.boosting(vpa) {
 		step = FailureStartupBoost
 		adm, err := h.cfg.Limits.admission(pod.Namespace)

@@ -142,6 +142,9 @@ func TestApplyNeverLeavesAdmission(t *testing.T) {
 		if testadmit.Pod(pod, lrs, quotas) != nil {
 			continue // refused without a boost: nothing a boost can spoil
 		}
+		// The boost sees the pod as LimitRanger's mutation left it: its
+		// defaults set on what the containers lack.
+		pod = testadmit.Mutate(pod, lrs)
 		cases++
 		vpa := podBoost(factor(int32(pick(2, 3, 5, 10)), 20))
 		if rng.IntN(4) == 0 {

@@ -133,6 +133,11 @@ func Apply(in Input) Outcome {
 	if len(limits) == 0 {
 		limits = c.Resources.Limits
 	}
+	if l, ok := limits[corev1.ResourceCPU]; ok && l.IsZero() {
+		// No limit to the kubelet, but the API server refuses a request
+		// above it: the request can only grow with a limit imposed.
+		return Outcome{NotBoosted: "its CPU limit of 0 (no limit) holds its CPU request at 0"}
+	}
 	base, ok := requests[corev1.ResourceCPU]
 	if !ok {
 		// Without a CPU request the API server defaults it to the limit.

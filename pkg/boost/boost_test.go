@@ -70,6 +70,12 @@ func TestApply(t *testing.T) {
 			testpod.List("100m", "100Mi"), nil, nil, nil, "RestartContainer"},
 		{"no CPU request", podBoost(factor(2, 20)).Obj(), testpod.New("p").Container("app", "", "100Mi").Obj(),
 			nil, nil, nil, nil, "no CPU request"},
+		// A CPU limit of 0 holds the request at 0 (the API server refuses
+		// a request above a limit): a boost would impose a limit.
+		{"a CPU limit of 0, Quantity", podBoost(quantityBoost("500m")).Obj(), testpod.New("p").Container("app", "0", "100Mi").Limits("app", "0", "").Obj(),
+			nil, nil, nil, nil, "CPU limit of 0"},
+		{"a CPU limit of 0, Factor", podBoost(factor(2, 20)).Obj(), testpod.New("p").Container("app", "0", "100Mi").Limits("app", "0", "").Obj(),
+			testpod.List("", "200Mi"), nil, nil, nil, "CPU limit of 0"},
 		{"a factor beyond the bound", podBoost(factor(100000, 20)).Obj(), testpod.New("p").Container("app", "100m", "100Mi").Obj(),
 			nil, nil, nil, nil, "between 1 and 100"},
 		{"a quantity beyond any node", podBoost(quantityBoost("1e12")).Obj(), testpod.New("p").Container("app", "100m", "100Mi").Obj(),

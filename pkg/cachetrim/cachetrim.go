@@ -7,7 +7,10 @@
 // VPA's selector and controller fetchers). What they read of them:
 //
 //   - pods: metadata (labels, annotations, owner references, generation),
-//     each container's name, resources, resize policy and restart policy,
+//     each container's name, resources, resize policy and restart policy
+//     (and, of a container that runs a JVM, or may when its VPA declares
+//     it, what pkg/jvm reads of its heap: command, args, env and envFrom,
+//     or its envFrom alone: jvm.SpecNeeded),
 //     the pod's OS, node and pod-level resources, and of its status the
 //     phase, QoS class, observed generation, resize status, the Ready and
 //     resize conditions, each container's name, state, readiness, restart
@@ -42,6 +45,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/jvm"
 )
 
 var _ cache.TransformFunc = Transform
@@ -187,14 +192,19 @@ func trimContainerStatus(s *corev1.ContainerStatus, in func(corev1.ResourceList)
 
 // trimContainer keeps a container's name, image, resources (interned),
 // resize policy and restart policy (a sidecar is an init container that
-// always restarts).
+// always restarts), and what pkg/jvm reads of a JVM's heap (docs/jvm.md):
+// a JVM's command, args, env and envFrom; the envFrom of a container a
+// declaration on its VPA would read it of. Other containers lose them.
 func trimContainer(c *corev1.Container, in func(corev1.ResourceList) corev1.ResourceList) {
-	c.Command = nil
-	c.Args = nil
+	switch jvm.SpecNeeded(c) {
+	case jvm.NeedAll:
+	case jvm.NeedEnvFrom:
+		c.Command, c.Args, c.Env = nil, nil, nil
+	default:
+		c.Command, c.Args, c.Env, c.EnvFrom = nil, nil, nil, nil
+	}
 	c.WorkingDir = ""
 	c.Ports = nil
-	c.EnvFrom = nil
-	c.Env = nil
 	c.VolumeMounts = nil
 	c.VolumeDevices = nil
 	c.LivenessProbe = nil

@@ -192,13 +192,29 @@ func TestTransformPod(t *testing.T) {
 		assert.Equal(t, "Evicted", pod.Status.Reason)
 		assert.Equal(t, corev1.DisruptionTarget, pod.Status.Conditions[len(pod.Status.Conditions)-1].Type)
 	})
+	t.Run("keeps what pkg/jvm reads of a JVM's heap", func(t *testing.T) {
+		full := heavyPod()
+		full.Spec.Containers[0].Env = append(full.Spec.Containers[0].Env, corev1.EnvVar{Name: "KAFKA_HEAP_OPTS", Value: "-Xms1g -Xmx1g"})
+		want := full.Spec.Containers[0].DeepCopy()
+		full.Spec.InitContainers[0].EnvFrom = nil
+		out, err := Transform(full)
+		require.NoError(t, err)
+		c := out.(*corev1.Pod).Spec.Containers[0]
+		assert.Equal(t, want.Command, c.Command)
+		assert.Equal(t, want.Args, c.Args)
+		assert.Equal(t, want.Env, c.Env)
+		assert.Equal(t, want.EnvFrom, c.EnvFrom)
+		sidecar := out.(*corev1.Pod).Spec.InitContainers[0]
+		assert.Nil(t, sidecar.Env, "no JVM, nothing a declaration reads")
+		assert.Nil(t, sidecar.Command)
+	})
 	t.Run("drops the rest", func(t *testing.T) {
 		c := pod.Spec.Containers[0]
 		assert.Nil(t, c.Command)
 		assert.Nil(t, c.Args)
 		assert.Empty(t, c.WorkingDir)
 		assert.Nil(t, c.Ports)
-		assert.Nil(t, c.EnvFrom)
+		assert.Equal(t, heavyContainer("app").EnvFrom, c.EnvFrom, "a JVM's options may come from it, should its VPA declare one (jvm.SpecNeeded)")
 		assert.Nil(t, c.Env)
 		assert.Nil(t, c.VolumeMounts)
 		assert.Nil(t, c.LivenessProbe)

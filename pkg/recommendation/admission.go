@@ -26,6 +26,18 @@ import (
 // LimitRanges, and where a pod's max cannot be met by lowering what the VPA
 // controls (or a pod's min or ratio is not met) it gives up that resource
 // for the pod: its containers keep theirs, which were admitted.
+//
+// From Kubernetes 1.38 LimitRanger checks only what a resize changes: a
+// container's resource whose request and limit stay as they are, and a
+// resource of the pod whose total request and limit stay as they are, are
+// not checked, so a pod admitted before its LimitRange was tightened is
+// resized without being brought within it. Up to 1.37 a resize is checked
+// as a new pod is, every value of every container. So for a resize on 1.38
+// (onlyChanges) fit leaves a container's resource the VPA would not change
+// as it is, instead of moving it into the bounds, and does not lower the
+// others to meet the pod's bounds when the pod's total stays as it is. A
+// new pod (admission) or a Job's template is checked whole on every
+// version.
 
 // fitResources are the resources fit keeps within the LimitRanges.
 var fitResources = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory}
@@ -108,9 +120,15 @@ type fitContainer struct {
 	topReq, topLim int64
 }
 
-// fit returns desired kept within ranges for pod (see above). desired is
-// not changed.
-func fit(pod *corev1.Pod, desired Desired, ranges []*corev1.LimitRange) Desired {
+// ChecksOnlyChanges tells whether the LimitRanger admission plugin of an
+// API server of minor version serverMinor checks only the values a resize
+// changes (1.38+, see fit); 0, unknown, is taken for an older one.
+func ChecksOnlyChanges(serverMinor int) bool { return serverMinor >= 38 }
+
+// fit returns desired kept within ranges for pod (see above); onlyChanges:
+// pod exists and is resized, on an API server whose LimitRanger checks only
+// what a resize changes. desired is not changed.
+func fit(pod *corev1.Pod, desired Desired, ranges []*corev1.LimitRange, onlyChanges bool) Desired {
 	if len(ranges) == 0 || len(desired) == 0 {
 		return desired
 	}
@@ -119,10 +137,14 @@ func fit(pod *corev1.Pod, desired Desired, ranges []*corev1.LimitRange) Desired 
 		out[name] = Container{Requests: maps.Clone(c.Requests), Limits: maps.Clone(c.Limits),
 			LowerBound: c.LowerBound, UpperBound: c.UpperBound}
 	}
+	// What LimitRanger checks: the pod with its defaults set (a resize of
+	// a pod admitted before them adds them). A container's own values are
+	// read from it, and compared with the stored pod's for 1.38's rule.
+	view := limitRangerView(pod, ranges)
 	for _, r := range fitResources {
 		cb := combine(ranges, corev1.LimitTypeContainer, r)
 		var fcs []*fitContainer
-		for ref := range Containers(pod) {
+		for ref := range Containers(view) {
 			c := ref.Container
 			want, ok := out[c.Name]
 			if !ok {
@@ -132,11 +154,28 @@ func fit(pod *corev1.Pod, desired Desired, ranges []*corev1.LimitRange) Desired 
 			if !ok {
 				continue
 			}
+			if onlyChanges && unchanged(stored(pod, ref), c, want, r) {
+				// Not checked: it keeps its values, counted in the pod's
+				// as the containers the VPA does not control are.
+				continue
+			}
 			fc := &fitContainer{name: c.Name, req: amount(r, q)}
 			if l, ok := want.Limits[r]; ok {
 				fc.lim, fc.hasLim, fc.ours = amount(r, l), true, true
 			} else if l, ok := c.Resources.Limits[r]; ok {
 				fc.lim, fc.hasLim = amount(r, l), true
+			}
+			if cb.ratio != nil && !fc.ours && (!fc.hasLim || fc.lim == 0) {
+				// LimitRanger holds a container to a ratio only with a
+				// limit that is not 0: a value of it that changes is
+				// refused, whatever it is. It keeps its own (a pod
+				// admitted before its LimitRange; from 1.38 the rest of
+				// the resize passes).
+				delete(want.Requests, r)
+				if len(want.Requests) == 0 && len(want.Limits) == 0 {
+					delete(out, c.Name)
+				}
+				continue
 			}
 			fitContainerBounds(r, fc, cb)
 			fcs = append(fcs, fc)
@@ -144,7 +183,7 @@ func fit(pod *corev1.Pod, desired Desired, ranges []*corev1.LimitRange) Desired 
 		if len(fcs) == 0 {
 			continue
 		}
-		if !fitPod(pod, r, fcs, cb, combine(ranges, corev1.LimitTypePod, r)) {
+		if !fitPod(view, pod, r, fcs, cb, combine(ranges, corev1.LimitTypePod, r), onlyChanges) {
 			// The pod's bounds cannot be met by what the VPA controls: its
 			// containers keep their r, which were admitted.
 			for name, c := range out {
@@ -167,6 +206,32 @@ func fit(pod *corev1.Pod, desired Desired, ranges []*corev1.LimitRange) Desired 
 	return out
 }
 
+// unchanged tells whether the resize of want leaves old's request and
+// limit of r as they are: want's request is old's, and the limit, want's or
+// now's (the container as LimitRanger checks it: its own, or the default
+// the resize adds), is old's or absent from both.
+func unchanged(old, now *corev1.Container, want Container, r corev1.ResourceName) bool {
+	q, ok := want.Requests[r]
+	if cur, has := old.Resources.Requests[r]; !ok || !has || q.Cmp(cur) != 0 {
+		return false
+	}
+	l, has := want.Limits[r]
+	if !has {
+		l, has = now.Resources.Limits[r]
+	}
+	cur, had := old.Resources.Limits[r]
+	return has == had && (!has || l.Cmp(cur) == 0)
+}
+
+// stored returns the container of pod that ref (a container of a copy of
+// pod) stands for.
+func stored(pod *corev1.Pod, ref Ref) *corev1.Container {
+	if ref.Sidecar {
+		return &pod.Spec.InitContainers[ref.Index]
+	}
+	return &pod.Spec.Containers[ref.Index]
+}
+
 // fitContainerBounds keeps fc within its container's min, max and ratio,
 // and records the lowest request they allow.
 func fitContainerBounds(r corev1.ResourceName, fc *fitContainer, cb rangeBounds) {
@@ -179,6 +244,11 @@ func fitContainerBounds(r corev1.ResourceName, fc *fitContainer, cb rangeBounds)
 		fc.floor = max(fc.floor, mulDiv(fc.lim, 1000, cb.ratio.MilliValue(), true))
 	}
 	fc.req = max(fc.req, fc.floor)
+	if fc.hasLim && !fc.ours {
+		// No request above the limit the container keeps (one LimitRanger
+		// adds as its default included): the API server refuses it.
+		fc.req = min(fc.req, fc.lim)
+	}
 	if cb.max != nil {
 		m := amount(r, *cb.max)
 		fc.req = min(fc.req, m)
@@ -207,8 +277,10 @@ func limitFor(fc *fitContainer, req, lim int64, cb rangeBounds) int64 {
 // fitPod keeps the pod within its own bounds pb (type Pod): when its max is
 // exceeded, what the VPA controls is lowered, all containers by the same
 // share, down to what their container bounds allow. It returns false when
-// the pod's bounds cannot be met so.
-func fitPod(pod *corev1.Pod, r corev1.ResourceName, fcs []*fitContainer, cb, pb rangeBounds) bool {
+// the pod's bounds cannot be met so. pod is as LimitRanger checks it
+// (limitRangerView of storedPod). onlyChanges: a pod whose total request
+// and limit of r stay those of storedPod is not checked.
+func fitPod(pod, storedPod *corev1.Pod, r corev1.ResourceName, fcs []*fitContainer, cb, pb rangeBounds, onlyChanges bool) bool {
 	if pb.min == nil && pb.max == nil && pb.ratio == nil {
 		return true
 	}
@@ -264,6 +336,13 @@ func fitPod(pod *corev1.Pod, r corev1.ResourceName, fcs []*fitContainer, cb, pb 
 	if within(false) {
 		return true
 	}
+	if onlyChanges {
+		opts := resourcehelper.PodResourcesOptions{ExcludeOverhead: true}
+		if sameTotal(r, resourcehelper.PodRequests(p, opts), resourcehelper.PodRequests(storedPod, opts)) &&
+			sameTotal(r, resourcehelper.PodLimits(p, opts), resourcehelper.PodLimits(storedPod, opts)) {
+			return true
+		}
+	}
 	if pb.max == nil {
 		return false
 	}
@@ -284,4 +363,12 @@ func fitPod(pod *corev1.Pod, r corev1.ResourceName, fcs []*fitContainer, cb, pb 
 	}
 	set(lo)
 	return within(false)
+}
+
+// sameTotal tells whether r is in both lists with equal quantities, or in
+// neither.
+func sameTotal(r corev1.ResourceName, a, b corev1.ResourceList) bool {
+	qa, inA := a[r]
+	qb, inB := b[r]
+	return inA == inB && (!inA || qa.Cmp(qb) == 0)
 }

@@ -67,9 +67,13 @@ func TestForPodStaysWithinLimitRanges(t *testing.T) {
 				vpa.RequestsOnly(name)
 			}
 		}
+		// The LimitRange and the pod as the API server stores them:
+		// LimitRanger's defaults set on what the containers lack.
+		lr = testadmit.Stored(lr)
 		if testadmit.Pod(p, []*corev1.LimitRange{lr}, nil) != nil {
 			continue // refused as it is
 		}
+		p = testadmit.Mutate(p, []*corev1.LimitRange{lr})
 		cases++
 		factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
 		require.NoError(t, factory.Core().V1().LimitRanges().Informer().GetIndexer().Add(lr))
@@ -163,7 +167,7 @@ func TestFit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default"}, Spec: corev1.PodSpec{Containers: tc.containers}}
 			before := fmt.Sprint(tc.desired)
-			got := fit(pod, tc.desired, tc.ranges)
+			got := fit(pod, tc.desired, tc.ranges, false)
 			assert.Equal(t, before, fmt.Sprint(tc.desired), "desired is not changed")
 			require.Len(t, got, len(tc.want), "%v", got)
 			for name, w := range tc.want {
@@ -199,7 +203,7 @@ func TestClusterMemoKeepsWithinLimitRanges(t *testing.T) {
 	lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "l", Namespace: "default"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
 		Type: corev1.LimitTypeContainer, MaxLimitRequestRatio: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}}}}
 	require.NoError(t, factory.Core().V1().LimitRanges().Informer().GetIndexer().Add(lr))
-	memo, err := NewClusterMemo(factory)
+	memo, err := NewClusterMemo(factory, 0)
 	require.NoError(t, err)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
 		Name: "app", Resources: corev1.ResourceRequirements{

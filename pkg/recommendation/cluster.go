@@ -14,8 +14,11 @@ import (
 // to the namespaces' LimitRanges (upstream VPA's calculator, on factory's
 // LimitRange informer) and kept within them (fit), computed once per VPA
 // version, LimitRange version and pod shape. Every LimitRange event makes a new LimitRange version.
-// Call it before starting factory.
-func NewClusterMemo(factory informers.SharedInformerFactory) (*Memo, error) {
+// serverMinor is the API server's minor version (0: unknown), whose
+// LimitRanger checks a resize whole or only what it changes
+// (Calculator.WithServerMinor); the admission controller, which sees pods
+// created, passes 0. Call it before starting factory.
+func NewClusterMemo(factory informers.SharedInformerFactory, serverMinor int) (*Memo, error) {
 	limitRanges, err := limitrange.NewLimitsRangeCalculator(factory)
 	if err != nil {
 		return nil, fmt.Errorf("creating the LimitRange calculator: %w", err)
@@ -29,6 +32,6 @@ func NewClusterMemo(factory informers.SharedInformerFactory) (*Memo, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("watching LimitRanges: %w", err)
 	}
-	calc := NewCalculator(limitRanges).WithLimitRanges(factory.Core().V1().LimitRanges().Lister())
+	calc := NewCalculator(limitRanges).WithLimitRanges(factory.Core().V1().LimitRanges().Lister()).WithServerMinor(serverMinor)
 	return NewMemo(calc, version.Load), nil
 }

@@ -139,40 +139,29 @@ func (m *Memo) Len() int {
 }
 
 // appendShape appends to out what ForPod reads of pod besides its namespace:
-// each container's kind (app container or sidecar), name and cpu and
-// memory requests and limits, those
-// the kubelet reports in the container's status when it does, else those of
-// the spec (as upstream VPA reads them), in canonical form, and the
-// resources the pod sets at pod level. Quantities read
-// from the API server are canonical, so equal strings are equal values of
-// the same format.
+// whether the pod exists (a UID: fit's rule for resizes), each container's
+// kind (app container or sidecar), name and cpu and memory requests and
+// limits, those the kubelet reports in the container's status when it does,
+// else those of the spec (as upstream VPA reads them), in canonical form,
+// followed by the spec's when they differ and the pod exists (fit compares
+// with the spec), and the resources the pod sets at pod level. Quantities
+// read from the API server are canonical, so equal strings are equal values
+// of the same format.
 func appendShape(out []byte, pod *corev1.Pod) []byte {
+	exists := pod.UID != ""
+	if exists {
+		out = append(out, 3)
+	}
 	for ref := range Containers(pod) {
 		c := ref.Container
 		resources := &c.Resources
 		if cs := Status(pod, ref); cs != nil && cs.Resources != nil {
 			resources = cs.Resources
 		}
-		// Its kind and its name's length first: a name, not validated yet
-		// at admission, may hold any bytes, and must not pass for the
-		// containers of another shape.
-		kind := byte(0)
-		if ref.Sidecar {
-			kind = 1
+		out = appendContainerShape(out, ref.Sidecar, c.Name, resources)
+		if exists && resources != &c.Resources && !sameCPUAndMemory(resources, &c.Resources) {
+			out = appendContainerShape(append(out, 4), ref.Sidecar, c.Name, &c.Resources)
 		}
-		out = binary.AppendUvarint(append(out, kind), uint64(len(c.Name)))
-		out = append(out, c.Name...)
-		for _, list := range [2]corev1.ResourceList{resources.Requests, resources.Limits} {
-			for _, name := range [2]corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-				out = append(out, 0)
-				if q, ok := list[name]; ok {
-					number, suffix := q.CanonicalizeBytes(out[len(out):])
-					out = append(out, number...)
-					out = append(out, suffix...)
-				}
-			}
-		}
-		out = append(out, 1)
 	}
 	// What the pod shares at pod level, and which containers set their own
 	// (SharedAtPodLevel reads the spec).
@@ -189,6 +178,41 @@ func appendShape(out []byte, pod *corev1.Pod) []byte {
 		}
 	}
 	return out
+}
+
+// appendContainerShape appends one container's part of a shape: its kind
+// and its name's length first (a name, not validated yet at admission, may
+// hold any bytes, and must not pass for the containers of another shape),
+// its name, then its cpu and memory requests and limits.
+func appendContainerShape(out []byte, sidecar bool, name string, resources *corev1.ResourceRequirements) []byte {
+	kind := byte(0)
+	if sidecar {
+		kind = 1
+	}
+	out = binary.AppendUvarint(append(out, kind), uint64(len(name)))
+	out = append(out, name...)
+	for _, list := range [2]corev1.ResourceList{resources.Requests, resources.Limits} {
+		for _, r := range [2]corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			out = append(out, 0)
+			if q, ok := list[r]; ok {
+				number, suffix := q.CanonicalizeBytes(out[len(out):])
+				out = append(out, number...)
+				out = append(out, suffix...)
+			}
+		}
+	}
+	return append(out, 1)
+}
+
+// sameCPUAndMemory tells whether a and b have the same cpu and memory
+// requests and limits.
+func sameCPUAndMemory(a, b *corev1.ResourceRequirements) bool {
+	for _, r := range [2]corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if !sameTotal(r, a.Requests, b.Requests) || !sameTotal(r, a.Limits, b.Limits) {
+			return false
+		}
+	}
+	return true
 }
 
 var (

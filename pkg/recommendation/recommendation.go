@@ -49,6 +49,19 @@ type Calculator struct {
 	// ranges lists the namespaces' LimitRanges, which what ForPod returns
 	// is kept within (fit); nil: upstream's capping only.
 	ranges corelisters.LimitRangeLister
+	// serverMinor is the API server's minor version (0: unknown), whose
+	// LimitRanger checks a resize whole or only what it changes (fit).
+	serverMinor int
+}
+
+// WithServerMinor tells c the API server's minor version (0: unknown), so
+// that what ForPod returns for a pod that exists (it has a UID: it is
+// resized) follows that version's LimitRanger (fit). A pod without a UID
+// (one being created, a Job's template) is kept within the LimitRanges
+// whole, as on every version. It returns c.
+func (c *Calculator) WithServerMinor(minor int) *Calculator {
+	c.serverMinor = minor
+	return c
 }
 
 // WithLimitRanges makes c keep what it returns within the LimitRanges
@@ -83,8 +96,10 @@ func (c *Calculator) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler
 	if vpa.Status.Recommendation == nil || len(vpa.Status.Recommendation.ContainerRecommendations) == 0 {
 		return Desired{}, nil
 	}
-	// Upstream's processing finds sidecars only among the containers.
-	view := withSidecars(pod)
+	// Upstream's processing finds sidecars only among the containers, and
+	// takes a limit of 0 the kubelet reports for one the container lacks
+	// for a limit (zerolimits.go).
+	view := withoutReportedZeroLimits(withSidecars(pod))
 	processed, annotations, err := c.processor.Apply(vpa, view)
 	if err != nil {
 		return nil, fmt.Errorf("capping recommendation: %w", err)
@@ -116,12 +131,13 @@ func (c *Calculator) ForPod(pod *corev1.Pod, vpa *vpatypes.VerticalPodAutoscaler
 			UpperBound: onlyCPUAndMemory(rec.UpperBound),
 		}
 	}
+	desired = withoutZeroLimitResources(view, desired)
 	if c.ranges != nil {
 		ranges, err := c.ranges.LimitRanges(pod.Namespace).List(labels.Everything())
 		if err != nil {
 			return nil, fmt.Errorf("reading the LimitRanges of namespace %q: %w", pod.Namespace, err)
 		}
-		desired = fit(pod, desired, ranges)
+		desired = fit(pod, desired, ranges, pod.UID != "" && ChecksOnlyChanges(c.serverMinor))
 	}
 	return SharedAtPodLevel(pod, desired), nil
 }

@@ -262,9 +262,13 @@ func TestForPodWithSidecarsStaysWithinLimitRanges(t *testing.T) {
 			p.Spec.InitContainers = append(p.Spec.InitContainers, c)
 			recommend(c.Name)
 		}
+		// The LimitRange and the pod as the API server stores them:
+		// LimitRanger's defaults set on what the containers lack.
+		lr = testadmit.Stored(lr)
 		if testadmit.Pod(p, []*corev1.LimitRange{lr}, nil) != nil {
 			continue // refused as it is
 		}
+		p = testadmit.Mutate(p, []*corev1.LimitRange{lr})
 		cases++
 		factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
 		require.NoError(t, factory.Core().V1().LimitRanges().Informer().GetIndexer().Add(lr))

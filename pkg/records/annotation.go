@@ -61,15 +61,18 @@ type annotationAttempt struct {
 	// From is Record.From (the safety records); a reader that does not
 	// know it ignores it.
 	From resources.Resources `json:"from,omitempty"`
-	// Since and Until are Record.Since and Record.Until in seconds since
-	// the epoch, and Holds Record.Holds (the safety records); absent when
-	// zero. A reader that does not know them ignores them.
-	Since int64 `json:"since,omitempty"`
+	// Until is Record.Until in seconds since the epoch, and Holds
+	// Record.Holds (the safety records); absent when zero. A reader that
+	// does not know them ignores them. (Earlier versions wrote a canary's
+	// watch start as "since": decode.go reads it.)
 	Until int64 `json:"until,omitempty"`
 	Holds int   `json:"holds,omitempty"`
 	// Watch is Record.Watch (watch.go), its times relative to each
 	// record's own.
 	Watch *attemptWatch `json:"watch,omitempty"`
+	// Starts is Record.Starts (KindLimitAtStart); a reader that does not
+	// know it ignores it.
+	Starts map[string]int32 `json:"starts,omitempty"`
 }
 
 // unixOrZero is t in seconds since the epoch, 0 for the zero time.
@@ -217,7 +220,7 @@ func sharedAttempts(records map[types.UID]*Record, uids []types.UID) ([]annotati
 	for i, k := range keys {
 		r := firstOf[k]
 		attempts[i] = annotationAttempt{Kind: r.Kind, Resources: r.Attempted, Message: truncate(r.Message, maxMessageBytes), From: r.From,
-			Since: unixOrZero(r.Since), Until: unixOrZero(r.Until), Holds: min(max(r.Holds, 0), MaxHolds), Watch: relative(r)}
+			Until: unixOrZero(r.Until), Holds: min(max(r.Holds, 0), MaxHolds), Watch: relative(r), Starts: r.Starts}
 		index[k] = i
 	}
 	indexOf := make(map[types.UID]int, len(uids))
@@ -230,8 +233,8 @@ func sharedAttempts(records map[types.UID]*Record, uids []types.UID) ([]annotati
 // attemptKey identifies what a record says, apart from its pod and time.
 func attemptKey(r *Record) string {
 	return string(r.Kind) + "\x00" + r.Attempted.String() + "\x00" + truncate(r.Message, maxMessageBytes) + "\x00" + r.From.String() +
-		"\x00" + strconv.FormatInt(unixOrZero(r.Since), 10) + "\x00" + strconv.FormatInt(unixOrZero(r.Until), 10) +
-		"\x00" + strconv.Itoa(min(max(r.Holds, 0), MaxHolds)) + "\x00" + watchKey(r)
+		"\x00" + strconv.FormatInt(unixOrZero(r.Until), 10) +
+		"\x00" + strconv.Itoa(min(max(r.Holds, 0), MaxHolds)) + "\x00" + watchKey(r) + "\x00" + startsKey(r.Starts)
 }
 
 // truncate cuts s to at most n bytes, on a character boundary.

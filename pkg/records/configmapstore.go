@@ -144,6 +144,9 @@ const (
 	// StoreSafety holds the records of the watch after a resize: canaries,
 	// reverts due and harm holds (KindCanary, KindRevert, KindHarmHold).
 	StoreSafety = "safety"
+	// StoreJVM holds the memory limits JVMs started with
+	// (KindLimitAtStart).
+	StoreJVM = "jvm"
 )
 
 // Names on the ConfigMaps.

@@ -68,6 +68,10 @@ const (
 	// (MaxWatchLowerings, MaxWatchRestarts, a container's name, a count
 	// below 0, a time too far from the record's).
 	DropBadWatch DropReason = "BadWatch"
+	// DropBadStarts: the restart counts of a limit at start
+	// (Record.Starts) are missing on a KindLimitAtStart record, present on
+	// another kind, or do not name exactly its containers' memory limits.
+	DropBadStarts DropReason = "BadStarts"
 	// DropBadTime: the record's time is not an RFC 3339 time.
 	DropBadTime DropReason = "BadTime"
 	// DropFuture: the record's time is more than FutureSkew ahead.
@@ -84,6 +88,10 @@ const (
 type Decoded struct {
 	Records map[types.UID]*Record
 	Dropped map[DropReason]int
+	// Legacy counts the records kept that were read in an earlier
+	// version's shape (a canary's watch start beside its watch, or no
+	// watch): their value is to be written again.
+	Legacy int
 }
 
 // DroppedTotal is the number of drops of all reasons.
@@ -142,14 +150,18 @@ type rawAttempt struct {
 	// From is Record.From, bounded as Resources are; absent but for the
 	// safety records.
 	From map[string]rawRequirements `json:"from"`
-	// Since, Until (seconds since the epoch) and Holds are those of the
-	// safety records; absent for the others.
+	// Until (seconds since the epoch) and Holds are those of the safety
+	// records; absent for the others. Since is when a canary's watch
+	// began, as earlier versions wrote it beside its watch: it is folded
+	// into the watch (foldCanarySince).
 	Since int64 `json:"since"`
 	Until int64 `json:"until"`
 	Holds int   `json:"holds"`
 	// Watch is Record.Watch (watch.go); absent but for KindWatch and
 	// KindCanary.
 	Watch *rawWatch `json:"watch"`
+	// Starts is Record.Starts; absent but for KindLimitAtStart.
+	Starts map[string]int32 `json:"starts"`
 }
 
 type rawRequirements struct {
@@ -214,6 +226,7 @@ func decodeDoc(value string, opts DecodeOptions, version int) (*decoder, *rawDoc
 	d.attempts = doc.Attempts[:min(len(doc.Attempts), opts.MaxAttempts)]
 	// Attempts are parsed when a kept record first refers to them.
 	d.parsed = make([]*Record, len(d.attempts))
+	d.sinces = make([]time.Time, len(d.attempts))
 	d.watches = make([]*relWatch, len(d.attempts))
 	d.refused = make([]DropReason, len(d.attempts))
 	return d, &doc, nil
@@ -226,6 +239,7 @@ type decoder struct {
 	attempts []rawAttempt
 	total    int
 	parsed   []*Record
+	sinces   []time.Time
 	watches  []*relWatch
 	refused  []DropReason
 	kept     int
@@ -271,7 +285,7 @@ func (d *decoder) add(key string, attempt int, at time.Time, timeErr error, gene
 		return
 	}
 	if d.parsed[attempt] == nil && d.refused[attempt] == "" {
-		d.parsed[attempt], d.watches[attempt], d.refused[attempt] = parseAttempt(d.attempts[attempt])
+		d.parsed[attempt], d.sinces[attempt], d.watches[attempt], d.refused[attempt] = parseAttempt(d.attempts[attempt])
 	}
 	a := d.parsed[attempt]
 	if a == nil {
@@ -280,14 +294,24 @@ func (d *decoder) add(key string, attempt int, at time.Time, timeErr error, gene
 	}
 	d.kept++
 	r := &Record{Kind: a.Kind, Attempted: a.Attempted, Message: a.Message, RecordedAt: at, Generation: max(generation, 0), From: a.From,
-		Since: a.Since, Until: a.Until, Holds: a.Holds}
+		Until: a.Until, Holds: a.Holds, Starts: a.Starts}
 	if w := d.watches[attempt]; w != nil {
 		r.Watch = w.at(at)
-		if !d.opts.Now.IsZero() && r.Watch.latest().After(d.opts.Now.Add(FutureSkew)) {
-			d.kept--
-			d.out.drop(DropFuture, 1)
-			return
-		}
+	}
+	// A canary's record in an earlier version's shape (its watch's start
+	// beside its watch, or no watch) is kept in this one's, and its value
+	// written again.
+	legacy := r.Kind == KindCanary && (r.Watch == nil || !d.sinces[attempt].IsZero())
+	if legacy {
+		r.Watch = foldCanarySince(r.Watch, r.From, r.Attempted, d.sinces[attempt])
+	}
+	if r.Watch != nil && !d.opts.Now.IsZero() && r.Watch.latest().After(d.opts.Now.Add(FutureSkew)) {
+		d.kept--
+		d.out.drop(DropFuture, 1)
+		return
+	}
+	if legacy {
+		d.out.Legacy++
 	}
 	d.out.Records[uid] = r
 }
@@ -295,37 +319,43 @@ func (d *decoder) add(key string, attempt int, at time.Time, timeErr error, gene
 // parseAttempt checks an attempt and parses its quantities, and its watch;
 // the reason is set when it is refused. Records sharing an attempt share
 // its resources: they are never modified.
-func parseAttempt(a rawAttempt) (*Record, *relWatch, DropReason) {
+func parseAttempt(a rawAttempt) (*Record, time.Time, *relWatch, DropReason) {
 	if !knownKind(a.Kind) {
-		return nil, nil, DropUnknownKind
+		return nil, time.Time{}, nil, DropUnknownKind
 	}
 	attempted, ok := parseResources(a.Resources)
 	if !ok || len(attempted) == 0 {
-		return nil, nil, DropBadResources
+		return nil, time.Time{}, nil, DropBadResources
 	}
 	var from resources.Resources
 	if len(a.From) > 0 {
 		if from, ok = parseResources(a.From); !ok {
-			return nil, nil, DropBadResources
+			return nil, time.Time{}, nil, DropBadResources
 		}
 	}
 	since, ok := unixTime(a.Since)
 	if !ok {
-		return nil, nil, DropBadTime
+		return nil, time.Time{}, nil, DropBadTime
 	}
 	until, ok := unixTime(a.Until)
 	if !ok {
-		return nil, nil, DropBadTime
+		return nil, time.Time{}, nil, DropBadTime
 	}
 	w, reason := parseWatch(a.Kind, a.Watch, attempted, from)
 	if reason != "" {
-		return nil, nil, reason
+		return nil, time.Time{}, nil, reason
+	}
+	if !validStarts(a.Kind, a.Starts, attempted) {
+		return nil, time.Time{}, nil, DropBadStarts
 	}
 	msg := strings.ToValidUTF8(truncate(a.Message, maxMessageBytes), "?")
 	// A count past the bound is the bound: the hold's length stops growing
 	// long before.
 	holds := min(max(a.Holds, 0), MaxHolds)
-	return &Record{Kind: a.Kind, Attempted: attempted, Message: msg, From: from, Since: since, Until: until, Holds: holds}, w, ""
+	if a.Kind != KindCanary {
+		since = time.Time{}
+	}
+	return &Record{Kind: a.Kind, Attempted: attempted, Message: msg, From: from, Until: until, Holds: holds, Starts: a.Starts}, since, w, ""
 }
 
 // maxUnixSeconds bounds the times of an attempt: the year 5138, far past
@@ -375,7 +405,8 @@ func parseResources(raw map[string]rawRequirements) (resources.Resources, bool) 
 // encoders leave out (and hold in memory only) a record the decoder would
 // drop, rather than write it to be dropped at the next load.
 func encodable(r *Record) bool {
-	if !knownKind(r.Kind) || len(r.Attempted) == 0 || !encodableResources(r.Attempted) || !encodableWatch(r) {
+	if !knownKind(r.Kind) || len(r.Attempted) == 0 || !encodableResources(r.Attempted) || !encodableWatch(r) ||
+		!validStarts(r.Kind, r.Starts, r.Attempted) {
 		return false
 	}
 	return len(r.From) == 0 || encodableResources(r.From)
@@ -450,7 +481,7 @@ func parseTime(s string) (time.Time, error) {
 func knownKind(k Kind) bool {
 	switch k {
 	case KindInfeasible, KindNodeCapacity, KindInvalid, KindJobRejected, KindJobUnsupported,
-		KindMemoryLimitRefused, KindMemoryLimitUnsafe, KindCanary, KindRevert, KindHarmHold, KindWatch:
+		KindMemoryLimitRefused, KindMemoryLimitUnsafe, KindCanary, KindRevert, KindHarmHold, KindWatch, KindLimitAtStart:
 		return true
 	}
 	return false

@@ -243,8 +243,9 @@ type loading struct {
 	loaded  map[types.UID]entry
 	owners  map[string]Owner
 	// rewrite holds the VPAs (by id) whose records are to be written
-	// again: some were dropped, or a pod's record is also held under
-	// another VPA.
+	// again: some were dropped, some were read in an earlier version's
+	// shape (Decoded.Legacy), or a pod's record is also held under another
+	// VPA.
 	rewrite map[string]bool
 	dropped int
 }
@@ -265,6 +266,11 @@ func (l *loading) add(ctx context.Context, owner Owner, source string, d Decoded
 		}
 		klog.FromContext(ctx).Info("Dropped records", "vpa", owner.Key(), "vpaUID", owner.UID, "store", l.store, "source", source,
 			"dropped", d.Dropped, "kept", len(d.Records))
+	}
+	if d.Legacy > 0 {
+		l.rewrite[id] = true
+		klog.FromContext(ctx).V(2).Info("Records read in an earlier shape, to be written again", "vpa", owner.Key(), "vpaUID", owner.UID,
+			"store", l.store, "source", source, "records", d.Legacy)
 	}
 	for uid, r := range d.Records {
 		// A pod that moved between VPAs: its newest record wins, and the

@@ -69,9 +69,10 @@ const (
 	// lowered, as lowered; From, where set, what they were before.
 
 	// KindCanary: the pod is a canary of its VPA's decrease: its resize
-	// lowered From to Attempted. Since is when its watch began (the resize
-	// seen completed); zero while the resize is under way. Keyed by the
-	// pod's UID.
+	// lowered From to Attempted. Its Watch holds that lowering, flagged
+	// Canary, whose Since is when its watch began (the resize seen
+	// completed), zero while the resize is under way (CanarySince), beside
+	// the pod's other lowerings still watched. Keyed by the pod's UID.
 	KindCanary Kind = "Canary"
 	// KindRevert: harm was seen after the pod's resize lowered From to
 	// Attempted; the pod is resized back to From, and the record goes once
@@ -89,6 +90,13 @@ const (
 	// (Watch, watch.go); a canary's record keeps its Watch too. Keyed by
 	// the pod's UID.
 	KindWatch Kind = "Watch"
+
+	// KindLimitAtStart (a store of its own, StoreJVM): Attempted holds,
+	// per container, the memory limit in force when the container last
+	// started, and Starts the restart count of that start (start.go): what
+	// a JVM's heap sized from its limit was sized from. Keyed by the
+	// pod's UID.
+	KindLimitAtStart Kind = "LimitAtStart"
 )
 
 // Record is one remembered attempt.
@@ -108,9 +116,6 @@ type Record struct {
 	// lowered them (KindCanary, KindRevert, KindHarmHold); nil for the
 	// other kinds.
 	From resources.Resources
-	// Since is when the watch of a canary's resize began (KindCanary);
-	// zero while its resize is under way, and for the other kinds.
-	Since time.Time
 	// Until is when a hold ends (KindHarmHold); zero for the other kinds,
 	// and in holds written before it was kept (then the updater's
 	// --harm-hold after RecordedAt).
@@ -119,9 +124,14 @@ type Record struct {
 	// from 1 to MaxHolds; zero for the other kinds.
 	Holds int
 	// Watch is the watch of the pod's lowered values (KindWatch,
-	// KindCanary); nil for the other kinds, and for a canary's record
-	// written by a version that kept none.
+	// KindCanary); nil for the other kinds. A canary's record read in the
+	// shape of earlier versions (its watch's start in a field of its own,
+	// or no watch) is given one (decode.go).
 	Watch *Watch
+	// Starts are, per container of Attempted, the restart count of the
+	// start whose memory limit Attempted holds (KindLimitAtStart); nil for
+	// the other kinds.
+	Starts map[string]int32
 }
 
 // ContainerMemoryLimit returns the memory limit the record holds for a

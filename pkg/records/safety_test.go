@@ -13,10 +13,13 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 )
 
-// canaryRecord is a canary's record: its memory lowered from 2Gi to 1Gi.
+// canaryRecord is a canary's record: its memory lowered from 2Gi to 1Gi,
+// its resize under way.
 func canaryRecord(at time.Time) *Record {
-	return &Record{Kind: KindCanary, Attempted: resources.Resources{"app": res("", "1Gi", "", "1Gi")},
+	r := &Record{Kind: KindCanary, Attempted: resources.Resources{"app": res("", "1Gi", "", "1Gi")},
 		From: resources.Resources{"app": res("", "2Gi", "", "2Gi")}, RecordedAt: at}
+	r.Watch = (*Watch)(nil).WithCanary(r.From, r.Attempted, time.Time{})
+	return r
 }
 
 // The safety records keep what they were lowered from (From) beside what
@@ -27,7 +30,8 @@ func TestSafetyRecordsRoundTrip(t *testing.T) {
 		goodUID: canaryRecord(t0),
 		"pod-b": canaryRecord(time.Time{}), // under way: no time yet
 		"pod-d": {Kind: KindCanary, Attempted: resources.Resources{"app": res("", "1Gi", "", "1Gi")},
-			From: resources.Resources{"app": res("", "3Gi", "", "3Gi")}, RecordedAt: t0, Since: t0.Add(time.Minute)},
+			From: resources.Resources{"app": res("", "3Gi", "", "3Gi")}, RecordedAt: t0,
+			Watch: (*Watch)(nil).WithCanary(resources.Resources{"app": res("", "3Gi", "", "3Gi")}, resources.Resources{"app": res("", "1Gi", "", "1Gi")}, t0.Add(time.Minute))},
 		"pod-c": {Kind: KindRevert, Attempted: resources.Resources{"app": res("", "1Gi", "", "")},
 			From: resources.Resources{"app": res("", "3Gi", "", "")}, Message: "OOMKilled", RecordedAt: t0},
 		webVPA.UID: {Kind: KindHarmHold, Attempted: resources.Resources{"app": res("", "1Gi", "", "1Gi")},
@@ -48,6 +52,7 @@ func TestSafetyRecordsRoundTrip(t *testing.T) {
 			d, err := codec.decode(value, DecodeOptions{MaxBytes: DefaultMaxCompactBytes})
 			require.NoError(t, err)
 			require.Empty(t, d.Dropped)
+			assert.Zero(t, d.Legacy, "written in this version's shape")
 			require.Len(t, d.Records, len(records))
 			for uid, want := range records {
 				got := d.Records[uid]
@@ -58,7 +63,7 @@ func TestSafetyRecordsRoundTrip(t *testing.T) {
 				assert.Equal(t, len(want.From) == 0, len(got.From) == 0, uid)
 				assert.True(t, want.RecordedAt.Equal(got.RecordedAt), uid)
 				assert.Equal(t, want.Message, got.Message, uid)
-				assert.True(t, want.Since.Equal(got.Since), "%s: since %s", uid, got.Since)
+				assert.True(t, want.CanarySince().Equal(got.CanarySince()), "%s: since %s", uid, got.CanarySince())
 				assert.True(t, want.Until.Equal(got.Until), "%s: until %s", uid, got.Until)
 				assert.Equal(t, want.Holds, got.Holds, uid)
 			}

@@ -320,3 +320,81 @@ func (w *relWatch) at(at time.Time) *Watch {
 	}
 	return out
 }
+
+// CanarySince returns when the watch of the canary's lowering of r began:
+// the Since of the newest lowering of r.Watch flagged Canary; zero when
+// there is none (r is no canary's, or its lowering has passed) or its
+// resize is under way. It is the one place a canary's watch start is kept.
+func (r *Record) CanarySince() time.Time {
+	if r == nil || r.Watch == nil {
+		return time.Time{}
+	}
+	for i := len(r.Watch.Lowered) - 1; i >= 0; i-- {
+		if l := r.Watch.Lowered[i]; l.Canary {
+			return l.Since
+		}
+	}
+	return time.Time{}
+}
+
+// WithCanary returns a copy of w (nil: a watch of nothing yet) with a
+// canary's lowering from to to in it, flagged Canary, the newest and the
+// only one so flagged. With since zero its resize was just sent: it
+// replaces any lowering whose resize is under way. With since set its
+// watch began then: the canary's lowering under way takes it, or the
+// lowering is added, and the watch begins then if it had not. At most
+// MaxWatchLowerings are kept, the oldest dropped. w is not changed.
+func (w *Watch) WithCanary(from, to resources.Resources, since time.Time) *Watch {
+	out := &Watch{}
+	if w != nil {
+		out.Began, out.Restarts = w.Began, w.Restarts
+		out.Lowered = make([]Lowering, 0, len(w.Lowered)+1)
+	}
+	pending := -1
+	if w != nil {
+		for _, l := range w.Lowered {
+			switch {
+			case l.Since.IsZero() && since.IsZero():
+				continue // replaced by the resize just sent
+			case l.Since.IsZero() && l.Canary:
+				pending = len(out.Lowered)
+			default:
+				l.Canary = false
+			}
+			out.Lowered = append(out.Lowered, l)
+		}
+	}
+	mine := Lowering{From: from, To: to, Since: since, Canary: true}
+	if pending >= 0 {
+		out.Lowered = append(append(out.Lowered[:pending:pending], out.Lowered[pending+1:]...), mine)
+	} else {
+		out.Lowered = append(out.Lowered, mine)
+	}
+	if len(out.Lowered) > MaxWatchLowerings {
+		out.Lowered = out.Lowered[len(out.Lowered)-MaxWatchLowerings:]
+	}
+	if !since.IsZero() && out.Began.IsZero() {
+		out.Began = since
+	}
+	return out
+}
+
+// foldCanarySince returns the watch of a canary's record read in an
+// earlier version's shape: w (nil when the record kept none) with its
+// canary's lowering, from to to, begun at since (zero: under way). A
+// watch whose canary lowering has passed (none is flagged) keeps no
+// place for since, which is then of no use.
+func foldCanarySince(w *Watch, from, to resources.Resources, since time.Time) *Watch {
+	if w == nil {
+		return (*Watch)(nil).WithCanary(from, to, since)
+	}
+	for i := len(w.Lowered) - 1; i >= 0; i-- {
+		if l := w.Lowered[i]; l.Canary {
+			if l.Since.IsZero() && !since.IsZero() {
+				return w.WithCanary(l.From, l.To, since)
+			}
+			return w
+		}
+	}
+	return w
+}

@@ -19,6 +19,7 @@ package resize
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -97,6 +98,14 @@ const (
 	// ReasonDecreasesHeld: a resize is sent with its increases only; its
 	// decreases wait for evidence or for the resize window.
 	ReasonDecreasesHeld Reason = "DecreasesHeld"
+	// ReasonJVMHeapFloor: the memory of a JVM container is kept at its
+	// heap floor (heap + overhead) instead of the lower value recommended
+	// (jvm.go); the rest of the resize is sent, or nothing is left to send.
+	ReasonJVMHeapFloor Reason = "JVMHeapFloor"
+	// ReasonJVMHeapUnknown: the memory of a JVM container whose heap is
+	// unknown is not lowered in place; the rest of the resize is sent, or
+	// nothing is left to send.
+	ReasonJVMHeapUnknown Reason = "JVMHeapUnknown"
 )
 
 // Input is everything a decision depends on.
@@ -157,6 +166,9 @@ type Input struct {
 	// Windows are the VPA's resize windows at Now; the zero value holds
 	// nothing (holdback.go).
 	Windows Windows
+	// JVM is what is known of the pod's JVMs (jvm.go): their memory is
+	// not lowered in place under their heap floors. Nil: no JVM.
+	JVM *JVM
 }
 
 // Decision is what to do and why.
@@ -194,6 +206,14 @@ type Decision struct {
 	// Gated says which decreases the gate held back, and why, when the
 	// rest of the change is sent (or waits: its reason is then the gate's).
 	Gated string
+	// Floored lists the JVM containers whose memory Target keeps at their
+	// heap floors, or at what they run with while their heap is unknown
+	// (jvm.go).
+	Floored []JVMFloored
+	// HeapNotes say, for each JVM container whose memory limit Target
+	// raises, what becomes of its heap ("heap stays 1Gi until the
+	// container restarts").
+	HeapNotes []string
 }
 
 // Decide returns what to do with a pod.
@@ -227,13 +247,16 @@ func Decide(in Input) Decision {
 			}
 		}
 	}
-	target, held := recommended, []HeldLimit(nil)
+	// A JVM's memory is kept at its heap floor first: what usage and the
+	// records allow is then judged of what would be sent.
+	target, floored := in.JVM.applyFloors(pod, recommended)
+	held := []HeldLimit(nil)
 	if checkMemory {
-		target, held = holdMemoryLimits(pod, recommended, in.MemoryUsage, in.MemoryLimitMargin, memRecord)
+		target, held = holdMemoryLimits(pod, target, in.MemoryUsage, in.MemoryLimitMargin, memRecord)
 		target, held = plan.fitHeld(in, target, held, memRecord)
 	}
 	record := in.Record
-	d := Decision{Target: target, Held: held, NewMemoryRecord: newMemRecord}
+	d := Decision{Target: target, Held: held, NewMemoryRecord: newMemRecord, Floored: floored}
 
 	retryInfeasible, resendRefused := false, false
 	switch status.State {
@@ -323,6 +346,13 @@ func Decide(in Input) Decision {
 	if len(held) > 0 && d.NewMemoryRecord == nil {
 		d.NewMemoryRecord = usageRecord(memRecord, held)
 	}
+	if resources.Equal(current, target) && len(held) == 0 && len(floored) > 0 {
+		reason, what := ReasonJVMHeapFloor, "nothing to resize but memory under a JVM's heap floor: "
+		if FlooredUnknown(floored) {
+			reason, what = ReasonJVMHeapUnknown, "nothing to resize but the memory of a JVM whose heap is unknown: "
+		}
+		return d.with(ActionSkip, reason, what+DescribeFloored(floored))
+	}
 	if resources.Equal(current, target) {
 		return d.with(ActionSkip, ReasonMemoryLimitUnsafe, "nothing to resize but memory limits that cannot be lowered safely: "+heldString(held))
 	}
@@ -332,6 +362,7 @@ func Decide(in Input) Decision {
 		return d.with(ActionSkip, ReasonInvalid, msg)
 	}
 	d.Disruptive = IsDisruptive(pod, target)
+	d.HeapNotes = in.JVM.heapNotes(pod, target)
 	if d.Disruptive && !in.DisruptionAllowed {
 		why := in.DisruptionRefused
 		if why == "" {
@@ -357,6 +388,12 @@ func Decide(in Input) Decision {
 	case len(held) > 0:
 		reason = ReasonMemoryLimitKept
 		msg = "resize to " + target.String() + ", " + heldString(held)
+	case len(floored) > 0:
+		reason = ReasonJVMHeapFloor
+		if FlooredUnknown(floored) {
+			reason = ReasonJVMHeapUnknown
+		}
+		msg = "resize to " + target.String() + ", " + DescribeFloored(floored)
 	case plan.capped:
 		reason = ReasonPodLevelCapped
 		msg = "resize to " + target.String() + "; " + plan.cappedMessage(pod)
@@ -366,6 +403,12 @@ func Decide(in Input) Decision {
 	case in.Revert != "":
 		reason = ReasonRevert
 		msg = "harm after a resize that lowered values (" + in.Revert + "); resize back to " + target.String()
+	}
+	if len(held) > 0 && len(floored) > 0 {
+		msg += "; " + DescribeFloored(floored)
+	}
+	if len(d.HeapNotes) > 0 {
+		msg += "; " + strings.Join(d.HeapNotes, "; ")
 	}
 	if gateReason != "" {
 		msg += "; " + d.Gated

@@ -111,6 +111,9 @@ type Deps struct {
 	// SafetyRecords holds the records of the watch after a resize
 	// (canaries, reverts due, holds); nil: kept in memory only.
 	SafetyRecords records.Store
+	// JVMRecords holds the memory limits JVMs started with (jvm.go); nil:
+	// kept in memory only.
+	JVMRecords records.Store
 	// Nodes watches Nodes, for the resizes sent only when they fit
 	// (ResizeWhenAnnotation); nil: every resize is sent.
 	Nodes coreinformers.NodeInformer
@@ -159,6 +162,8 @@ type Controller struct {
 	calc       Calculator
 	store      records.Store
 	memStore   records.Store
+	// jvmStore holds the memory limits JVMs started with (jvm.go).
+	jvmStore records.Store
 	// safetyStore holds the safety records; canaries and watcher are the
 	// gate of decreases and the watch after a resize (safety.go).
 	safetyStore records.Store
@@ -229,6 +234,9 @@ type Controller struct {
 	// safetyWarned holds, per VPA UID, the last problem of its safety
 	// annotations that was reported.
 	safetyWarned map[types.UID]string
+	// jvmWarned holds, per VPA UID, the last problem of its JVM annotation
+	// that was reported (jvm.go).
+	jvmWarned map[string]string
 	// goneHarms holds, per VPA key, harm deleted pods showed, for the VPA
 	// queue's worker.
 	goneHarms map[string][]goneHarm
@@ -250,6 +258,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	if deps.SafetyRecords == nil {
 		deps.SafetyRecords = records.NewInMemoryStore()
 	}
+	if deps.JVMRecords == nil {
+		deps.JVMRecords = records.NewInMemoryStore()
+	}
 	c := &Controller{
 		cfg:         cfg,
 		client:      deps.Client,
@@ -263,6 +274,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		store:       deps.Store,
 		memStore:    deps.MemoryRecords,
 		safetyStore: deps.SafetyRecords,
+		jvmStore:    deps.JVMRecords,
 		canaries:    canary.New(canary.Config{HarmHold: cfg.HarmHold}, canaryRecords{deps.SafetyRecords}, deps.Clock),
 		watcher:     observe.New(observe.Config{NotReadyGrace: cfg.NotReadyGrace}, deps.Clock),
 		usage:       deps.Usage,
@@ -412,13 +424,18 @@ func (c *Controller) conditionSummary(vpa *vpatypes.VerticalPodAutoscaler) (cond
 	}
 	key := vpaKey(vpa)
 	notDurable := ""
-	for _, s := range []records.Store{c.store, c.memStore, c.safetyStore} {
+	for _, s := range []records.Store{c.store, c.memStore, c.safetyStore, c.jvmStore} {
 		if err := s.WriteError(ownerOf(vpa)); err != nil {
 			notDurable = err.Error()
 			break
 		}
 	}
 	reverted, canaryStatus, invalid := c.safetySummary(vpa)
+	if problem := jvmAnnotationProblem(vpa); problem != "" && invalid != "" {
+		invalid += ". " + problem
+	} else if problem != "" {
+		invalid = problem
+	}
 	killSwitch, _ := c.clusterPaused()
 	return condition.Summary{
 		Pods:          c.tracker.Of(key),

@@ -152,6 +152,7 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	if c.memStore.Delete(pod.UID) {
 		logger.V(4).Info("Forgot memory record of deleted pod", "pod", klog.KObj(pod))
 	}
+	c.jvmStore.Delete(pod.UID)
 	if key, ok := c.tracker.Deleted(pod.UID, c.now()); ok {
 		c.enqueueCondition(key)
 	}
@@ -220,6 +221,7 @@ func (c *Controller) onVPADelete(obj any) {
 	c.store.ForgetOwner(ownerOf(vpa))
 	c.memStore.ForgetOwner(ownerOf(vpa))
 	c.safetyStore.ForgetOwner(ownerOf(vpa))
+	c.jvmStore.ForgetOwner(ownerOf(vpa))
 	c.canaries.Forget(vpa.UID)
 	c.tracker.ForgetVPA(vpaKey(vpa))
 	c.jobTracker.ForgetVPA(vpaKey(vpa))
@@ -228,6 +230,7 @@ func (c *Controller) onVPADelete(obj any) {
 	c.gateOffLogged.Delete(vpa.UID)
 	delete(c.recommendationSeen, vpa.UID)
 	delete(c.safetyWarned, vpa.UID)
+	delete(c.jvmWarned, string(vpa.UID))
 	delete(c.goneHarms, vpaKey(vpa))
 	c.mu.Unlock()
 	c.initIgnored.forget(vpa.UID)

@@ -25,6 +25,10 @@ const (
 	// noteBoostBackedOff: containers whose restarts are not boosted any
 	// more, per set of containers.
 	noteBoostBackedOff = "boost-backed-off"
+	// noteJVMFloor: a JVM's memory kept at its heap floor, or not lowered
+	// while its heap is unknown, per recommendation (while the pod is
+	// tracked: not again as the resize goes through).
+	noteJVMFloor = "jvm-floor"
 )
 
 // stateOf tells the state of a pod from a decision that sends nothing.
@@ -40,9 +44,21 @@ func stateOf(d resize.Decision, record, memRecord *records.Record, st resize.Sta
 	switch d.Reason {
 	case resize.ReasonMemoryLimitUnsafe:
 		return kept()
+	case resize.ReasonJVMHeapFloor:
+		return state.Pod{State: state.PodJVMHeapFloor, Values: d.Target.String(), Message: resize.DescribeFloored(d.Floored)}
+	case resize.ReasonJVMHeapUnknown:
+		return state.Pod{State: state.PodJVMHeapUnknown, Values: d.Target.String(), Message: resize.DescribeFloored(d.Floored)}
 	case resize.ReasonUpToDate, resize.ReasonBelowThreshold, resize.ReasonReversalHeld:
 		if memRecord != nil {
 			return kept()
+		}
+		if len(d.Floored) > 0 {
+			// What is left of the recommendation is the floor's.
+			s := state.PodJVMHeapFloor
+			if resize.FlooredUnknown(d.Floored) {
+				s = state.PodJVMHeapUnknown
+			}
+			return state.Pod{State: s, Values: d.Target.String(), Message: resize.DescribeFloored(d.Floored)}
 		}
 	}
 	if st, ok := heldState(d); ok {

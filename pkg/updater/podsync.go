@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -137,6 +138,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		ReversalHold:      c.cfg.ReversalHold,
 		Now:               c.now(),
 		Revert:            reverting,
+		JVM:               c.jvmOf(ctx, pod, vpa),
 	}}
 	a.in.NodeFeatures, a.in.NodeKnown = c.nodeFeatures(pod)
 	if c.usage != nil && resize.NeedsMemoryUsage(pod, desired, c.cfg.ServerMinor) {
@@ -182,9 +184,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		st.Values = pod.Spec.NodeName
 	}
 	if st != nil {
-		*st = again.state(*st)
+		*st = c.flooredState(pod, desired, again.state(*st))
 		c.report(ctx, pod, vpa, *st, status)
 	}
+	c.reportFloored(ctx, pod, vpa, d, desired)
 	if d.Gated != "" {
 		// After the report: the pod's state is the one its note is kept
 		// with.
@@ -300,11 +303,17 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		if len(d.Held) > 0 {
 			message += "; " + resize.DescribeHeld(d.Held)
 		}
+		// What a raise gives a JVM's heap (nothing until it restarts).
+		heap := strings.Join(d.HeapNotes, "; ")
+		if heap != "" {
+			message += "; " + heap
+			heap = "; " + heap
+		}
 		logger.Info("Resize sent", "target", d.Target.String(), "disruptive", d.Disruptive, "reason", d.Reason, "kept", resize.DescribeHeld(d.Held))
 		if len(d.Held) > 0 {
-			c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeSent, "Resizing in place to %s; %s", d.Target.String(), resize.DescribeHeld(d.Held))
+			c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeSent, "Resizing in place to %s; %s%s", d.Target.String(), resize.DescribeHeld(d.Held), heap)
 		} else {
-			c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeSent, "Resizing in place to %s", d.Target.String())
+			c.recorder.Eventf(pod, corev1.EventTypeNormal, report.EventResizeSent, "Resizing in place to %s%s", d.Target.String(), heap)
 		}
 		return &state.Pod{State: state.PodInProgress, Since: now, Values: d.Target.String(), Message: message}, sent, nil
 	case resize.OutcomeNodeCapacity, resize.OutcomeInvalid:

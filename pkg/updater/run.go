@@ -70,6 +70,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	wg.Go(func() { c.store.Run(ctx) })
 	wg.Go(func() { c.memStore.Run(ctx) })
 	wg.Go(func() { c.safetyStore.Run(ctx) })
+	wg.Go(func() { c.jvmStore.Run(ctx) })
 	// The first resync queues every pod; later ones, every interval, catch
 	// what events missed and clean up records of pods that are gone.
 	c.Resync(ctx)
@@ -121,7 +122,7 @@ func (c *Controller) RecordsLoaded() error {
 	if !c.loading.Load() {
 		return nil
 	}
-	for _, s := range []records.Store{c.store, c.memStore, c.safetyStore} {
+	for _, s := range []records.Store{c.store, c.memStore, c.safetyStore, c.jvmStore} {
 		if err := s.Loaded(); err != nil {
 			return fmt.Errorf("records not loaded: %w", err)
 		}
@@ -137,7 +138,7 @@ func (c *Controller) loadRecords(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	// The delays run on the controller's clock, as every other delay does.
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: time.Minute}
-	for _, store := range []records.Store{c.store, c.memStore, c.safetyStore} {
+	for _, store := range []records.Store{c.store, c.memStore, c.safetyStore, c.jvmStore} {
 		for {
 			err := store.Load(ctx)
 			if err == nil {
@@ -213,6 +214,7 @@ func (c *Controller) CleanupRecords() []types.UID {
 		c.room.Retain(live.Has)
 	}
 	c.memStore.Retain(live.Has)
+	c.jvmStore.Retain(live.Has)
 	c.watcher.Retain(live.Has)
 	c.enqueuePods(c.canaries.Retain(live.Has))
 	// A hold is keyed by its VPA's UID.

@@ -56,14 +56,7 @@ func (c *Controller) restoreWatch(pod *corev1.Pod, vpa *vpatypes.VerticalPodAuto
 	}
 	id := observe.Resize{VPA: vpaKey(vpa), VPAUID: vpa.UID, Name: pod.Name}
 	if rec.Watch == nil {
-		// A canary's record from a version that kept no watch: its
-		// lowering, watched from when it began, without restart counts (a
-		// termination since is harm).
-		if from, to, since, ok := c.canaries.Canary(owner, pod.UID, window); ok {
-			c.watcher.Restore(pod.UID, id, window, observe.Saved{Began: since,
-				Lowered: []observe.SavedLowering{{From: from, To: to, Since: since, Canary: true}}}, pod)
-		}
-		return
+		return // none is written so, nor read so (records.Record.Watch)
 	}
 	s := savedWatch(rec.Watch)
 	c.watcher.Restore(pod.UID, id, window, s, pod)
@@ -101,28 +94,13 @@ func savedWatch(w *records.Watch) observe.Saved {
 }
 
 // canaryRecords is the safety store as the gate of decreases sees it
-// (pkg/updater/canary): the gate writes and forgets its canaries' records
-// without knowing the watch they keep. A canary's record it writes keeps
-// the watch the record held; one it forgets (its canary role over) leaves
-// the watch of the pod's lowerings still open as the pod's watch record.
+// (pkg/updater/canary): the gate writes its canaries' records with their
+// lowering in the watch the pod's record keeps (records.Watch.WithCanary),
+// and forgets them without knowing the rest of that watch. One it forgets
+// (its canary role over) leaves the watch of the pod's lowerings still open
+// as the pod's watch record.
 type canaryRecords struct {
 	records.Store
-}
-
-// Put implements records.Store.
-func (s canaryRecords) Put(owner records.Owner, uid types.UID, r *records.Record) {
-	if r.Kind != records.KindCanary || r.Watch != nil {
-		s.Store.Put(owner, uid, r)
-		return
-	}
-	s.Update(owner, uid, func(cur *records.Record, ok bool) *records.Record {
-		if !ok || cur.Watch == nil || cur.Kind != records.KindCanary && cur.Kind != records.KindWatch {
-			return r
-		}
-		next := *r
-		next.Watch = cur.Watch
-		return &next
-	})
 }
 
 // Delete implements records.Store.

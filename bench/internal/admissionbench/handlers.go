@@ -46,7 +46,7 @@ func Ours(ctx context.Context, c *Cluster) (http.Handler, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithTransform(admission.CacheTransform))
 	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(c.VPAs, 0, vpainformers.WithTransform(admission.CacheTransform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
-	recommendations, err := recommendation.NewClusterMemo(factory)
+	recommendations, err := recommendation.NewClusterMemo(factory, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -23,9 +23,11 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testcert"
 )
 
-// The binary reads the updater's holds after harm from --records-namespace:
-// a new pod of a VPA whose hold stands gets the memory it had before the
-// harm, not the recommendation the hold holds.
+// The binary reads the updater's holds after harm from --records-namespace,
+// those of its --records-prefix alone: a new pod of a VPA whose hold stands
+// gets the memory it had before the harm, not the recommendation the hold
+// holds; another install's records in the same namespace (another prefix)
+// hold nothing here.
 func TestRunReadsTheHoldsOfTheRecordsNamespace(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -34,26 +36,32 @@ func TestRunReadsTheHoldsOfTheRecordsNamespace(t *testing.T) {
 	pair := testcert.New(t, "vpa-inplace-webhook")
 	opts := NewOptions()
 	opts.RecordsNamespace = "vpa-inplace-records"
+	opts.RecordsPrefix = "platform-vpa-inplace-records-"
 	opts.TLSCertFile, opts.TLSPrivateKeyFile = pair.Write(t, t.TempDir())
 	require.Empty(t, opts.Validate())
 	kube, vpas := cluster()
 	uid := types.UID("uid-web")
-	hold := &records.Record{Kind: records.KindHarmHold,
-		Attempted: resources.Resources{"app": {Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("300Mi")}}},
-		From:      resources.Resources{"app": {Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("400Mi")}}},
-		Message:   "web-0: container app OOMKilled", RecordedAt: time.Now(), Until: time.Now().Add(time.Hour), Holds: 1}
-	value, _, err := records.EncodeCompact(map[types.UID]*records.Record{uid: hold}, records.DefaultMaxCompactBytes)
-	require.NoError(t, err)
-	_, err = kube.CoreV1().ConfigMaps(opts.RecordsNamespace).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: records.ConfigMapName(records.StoreSafety, uid), Namespace: opts.RecordsNamespace,
-			Labels: map[string]string{records.LabelStore: records.StoreSafety},
-			Annotations: map[string]string{records.AnnotationVPANamespace: "default", records.AnnotationVPAName: "web",
-				records.AnnotationVPAUID: string(uid)},
-		},
-		Data: map[string]string{records.ConfigMapDataKey: value},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	put := func(prefix string, held corev1.ResourceName, at, from string) {
+		hold := &records.Record{Kind: records.KindHarmHold,
+			Attempted: resources.Resources{"app": {Requests: corev1.ResourceList{held: resource.MustParse(at)}}},
+			From:      resources.Resources{"app": {Requests: corev1.ResourceList{held: resource.MustParse(from)}}},
+			Message:   "web-0: container app OOMKilled", RecordedAt: time.Now(), Until: time.Now().Add(time.Hour), Holds: 1}
+		value, _, err := records.EncodeCompact(map[types.UID]*records.Record{uid: hold}, records.DefaultMaxCompactBytes)
+		require.NoError(t, err)
+		_, err = kube.CoreV1().ConfigMaps(opts.RecordsNamespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: records.ConfigMapNameWithPrefix(prefix, records.StoreSafety, uid), Namespace: opts.RecordsNamespace,
+				Labels: map[string]string{records.LabelStore: records.StoreSafety},
+				Annotations: map[string]string{records.AnnotationVPANamespace: "default", records.AnnotationVPAName: "web",
+					records.AnnotationVPAUID: string(uid)},
+			},
+			Data: map[string]string{records.ConfigMapDataKey: value},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	put(opts.RecordsPrefix, corev1.ResourceMemory, "300Mi", "400Mi")
+	// Another install's, of the default prefix: it would hold the cpu.
+	put(records.DefaultConfigMapPrefix, corev1.ResourceCPU, "300m", "500m")
 
 	l, done, _, _ := startServer(t, ctx, opts, kube, vpas)
 	require.Eventually(t, func() bool { return l.get(opts.WebhookAddress()) != "" }, 30*time.Second, 10*time.Millisecond)
@@ -68,7 +76,8 @@ func TestRunReadsTheHoldsOfTheRecordsNamespace(t *testing.T) {
 	require.NoError(t, err)
 	var pod corev1.Pod
 	require.NoError(t, json.Unmarshal(patched, &pod))
-	assert.Zero(t, pod.Spec.Containers[0].Resources.Requests.Cpu().Cmp(resource.MustParse("300m")), "cpu is not held")
+	assert.Zero(t, pod.Spec.Containers[0].Resources.Requests.Cpu().Cmp(resource.MustParse("300m")),
+		"cpu is not held: another install's hold is not read, got %s", pod.Spec.Containers[0].Resources.Requests.Cpu())
 	assert.Zero(t, pod.Spec.Containers[0].Resources.Requests.Memory().Cmp(resource.MustParse("400Mi")),
 		"memory: what it had before the harm, got %s", pod.Spec.Containers[0].Resources.Requests.Memory())
 	assert.Contains(t, pod.Annotations[admission.HoldAnnotation], "held after harm (web-0: container app OOMKilled)")

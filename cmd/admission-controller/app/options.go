@@ -19,6 +19,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/admission"
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/quantity"
+	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/selfcert"
 )
 
@@ -128,6 +129,9 @@ type Options struct {
 	// RecordsNamespace is where the updater keeps its records: the holds
 	// after harm are read there. Empty: none is read.
 	RecordsNamespace string
+	// RecordsPrefix begins the names of the updater's records ConfigMaps
+	// (its --records-prefix): only the holds of that prefix are read.
+	RecordsPrefix string
 
 	// FeatureGate holds the InPlace gate, set by --feature-gates.
 	FeatureGate featuregate.MutableFeatureGate
@@ -155,6 +159,7 @@ func NewOptions() *Options {
 		MaxInflightVPARequests:              admission.DefaultMaxInflightVPAs,
 		MaxInflightRequestsPerNamespace:     admission.DefaultMaxInflightPerNamespace,
 		RecordsNamespace:                    DefaultNamespace(os.LookupEnv),
+		RecordsPrefix:                       records.DefaultConfigMapPrefix,
 		FeatureGate:                         features.NewFeatureGate(),
 		Logs:                                logsapi.NewLoggingConfiguration(),
 	}
@@ -242,6 +247,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 			"read from the safety records there (ConfigMaps labelled vpa-inplace.dev/records=safety, listed and watched). "+
 			"Default: the admission controller's own namespace (POD_NAMESPACE), or "+FallbackNamespace+" when it is unset. "+
 			"Empty: no hold is read, and new pods get the recommendation whatever the holds.")
+	fs.StringVar(&o.RecordsPrefix, "records-prefix", o.RecordsPrefix,
+		"Beginning of the names of the updater's records ConfigMaps (its --records-prefix: <prefix><store>-<VPA UID>): "+
+			"only the holds after harm of ConfigMaps of this prefix are read, not another install's in the same --records-namespace. "+
+			"The chart sets <release fullname>-records-, as for its updater.")
 
 	o.FeatureGate.AddFlag(fs)
 	logsapi.AddFlags(o.Logs, fs)
@@ -316,6 +325,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.VPAObjectNamespace != "" && len(o.IgnoredVPAObjectNamespaces) > 0 {
 		errs = append(errs, errors.New("--vpa-object-namespace and --ignored-vpa-object-namespaces are mutually exclusive"))
+	}
+	if err := records.ValidatePrefix(o.RecordsPrefix); err != nil {
+		errs = append(errs, fmt.Errorf("--records-prefix: %w", err))
 	}
 	if slices.Contains(o.IgnoredVPAObjectNamespaces, "") {
 		errs = append(errs, errors.New("--ignored-vpa-object-namespaces must not contain an empty name"))

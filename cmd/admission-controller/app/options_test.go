@@ -3,6 +3,7 @@ package app
 import (
 	"crypto/tls"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,4 +198,22 @@ func TestCertSecretNamespaceDefaultsToThePodsNamespace(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "")
 	opts, _ = parse(t, "--cert-mode=self-managed")
 	assert.Equal(t, FallbackNamespace, opts.SelfCertConfig().Namespace, "outside a pod")
+}
+
+// --records-prefix is the updater's: the holds of that prefix alone are
+// read. The default is the updater's default; every name it gives must be
+// valid.
+func TestRecordsPrefix(t *testing.T) {
+	valid := []string{"--tls-cert-file=/tls/tls.crt", "--tls-private-key-file=/tls/tls.key"}
+	opts, _ := parse(t, valid...)
+	assert.Equal(t, "vpa-inplace-records-", opts.RecordsPrefix, "the updater's default")
+	opts, _ = parse(t, append(valid, "--records-prefix=platform-vpa-inplace-records-")...)
+	assert.Equal(t, "platform-vpa-inplace-records-", opts.RecordsPrefix)
+	assert.Empty(t, opts.Validate())
+	for _, bad := range []string{"", "Upper-", "-dash-first-", "under_score-", strings.Repeat("a", 250)} {
+		opts, _ := parse(t, append(valid, "--records-prefix="+bad)...)
+		errs := opts.Validate()
+		require.Len(t, errs, 1, bad)
+		assert.Contains(t, errs[0].Error(), "--records-prefix", bad)
+	}
 }

@@ -232,7 +232,9 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(c.vpas, 0,
 		vpainformers.WithNamespace(opts.VPAObjectNamespace), vpainformers.WithTransform(admission.CacheTransform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
-	recommendations, err := recommendation.NewClusterMemo(factory)
+	// Pods are reviewed as they are created, when LimitRanger checks every
+	// value on every version: no server version needed.
+	recommendations, err := recommendation.NewClusterMemo(factory, 0)
 	if err != nil {
 		return err
 	}
@@ -264,7 +266,7 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 	var holdsFactory informers.SharedInformerFactory
 	if opts.RecordsNamespace != "" {
 		holdsFactory = informers.NewSharedInformerFactoryWithOptions(c.kube, 0,
-			informers.WithNamespace(opts.RecordsNamespace), informers.WithTransform(admission.HoldsTransform),
+			informers.WithNamespace(opts.RecordsNamespace), informers.WithTransform(admission.HoldsTransform(opts.RecordsPrefix)),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = admission.HoldsSelector() }))
 		if holds, err = admission.NewHolds(logger, holdsFactory.Core().V1().ConfigMaps().Informer()); err != nil {
 			return err

@@ -142,7 +142,7 @@ func Run(ctx context.Context, o *Options) error {
 		vpainformers.WithNamespace(namespace), vpainformers.WithTransform(cachetrim.Transform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
 
-	recommendations, err := recommendation.NewClusterMemo(factory)
+	recommendations, err := recommendation.NewClusterMemo(factory, minor)
 	if err != nil {
 		return err
 	}
@@ -168,6 +168,7 @@ func Run(ctx context.Context, o *Options) error {
 	// nor a new leader tries them again; records a previous version left on
 	// the VPAs' annotations are moved there. A dry run writes nothing.
 	var store, memStore, safetyStore records.Store = records.NewInMemoryStore(), records.NewInMemoryStore(), records.NewInMemoryStore()
+	var jvmStore records.Store = records.NewInMemoryStore()
 	// Load keeps a record only for a live pod or Job of its VPA's namespace
 	// (index lookups, no owner walk); whether the pod's VPA is the record's
 	// is told at the pod's first sync. Load runs after the controller's
@@ -190,6 +191,11 @@ func Run(ctx context.Context, o *Options) error {
 			return err
 		}
 		if memStore, err = newStore(records.StoreMemory, records.MemoryAnnotationKey); err != nil {
+			return err
+		}
+		// The memory limits JVMs started with were never on the VPAs'
+		// annotations either.
+		if jvmStore, err = newStore(records.StoreJVM, ""); err != nil {
 			return err
 		}
 		// The safety records (canaries, reverts due, holds) were never on
@@ -260,6 +266,7 @@ func Run(ctx context.Context, o *Options) error {
 		Store:         store,
 		MemoryRecords: memStore,
 		SafetyRecords: safetyStore,
+		JVMRecords:    jvmStore,
 		Checkpoints:   vpaFactory.Autoscaling().V1().VerticalPodAutoscalerCheckpoints(),
 		Usage:         memoryUsage,
 		Metrics:       metrics,

@@ -101,6 +101,20 @@ func (b *Builder) Limits(container, cpu, memory string) *Builder {
 	return b
 }
 
+// ReportedLimits sets the limits the kubelet reports for the named
+// container or sidecar (status resources; call it after Running), cpu and
+// memory as List reads them.
+func (b *Builder) ReportedLimits(container, cpu, memory string) *Builder {
+	for _, list := range [][]corev1.ContainerStatus{b.pod.Status.ContainerStatuses, b.pod.Status.InitContainerStatuses} {
+		for i := range list {
+			if list[i].Name == container && list[i].Resources != nil {
+				list[i].Resources.Limits = List(cpu, memory)
+			}
+		}
+	}
+	return b
+}
+
 // Guaranteed adds a container with requests == limits.
 func (b *Builder) Guaranteed(name, cpu, memory string) *Builder {
 	b.Container(name, cpu, memory)

@@ -14,7 +14,8 @@
 //
 // What must survive a restart or a change of leader is a record in the
 // safety store (pkg/records, StoreSafety): each canary sent (KindCanary:
-// what it was lowered from and to, and when its watch began), a revert due
+// what it was lowered from and to, and, in its watch's canary lowering,
+// when its watch began: records.CanarySince), a revert due
 // after harm (KindRevert), and the hold (KindHarmHold, keyed by the VPA's
 // UID). A VPA's records are read into the gate the first time it is asked
 // about the VPA; a restarted updater finds the canaries and their windows
@@ -151,7 +152,7 @@ func (v *vpaState) take(uid types.UID, r *records.Record) {
 			v.round = &round{canaries: map[types.UID]*canaryPod{}}
 		}
 		v.round.to = resize.MergeMin(v.round.to, r.Attempted)
-		cp := &canaryPod{sent: true, from: r.From, to: r.Attempted, since: r.Since}
+		cp := &canaryPod{sent: true, from: r.From, to: r.Attempted, since: r.CanarySince()}
 		if old, ok := v.round.canaries[uid]; ok {
 			// A sync may hold its place: Sent or Release follows.
 			cp.key, cp.name, cp.admitted = old.key, old.name, old.admitted

@@ -55,7 +55,10 @@ func TestOneCanaryThenTheOthersAfterItsWindow(t *testing.T) {
 	r, ok := store.Get("uid-0")
 	require.True(t, ok, "the canary is recorded")
 	assert.Equal(t, records.KindCanary, r.Kind)
-	assert.True(t, r.Since.IsZero(), "its watch has not begun")
+	assert.True(t, r.CanarySince().IsZero(), "its watch has not begun")
+	require.NotNil(t, r.Watch, "its lowering is in its watch")
+	require.Len(t, r.Watch.Lowered, 1)
+	assert.True(t, r.Watch.Lowered[0].Canary)
 	assert.Equal(t, t0, r.RecordedAt, "the record carries the time it was made")
 
 	for i := 1; i < 4; i++ {
@@ -68,7 +71,8 @@ func TestOneCanaryThenTheOthersAfterItsWindow(t *testing.T) {
 	until := g.Started(owner, "uid-0", t0.Add(5*time.Second))
 	assert.Equal(t, t0.Add(5*time.Second+window), until)
 	r, _ = store.Get("uid-0")
-	assert.Equal(t, t0.Add(5*time.Second), r.Since, "when its watch began is recorded")
+	assert.Equal(t, t0.Add(5*time.Second), r.CanarySince(), "when its watch began is recorded, in its watch")
+	require.Len(t, r.Watch.Lowered, 1, "one lowering")
 	v = g.Admit(req(1, "1Gi"))
 	assert.Equal(t, "canary: 1 of 4 lowered, 3 wait until 2026-11-26T12:40:05Z (broker-0)", v.Gate.Wait)
 	assert.Equal(t, until, v.Until)
@@ -315,4 +319,40 @@ func TestHoldWhateverTheWorkers(t *testing.T) {
 	close(start)
 	wg.Wait()
 	assert.Zero(t, after.Load(), "lowered to a held value after the hold was set")
+}
+
+// A canary's watch start is kept in one place, its lowering in the watch
+// its record keeps: written when its resize is sent (under way) and when
+// its watch begins, beside the pod's other lowerings still watched; a gate
+// reading the record back (a restart) finds it there.
+func TestTheCanarysWatchStartIsKeptInItsWatch(t *testing.T) {
+	g, store, _ := newGate()
+	older := records.Lowering{From: mem("4Gi"), To: mem("3Gi"), Since: t0.Add(-time.Minute)}
+	store.Put(owner, "uid-0", records.NewWatchRecord(&records.Watch{Began: older.Since, Restarts: map[string]int32{"kafka": 0},
+		Lowered: []records.Lowering{older}}, older.Since))
+
+	require.True(t, g.Admit(req(0, "1Gi")).Canary)
+	g.Sent(owner, "uid-0", mem("3Gi"), mem("1Gi"))
+	r, ok := store.Get("uid-0")
+	require.True(t, ok)
+	require.Equal(t, records.KindCanary, r.Kind)
+	require.Len(t, r.Watch.Lowered, 2, "the pod's other lowering is still watched")
+	assert.Equal(t, older.Since, r.Watch.Lowered[0].Since)
+	assert.False(t, r.Watch.Lowered[0].Canary)
+	assert.True(t, r.Watch.Lowered[1].Canary)
+	assert.True(t, r.CanarySince().IsZero(), "under way")
+	assert.Equal(t, map[string]int32{"kafka": 0}, r.Watch.Restarts)
+
+	g.Started(owner, "uid-0", t0.Add(5*time.Second))
+	r, _ = store.Get("uid-0")
+	require.Len(t, r.Watch.Lowered, 2)
+	assert.Equal(t, t0.Add(5*time.Second), r.CanarySince())
+
+	restarted := New(Config{HarmHold: 24 * time.Hour}, store, newClock())
+	_, _, since, ok := restarted.Canary(owner, "uid-0", window)
+	require.True(t, ok)
+	assert.Equal(t, t0.Add(5*time.Second), since, "read back from the watch")
+	v := restarted.Admit(req(1, "1Gi"))
+	require.NotNil(t, v.Gate)
+	assert.Equal(t, t0.Add(5*time.Second+window), v.Until, "the others wait for its window")
 }

@@ -47,7 +47,7 @@ func TestACanaryTakenFromAnotherWriterHoldsTheOthersBack(t *testing.T) {
 	// its watch began five minutes in.
 	clk.Step(5 * time.Minute)
 	store.take(owner, map[types.UID]*records.Record{"uid-0": {Kind: records.KindCanary, Attempted: mem("1Gi"), From: mem("2Gi"),
-		Since: t0.Add(5 * time.Minute), RecordedAt: t0.Add(5 * time.Minute)}})
+		Watch: (*records.Watch)(nil).WithCanary(mem("2Gi"), mem("1Gi"), t0.Add(5*time.Minute)), RecordedAt: t0.Add(5 * time.Minute)}})
 
 	clk.Step(5 * time.Minute)
 	assert.Empty(t, g.Passed(owner, "uid-1", mem("1Gi")), "one canary of two has passed")

@@ -30,8 +30,24 @@ func (g *Gate) Sent(owner records.Owner, uid types.UID, from, to resources.Resou
 	}
 	cp.admitted, cp.sent, cp.from, cp.to = false, true, from, to
 	cp.since, cp.passed, cp.ran = time.Time{}, false, nil
-	g.store.Put(owner, uid, &records.Record{Kind: records.KindCanary, Attempted: to, From: from, RecordedAt: g.clock.Now()})
+	g.putCanary(owner, uid, cp)
 	return true
+}
+
+// putCanary writes the record of a canary sent: what it lowered, and its
+// lowering, begun at cp.since (zero: under way), in the watch the pod's
+// record keeps (records.Watch.WithCanary), the one place its start is
+// kept. Callers hold g.mu.
+func (g *Gate) putCanary(owner records.Owner, uid types.UID, cp *canaryPod) {
+	now := g.clock.Now()
+	g.store.Update(owner, uid, func(cur *records.Record, ok bool) *records.Record {
+		var w *records.Watch
+		if ok && (cur.Kind == records.KindCanary || cur.Kind == records.KindWatch) {
+			w = cur.Watch
+		}
+		return &records.Record{Kind: records.KindCanary, Attempted: cp.to, From: cp.from, RecordedAt: now,
+			Watch: w.WithCanary(cp.from, cp.to, cp.since)}
+	})
 }
 
 // Release gives back the place of a canary whose resize was not sent
@@ -70,7 +86,7 @@ func (g *Gate) Started(owner records.Owner, uid types.UID, since time.Time) time
 		return time.Time{}
 	}
 	cp.since = since
-	g.store.Put(owner, uid, &records.Record{Kind: records.KindCanary, Attempted: cp.to, From: cp.from, Since: since, RecordedAt: g.clock.Now()})
+	g.putCanary(owner, uid, cp)
 	return v.round.until(v.window)
 }
 

@@ -45,6 +45,14 @@ const (
 	// because the memory in use (plus the margin) reaches them or the
 	// kubelet refused; the rest of the recommendation is applied.
 	ReasonMemoryLimitKept = "MemoryLimitKept"
+	// ReasonJVMHeapUnknown: the memory of a JVM container whose heap is
+	// unknown is not lowered in place; the rest of the recommendation is
+	// applied.
+	ReasonJVMHeapUnknown = "JVMHeapUnknown"
+	// ReasonJVMHeapFloor: the memory of a JVM container is kept at its
+	// heap floor (heap + overhead) instead of the lower recommended value;
+	// the rest of the recommendation is applied.
+	ReasonJVMHeapFloor = "JVMHeapFloor"
 	// ReasonResizeError: the kubelet fails to apply a resize, or the resize
 	// patch (or a Job template write) keeps failing.
 	ReasonResizeError = "ResizeError"
@@ -187,6 +195,14 @@ func Blocked(s Summary) vpatypes.VerticalPodAutoscalerCondition {
 		blocked(ReasonMemoryLimitKept, fmt.Sprintf("Memory limit kept: %s runs with higher memory limits than recommended; %s or lower is not sent (%s: %s)%s.",
 			ps[0].Name, ps[0].Values, ps[0].Kind, ps[0].Message, more(ps)))
 	}
+	if ps := byState[state.PodJVMHeapUnknown]; len(ps) > 0 {
+		blocked(ReasonJVMHeapUnknown, fmt.Sprintf("JVM heap unknown: %s runs with more memory than recommended, not lowered in place: %s%s.",
+			ps[0].Name, Truncate(ps[0].Message, maxHeldMessage), more(ps)))
+	}
+	if ps := byState[state.PodJVMHeapFloor]; len(ps) > 0 {
+		blocked(ReasonJVMHeapFloor, fmt.Sprintf("JVM heap floor: %s runs with more memory than recommended, at its heap floor: %s%s.",
+			ps[0].Name, Truncate(ps[0].Message, maxHeldMessage), more(ps)))
+	}
 	if ps := byState[state.PodError]; len(ps) > 0 {
 		blocked(ReasonResizeError, fmt.Sprintf("Error: %s: %s%s.", ps[0].Name, ps[0].Message, more(ps)))
 	}
@@ -273,6 +289,8 @@ func counts(pods []state.Pod, byState map[state.PodState][]state.Pod) string {
 		{state.PodInfeasible, "infeasible"},
 		{state.PodInvalid, "invalid"},
 		{state.PodMemoryLimitKept, "with memory limits kept"},
+		{state.PodJVMHeapFloor, "at a JVM's heap floor"},
+		{state.PodJVMHeapUnknown, "with a JVM's heap unknown"},
 		{state.PodError, "in error"},
 		{state.PodNotRunning, "not running"},
 		{state.PodNoRecommendation, "without recommendation"},

@@ -93,6 +93,7 @@ type Metrics struct {
 	restartBoosts    *prometheus.CounterVec
 	restartsEnded    *prometheus.CounterVec
 	preemptions      prometheus.Counter
+	jvmFloored       *prometheus.CounterVec
 	gauges           *gaugeCollector
 	safety           *safetyMetrics
 }
@@ -194,7 +195,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: MetricRestartBoosts,
 			Help: "Containers that restarted after their CPU startup boost, by outcome: Boosted (boosted again in place), Ended (that boost taken back), BackedOff (restarted more than --startup-boost-max-restarts times: not boosted any more; once per pod and set of containers).",
 		}, []string{"outcome"}),
-		gauges: newGaugeCollector(),
+		jvmFloored: newJVMFloored(),
+		gauges:     newGaugeCollector(),
 	}
 	for _, reason := range disruption.EndReasons {
 		m.restartsEnded.WithLabelValues(string(reason))
@@ -204,7 +206,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.restartBoosts.WithLabelValues(outcome)
 	}
 	for _, c := range append([]prometheus.Collector{m.decisions, m.decisionDuration, m.sent, m.completed, m.failures, m.withheld, m.recommendation, m.apiErrors,
-		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.panics, m.boostDuration, m.restartsEnded, m.preemptions, m.restartBoosts, m.gauges}, m.safety.collectors()...) {
+		m.jobDecisions, m.jobWrites, m.memoryHeld, m.metricsAPI, m.staleCacheReads, m.panics, m.boostDuration, m.restartsEnded, m.preemptions, m.restartBoosts, m.jvmFloored, m.gauges}, m.safety.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -41,6 +41,12 @@ const (
 	// PodMemoryLimitKept: the pod has the recommendation except memory
 	// limits that cannot be lowered safely (a memory record holds them).
 	PodMemoryLimitKept PodState = "MemoryLimitKept"
+	// PodJVMHeapFloor: the pod has the recommendation except the memory of
+	// a JVM container, kept at its heap floor (heap + overhead).
+	PodJVMHeapFloor PodState = "JVMHeapFloor"
+	// PodJVMHeapUnknown: the pod has the recommendation except the memory
+	// of a JVM container whose heap is unknown, not lowered in place.
+	PodJVMHeapUnknown PodState = "JVMHeapUnknown"
 	// PodWithheld: a resize is due but not sent (--dry-run, or paused).
 	PodWithheld PodState = "Withheld"
 	// PodNotRunning: not running (pending, terminating): nothing to do yet.

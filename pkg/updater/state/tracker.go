@@ -241,6 +241,19 @@ func (t *Tracker[S]) OnceWhileTracked(uid types.UID, topic, value string) bool {
 	return t.once(uid, func(e *entry[S]) *map[string]string { return &e.lasting }, topic, value)
 }
 
+// Sent returns the value last sent for topic by OnceWhileTracked for an
+// object, if any.
+func (t *Tracker[S]) Sent(uid types.UID, topic string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.entries[uid]
+	if !ok {
+		return "", false
+	}
+	v, ok := e.lasting[topic]
+	return v, ok
+}
+
 // once marks value sent for topic in the notes of uid's entry that in
 // picks, and tells whether it was not already.
 func (t *Tracker[S]) once(uid types.UID, in func(*entry[S]) *map[string]string, topic, value string) bool {

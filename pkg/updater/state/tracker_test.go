@@ -312,3 +312,20 @@ func TestOnceWhileTrackedOutlivesStateChanges(t *testing.T) {
 	tr.Forget("u")
 	assert.False(t, tr.OnceWhileTracked("u", "topic", "b"), "not tracked")
 }
+
+func TestSentIsWhatOnceWhileTrackedSentLast(t *testing.T) {
+	tr := New[PodState]()
+	_, ok := tr.Sent("u", "topic")
+	assert.False(t, ok, "not tracked")
+	tr.Set("u", Pod{VPA: "ns/v", Name: "p", State: PodInProgress}, time.Unix(0, 0))
+	_, ok = tr.Sent("u", "topic")
+	assert.False(t, ok, "nothing sent")
+	tr.OnceWhileTracked("u", "topic", "a")
+	tr.Once("u", "topic", "b")
+	v, ok := tr.Sent("u", "topic")
+	assert.True(t, ok)
+	assert.Equal(t, "a", v, "what OnceWhileTracked sent, not Once")
+	tr.Set("u", Pod{VPA: "ns/v", Name: "p", State: PodResized}, time.Unix(0, 0))
+	v, _ = tr.Sent("u", "topic")
+	assert.Equal(t, "a", v, "kept across the change of state")
+}

@@ -300,7 +300,7 @@ func (r *reportingRuntime) ContainerStatus(ctx context.Context, req *kubeapi.Con
 // interval while any pod has one: the container is left EXITED with the rule's reason and exit
 // code, as a runtime reports a process the kernel killed or that crashed. The kubelet sees it
 // at its next relist (PLEG, every second) and restarts it, with its back-off.
-func killContainers(ctx context.Context, rt *fakeremote.RemoteRuntime, kills *killTracker, interval time.Duration) {
+func killContainers(ctx context.Context, rt *fakeremote.RemoteRuntime, kills *killTracker, jvms *jvmTracker, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -309,7 +309,7 @@ func killContainers(ctx context.Context, rt *fakeremote.RemoteRuntime, kills *ki
 			return
 		case <-t.C:
 		}
-		if kills.empty() {
+		if kills.empty() && jvms.empty() {
 			continue
 		}
 		now := time.Now()
@@ -330,7 +330,7 @@ func killContainers(ctx context.Context, rt *fakeremote.RemoteRuntime, kills *ki
 			}
 			cs = append(cs, rc)
 		}
-		due := kills.decide(cs, now)
+		due := jvms.decide(cs, kills.decide(cs, now))
 		type killed struct{ id, pod, reason string }
 		var done []killed
 		for id, r := range due {
@@ -354,6 +354,7 @@ type statsRuntime struct {
 	kubeapi.RuntimeServiceServer
 	fs    *fakeremote.RemoteRuntime
 	usage *usageTracker
+	jvms  *jvmTracker
 }
 
 func (r *statsRuntime) stats(ids map[string]bool, filter *kubeapi.ContainerStatsFilter) []*kubeapi.ContainerStats {
@@ -382,6 +383,9 @@ func (r *statsRuntime) stats(ids map[string]bool, filter *kubeapi.ContainerStats
 			ids[c.id] = true
 		}
 		s := r.usage.sample(c.id, types.UID(c.pod), c.name, now)
+		if m, ok := r.jvms.memory(c.id, types.UID(c.pod), c.name); ok {
+			s.MemoryBytes = m // a JVM uses its heap + overhead (jvm.go)
+		}
 		ts := now.UnixNano()
 		out = append(out, &kubeapi.ContainerStats{
 			Attributes: c.attrs,
@@ -414,7 +418,7 @@ func (r *statsRuntime) ContainerStats(ctx context.Context, req *kubeapi.Containe
 	return &kubeapi.ContainerStatsResponse{Stats: st[0]}, nil
 }
 
-func startFakeRuntime(sock string, report bool, usage *usageTracker) (*fakeremote.RemoteRuntime, func(), error) {
+func startFakeRuntime(sock string, report bool, usage *usageTracker, jvms *jvmTracker) (*fakeremote.RemoteRuntime, func(), error) {
 	rt := fakeremote.NewFakeRemoteRuntime()
 	rt.RuntimeService.FakeStatus = &kubeapi.RuntimeStatus{Conditions: []*kubeapi.RuntimeCondition{
 		{Type: kubeapi.RuntimeReady, Status: true},
@@ -442,7 +446,7 @@ func startFakeRuntime(sock string, report bool, usage *usageTracker) (*fakeremot
 	if report {
 		rs = &reportingRuntime{res}
 	}
-	rs = &statsRuntime{RuntimeServiceServer: rs, fs: rt, usage: usage}
+	rs = &statsRuntime{RuntimeServiceServer: rs, fs: rt, usage: usage, jvms: jvms}
 	kubeapi.RegisterRuntimeServiceServer(srv, rs)
 	kubeapi.RegisterImageServiceServer(srv, rt)
 	go func() { _ = srv.Serve(l) }()
@@ -451,7 +455,7 @@ func startFakeRuntime(sock string, report bool, usage *usageTracker) (*fakeremot
 
 // watchPods follows the usage and kill annotations of the pods bound to the node (a watch of
 // its own, as the kubelet's: the Node authorizer lets a node read the pods bound to it).
-func watchPods(ctx context.Context, client clientset.Interface, node string, usage *usageTracker, kills *killTracker) {
+func watchPods(ctx context.Context, client clientset.Interface, node string, usage *usageTracker, kills *killTracker, jvms *jvmTracker) {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
 	}))
@@ -459,6 +463,7 @@ func watchPods(ctx context.Context, client clientset.Interface, node string, usa
 		if pod, ok := obj.(*v1.Pod); ok {
 			usage.observe(pod)
 			kills.observe(pod)
+			jvms.observe(pod)
 		}
 	}
 	_, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -471,6 +476,7 @@ func watchPods(ctx context.Context, client clientset.Interface, node string, usa
 			if pod, ok := obj.(*v1.Pod); ok {
 				usage.forget(pod.UID)
 				kills.forget(pod.UID)
+				jvms.forget(pod.UID)
 			}
 		},
 	})
@@ -644,7 +650,8 @@ func main() {
 	}}
 
 	sock := filepath.Join(rootDir, "cri.sock")
-	rt, stop, err := startFakeRuntime(sock, report, usage)
+	jvms := newJVMTracker()
+	rt, stop, err := startFakeRuntime(sock, report, usage, jvms)
 	if err != nil {
 		klog.Fatalf("fake runtime: %v", err)
 	}
@@ -668,8 +675,8 @@ func main() {
 		deps.EventClient = client.CoreV1()
 	}
 	kills := newKillTracker()
-	watchPods(ctx, client, name, usage, kills)
-	go killContainers(ctx, rt, kills, 200*time.Millisecond)
+	watchPods(ctx, client, name, usage, kills, jvms)
+	go killContainers(ctx, rt, kills, jvms, 200*time.Millisecond)
 	go run(ctx)
 	<-ctx.Done()
 	klog.Info("shutting down")

@@ -1,0 +1,1 @@
+../../../cmd/hollow-node/jvm.go
