@@ -8,7 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -355,12 +355,29 @@ func (m *Metrics) RestartReservationEnded(reason string) {
 	m.restartsEnded.WithLabelValues(reason).Inc()
 }
 
-// Bind makes the gauges read from snapshot.
-func (m *Metrics) Bind(snapshot func() GaugeSnapshot) {
+// Bind makes the gauges read from snapshot, added to the snapshots of the
+// other controllers bound (a replica working several spans of shards runs
+// a controller for each): counts add up, the oldest of each state is the
+// oldest of all, a flag is set when any sets it. The function returned
+// unbinds it.
+func (m *Metrics) Bind(snapshot func() GaugeSnapshot) (unbind func()) {
 	if m == nil {
-		return
+		return func() {}
 	}
-	m.gauges.source.Store(&snapshot)
+	g := m.gauges
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.next++
+	id := g.next
+	if g.sources == nil {
+		g.sources = map[uint64]func() GaugeSnapshot{}
+	}
+	g.sources[id] = snapshot
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		delete(g.sources, id)
+	}
 }
 
 // InstrumentTransport wraps a client transport so that failed API requests
@@ -393,7 +410,9 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // gaugeCollector computes the gauges at scrape time from the controller's
 // state, so that they never drift from it.
 type gaugeCollector struct {
-	source        atomic.Pointer[func() GaugeSnapshot]
+	mu            sync.Mutex
+	next          uint64
+	sources       map[uint64]func() GaugeSnapshot
 	records       *prometheus.Desc
 	memoryRecords *prometheus.Desc
 	pending       *prometheus.Desc
@@ -438,14 +457,56 @@ func newGaugeCollector() *gaugeCollector {
 	}
 }
 
-// snapshot reads the controller's state once New has bound it; nil before.
+// snapshot reads the controllers' state once New has bound one; nil
+// before.
 func (g *gaugeCollector) snapshot() *GaugeSnapshot {
-	f := g.source.Load()
-	if f == nil {
+	g.mu.Lock()
+	sources := make([]func() GaugeSnapshot, 0, len(g.sources))
+	for _, f := range g.sources {
+		sources = append(sources, f)
+	}
+	g.mu.Unlock()
+	if len(sources) == 0 {
 		return nil
 	}
-	s := (*f)()
-	return &s
+	var sum GaugeSnapshot
+	for _, f := range sources {
+		sum.add(f())
+	}
+	return &sum
+}
+
+// add adds o to s.
+func (s *GaugeSnapshot) add(o GaugeSnapshot) {
+	s.Records += o.Records
+	s.MemoryRecords += o.MemoryRecords
+	s.Pending = addCounts(s.Pending, o.Pending)
+	for st, d := range o.Oldest {
+		if s.Oldest == nil {
+			s.Oldest = map[state.PodState]time.Duration{}
+		}
+		s.Oldest[st] = max(s.Oldest[st], d)
+	}
+	s.Paused = s.Paused || o.Paused
+	s.DryRun = s.DryRun || o.DryRun
+	s.MetricsAPI = s.MetricsAPI || o.MetricsAPI
+	s.Jobs = addCounts(s.Jobs, o.Jobs)
+	s.Boosted += o.Boosted
+	s.RestartReservations = addCounts(s.RestartReservations, o.RestartReservations)
+	s.NodeRoomHolds += o.NodeRoomHolds
+	s.Watched += o.Watched
+	s.HarmHolds += o.HarmHolds
+	s.CanaryWaiting += o.CanaryWaiting
+}
+
+func addCounts[K comparable](sum, o map[K]int) map[K]int {
+	for k, n := range o {
+		if sum == nil {
+			sum = map[K]int{}
+		}
+		sum[k] += n
+	}
+	return sum
 }
 
 // Describe implements prometheus.Collector.
