@@ -989,6 +989,66 @@ def only_certificates(values):
     return set(values) <= {"certificates"}
 
 
+SHARDS_ROLE = LEASE + "-shards"
+
+
+def split_shards(objs):
+    """The objects of updater.shards above 1 (the shards' and members'
+    Leases, the Role and RoleBinding naming them), and the others."""
+    def shard_obj(o):
+        name = ident(o)[2] or ""
+        if o["kind"] == "Lease":
+            return re.fullmatch(re.escape(LEASE) + r"-(shard|member)-[0-9]+", name) is not None
+        return o["kind"] in ("Role", "RoleBinding") and name == SHARDS_ROLE
+    mine = [o for o in objs if shard_obj(o)]
+    return mine, [o for o in objs if not shard_obj(o)]
+
+
+def check_shards(c, where, shard_objs, objs, shards):
+    """With updater.shards above 1: a Lease per shard and per member slot,
+    empty; a Role that may only get and update those, by name, and list and
+    watch the Leases of the namespace (no create, no delete), bound to the
+    updater; the Deployment told the shards and the Leases' prefix."""
+    want = set()
+    if shards > 1:
+        for i in range(shards):
+            want |= {f"{LEASE}-shard-{i}", f"{LEASE}-member-{i}"}
+    leases = find(shard_objs, "Lease")
+    c.check({ident(o)[2] for o in leases} == want and len(leases) == len(want)
+            and all(ident(o)[1] == NAMESPACE for o in leases),
+            f"{where}: a Lease per shard and per member slot ({shards} shards) in {NAMESPACE}", str(sorted(ident(o)[2] for o in leases)))
+    for lease in leases:
+        c.check(not lease.get("spec"), f"{where}: {show(lease)} sets no spec", json.dumps(lease.get("spec")))
+    roles = find(shard_objs, "Role", SHARDS_ROLE)
+    bindings = find(shard_objs, "RoleBinding", SHARDS_ROLE)
+    if shards <= 1:
+        c.check(not roles and not bindings, f"{where}: no shards' Role without shards")
+        return
+    if not c.check(len(roles) == 1 and len(bindings) == 1, f"{where}: the shards' Role and its binding ship"):
+        return
+    rules = roles[0].get("rules") or []
+    named = [r for r in rules if r.get("resourceNames")]
+    unnamed = [r for r in rules if not r.get("resourceNames")]
+    c.check(all(rule_covers(r, "coordination.k8s.io", "leases") and (r.get("resources") or []) == ["leases"] for r in rules),
+            f"{where}: the shards' Role grants on leases only", json.dumps(rules))
+    c.check(len(named) == 1 and set(named[0].get("resourceNames")) == want and set(named[0].get("verbs") or []) == {"get", "update"},
+            f"{where}: the shards' Role may get and update exactly the shards' and members' Leases, by name", json.dumps(named))
+    c.check(all(set(r.get("verbs") or []) <= {"list", "watch"} for r in unnamed) and allows(unnamed, "coordination.k8s.io", "leases", "watch"),
+            f"{where}: the shards' Role may only list and watch the other Leases", json.dumps(unnamed))
+    for verb in ("create", "delete", "deletecollection", "patch"):
+        c.check(not allows(rules, "coordination.k8s.io", "leases", verb), f"{where}: the shards' Role cannot {verb} leases")
+    subjects = bindings[0].get("subjects") or []
+    c.check((bindings[0].get("roleRef") or {}).get("name") == SHARDS_ROLE
+            and [(s.get("kind"), s.get("name"), s.get("namespace")) for s in subjects] == [("ServiceAccount", UPDATER_SA, NAMESPACE)],
+            f"{where}: the shards' Role is bound to the updater's ServiceAccount", json.dumps(subjects))
+    dep = (find(objs, "Deployment", UPDATER_SA) or [None])[0]
+    if c.check(dep is not None, f"{where}: the updater's Deployment"):
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        c.check(flag(container, "shards") == str(shards) and flag(container, "shard-lease-prefix") == LEASE
+                and flag(container, "leader-elect") == "true",
+                f"{where}: the updater shares {shards} shards, its Leases named after its own", json.dumps(container.get("args")))
+
+
 def check_chart(c, case, objs, rendered, values):
     """One `helm template` output (release vpa-inplace in vpa-inplace-system)
     against the deploy/ root of its certificate mode (CHART_MODE_ROOTS): the
@@ -999,6 +1059,9 @@ def check_chart(c, case, objs, rendered, values):
     Deployments' security and flags, and the chart's own objects (PDB,
     spread, monitoring)."""
     where = f"chart ({case})"
+    shard_objs, objs = split_shards(objs)
+    check_shards(c, where, shard_objs, objs, int((values.get("updater") or {}).get("shards", 1)))
+    check_rbac_hygiene(c, where, shard_objs)
     mode = ((values.get("certificates") or {}).get("mode")) or "self-managed"
     root = CHART_MODE_ROOTS[mode]
     base = json.loads(json.dumps(rendered.get(root) or []))

@@ -119,6 +119,16 @@ type ConfigMapStoreConfig struct {
 	// IgnoredNamespaces are namespaces whose VPAs this updater does not
 	// serve: their records and ConfigMaps are left to the updater that does.
 	IgnoredNamespaces []string
+	// Serves, when set, tells the namespaces this store serves (a replica
+	// serving some shards of namespaces): the VPAs of the others, their
+	// records and their ConfigMaps are left to the replicas that serve
+	// them; a ConfigMap of another namespace whose VPA is gone is theirs to
+	// delete. nil: every namespace.
+	Serves func(namespace string) bool
+	// ShardSelector, when set, is sent with the lists of VPAs (the
+	// shardSelector of the namespaces Serves tells), so that an API server
+	// serving sharded lists sends only those; Serves decides all the same.
+	ShardSelector string
 	// Owner, when set, is the owner reference every ConfigMap is written
 	// with (at each create and update, so that one written before gets it
 	// too): an object of the install (the updater's Lease) whose deletion,
@@ -277,8 +287,8 @@ func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 	live := map[types.UID]Owner{}
 	migrate := map[string]Owner{}
 	ignored := sets.New(s.cfg.IgnoredNamespaces...)
-	err := listVPAs(ctx, s.vpas, s.cfg.VPANamespace, func(owner Owner, annotations map[string]string) {
-		if ignored.Has(owner.Namespace) {
+	err := listVPAs(ctx, s.vpas, s.cfg.VPANamespace, s.cfg.ShardSelector, func(owner Owner, annotations map[string]string) {
+		if ignored.Has(owner.Namespace) || !s.serves(owner.Namespace) {
 			return
 		}
 		live[owner.UID] = owner
@@ -304,8 +314,8 @@ func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 		owner, ok := live[uid]
 		switch {
 		case ok && cm.Name == s.configMapName(uid):
-		case ignored.Has(cm.Annotations[AnnotationVPANamespace]):
-			return // served by another updater
+		case ignored.Has(cm.Annotations[AnnotationVPANamespace]), !s.serves(cm.Annotations[AnnotationVPANamespace]):
+			return // served by another updater, or another replica
 		case s.cfg.VPANamespace == "" || cm.Annotations[AnnotationVPANamespace] == s.cfg.VPANamespace:
 			// Its VPA is gone (or it names none): its records hold
 			// nothing any more.
@@ -345,6 +355,11 @@ func (s *ConfigMapStore) load(ctx context.Context, now time.Time) error {
 	logger.Info("Loaded records", "store", s.name, "records", len(l.loaded), "vpas", len(live), "dropped", l.dropped,
 		"migrating", len(migrate), "moving", len(earlier), "orphansDeleted", len(orphans))
 	return nil
+}
+
+// serves tells whether the store serves the VPAs of namespace (Serves).
+func (s *ConfigMapStore) serves(namespace string) bool {
+	return s.cfg.Serves == nil || s.cfg.Serves(namespace)
 }
 
 // listConfigMaps calls visit for each ConfigMap of the store, in pages.

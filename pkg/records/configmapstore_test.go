@@ -123,6 +123,50 @@ func TestConfigMapStoreDeletesTheConfigMapsOfGoneVPAs(t *testing.T) {
 	require.Eventually(t, func() bool { return f.cmRecords(webVPA.UID) == nil }, wait, tick, "and so does ForgetOwner")
 }
 
+// A replica serving some namespaces' shards loads the records of their VPAs
+// only, and leaves the ConfigMaps of the others alone: those of live VPAs,
+// and those of VPAs that are gone, which the replica serving their
+// namespace deletes.
+func TestConfigMapStoreOfSomeShardsLeavesTheOthersRecordsAlone(t *testing.T) {
+	db := vpa("db")
+	db.Namespace = "other"
+	dbVPA := Owner{Namespace: "other", Name: "db", UID: db.UID}
+	goneHere := Owner{Namespace: "default", Name: "gone", UID: "uid-gone"}
+	goneThere := Owner{Namespace: "other", Name: "gone", UID: "uid-gone-there"}
+	f := newCMFixture(t, []runtime.Object{
+		recordsConfigMap(StoreInfeasible, webVPA, map[types.UID]*Record{"pod-a": rec(KindNodeCapacity, "8", "", t0)}),
+		recordsConfigMap(StoreInfeasible, dbVPA, map[types.UID]*Record{"pod-d": rec(KindNodeCapacity, "8", "", t0)}),
+		recordsConfigMap(StoreInfeasible, goneHere, map[types.UID]*Record{"pod-g": rec(KindNodeCapacity, "8", "", t0)}),
+		recordsConfigMap(StoreInfeasible, goneThere, map[types.UID]*Record{"pod-h": rec(KindNodeCapacity, "8", "", t0)}),
+	}, vpa("web"), db)
+	var selectors []string
+	var mu sync.Mutex
+	f.client.PrependReactor("list", "verticalpodautoscalers", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		selectors = append(selectors, action.(clienttesting.ListActionImpl).GetListOptions().ShardSelector)
+		return false, nil, nil
+	})
+	const selector = "shardRange(object.metadata.namespace, '0x0000000000000000', '0x8000000000000000')"
+	s, _ := f.startCM(ConfigMapStoreConfig{Serves: func(ns string) bool { return ns == "default" }, ShardSelector: selector})
+	assert.Equal(t, 1, s.Len())
+	_, ok := s.Get("pod-a")
+	assert.True(t, ok, "the record of a VPA served")
+	_, ok = s.Get("pod-d")
+	assert.False(t, ok, "the record of a VPA another replica serves")
+	assert.ElementsMatch(t, []string{
+		ConfigMapName(StoreInfeasible, webVPA.UID),
+		ConfigMapName(StoreInfeasible, dbVPA.UID),
+		ConfigMapName(StoreInfeasible, goneThere.UID),
+	}, f.configMaps(), "only the ConfigMap of a gone VPA of a namespace served is deleted")
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, selectors)
+	for _, sel := range selectors {
+		assert.Equal(t, selector, sel)
+	}
+}
+
 func TestConfigMapStoreDeletesTheConfigMapWhenNoRecordIsLeft(t *testing.T) {
 	f := newCMFixture(t, nil, vpa("web"))
 	s, _ := f.startCM(ConfigMapStoreConfig{})

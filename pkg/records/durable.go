@@ -287,10 +287,11 @@ func (l *loading) add(ctx context.Context, owner Owner, source string, d Decoded
 }
 
 // listVPAs calls visit for each VPA of namespace ("" for all), read from
-// the API server in pages.
-func listVPAs(ctx context.Context, client vpaclient.VerticalPodAutoscalersGetter, namespace string,
+// the API server in pages, asking for those of shardSelector when set (a
+// server without sharded lists sends them all).
+func listVPAs(ctx context.Context, client vpaclient.VerticalPodAutoscalersGetter, namespace, shardSelector string,
 	visit func(owner Owner, annotations map[string]string)) error {
-	opts := metav1.ListOptions{Limit: loadPageSize}
+	opts := metav1.ListOptions{Limit: loadPageSize, ShardSelector: shardSelector}
 	for {
 		list, err := client.VerticalPodAutoscalers(namespace).List(ctx, opts)
 		if err != nil {

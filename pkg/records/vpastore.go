@@ -142,7 +142,7 @@ func (s *VPAStore) load(ctx context.Context, now time.Time) error {
 	l := newLoading(s.cfg.Metrics, s.key)
 	written := map[string]string{}
 	vpas := 0
-	err := listVPAs(ctx, s.client, s.cfg.Namespace, func(owner Owner, annotations map[string]string) {
+	err := listVPAs(ctx, s.client, s.cfg.Namespace, "", func(owner Owner, annotations map[string]string) {
 		vpas++
 		// What the VPA carries, as of this consistent read: a write
 		// compares with it, not with a cache that may lag.

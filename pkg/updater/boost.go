@@ -103,7 +103,12 @@ func (c *Controller) finishBoost(ctx context.Context, pod *corev1.Pod, vpa *vpat
 	if err != nil {
 		return fmt.Errorf("building the boost annotations' removal: %w", err)
 	}
-	_, err = c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	pctx, done, err := c.fenced(ctx, pod.Namespace)
+	if err != nil {
+		return err
+	}
+	_, err = c.client.CoreV1().Pods(pod.Namespace).Patch(pctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	done()
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		return nil // gone, or another pod by now: nothing of ours to remove

@@ -167,10 +167,10 @@ func (c *Controller) watchNodePods(logger klog.Logger, deps Deps) error {
 		return nil
 	}
 	informer := nodePods.Informer()
-	if err := informer.AddIndexers(cache.Indexers{nodeIndex: indexByNode}); err != nil {
+	if err := addIndexers(informer, cache.Indexers{nodeIndex: indexByNode}); err != nil {
 		return fmt.Errorf("adding the node index of the pods bound to nodes: %w", err)
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handle(informer, cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, obj any) {
 			old, okOld := oldObj.(*corev1.Pod)
 			pod, ok := obj.(*corev1.Pod)

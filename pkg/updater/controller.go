@@ -137,6 +137,9 @@ type Deps struct {
 	Clock clock.WithTicker
 	// Metrics may be nil.
 	Metrics *report.Metrics
+	// Fence passes every write for a pod or a Job (lifecycle.go); nil:
+	// every write goes.
+	Fence Fence
 }
 
 // Controller is the InPlace updater.
@@ -243,6 +246,12 @@ type Controller struct {
 	// initIgnored holds the VPAs already reported as recommending for init
 	// containers that are not sidecars (sidecars.go).
 	initIgnored initIgnored
+
+	// fence passes the writes (lifecycle.go); handlers are the event
+	// handlers added, and unbind unbinds the gauges: Close undoes both.
+	fence    Fence
+	handlers []handlerRegistration
+	unbind   func()
 }
 
 // New builds a Controller and registers its event handlers.
@@ -287,6 +296,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		budget:      disruption.New(disruption.Config{Tolerance: cfg.EvictionTolerance, Timeout: cfg.RestartReservationTimeout}, deps.Clock),
 		preempted:   preemption.New(deps.Clock),
 		minReady:    deps.MinReady,
+		fence:       deps.Fence,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),
@@ -339,18 +349,18 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	if _, ok := deps.Pods.Informer().GetIndexer().GetIndexers()[cache.NamespaceIndex]; !ok {
 		podIndexers[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
 	}
-	if err := deps.Pods.Informer().AddIndexers(podIndexers); err != nil {
+	if err := addIndexers(deps.Pods.Informer(), podIndexers); err != nil {
 		return nil, fmt.Errorf("adding pod index: %w", err)
 	}
 	logger := klog.FromContext(ctx)
-	if _, err := deps.Pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handle(deps.Pods.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onPod(logger, nil, obj) },
 		UpdateFunc: func(old, obj any) { c.onPod(logger, old, obj) },
 		DeleteFunc: func(obj any) { c.onPodDelete(logger, obj) },
 	}); err != nil {
 		return nil, fmt.Errorf("adding pod handler: %w", err)
 	}
-	if _, err := deps.VPAs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handle(deps.VPAs.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onVPA(nil, obj) },
 		UpdateFunc: c.onVPA,
 		DeleteFunc: func(obj any) { c.onVPADelete(obj) },
@@ -361,6 +371,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		Client: deps.Client, Resolver: deps.Resolver, Calculator: deps.Calculator, Store: deps.Store, Tracker: c.jobTracker,
 		Recorder: deps.Recorder, Gate: deps.FeatureGate, Metrics: deps.Metrics, Clock: deps.Clock,
 		Enqueue: func(key string) { c.jobQueue.Add(key) }, Status: c.enqueueCondition, Withheld: c.withheld, GateOff: c.logGateOffOnce,
+		Fence: c.fenced,
 	}
 	if deps.Jobs != nil {
 		c.jobs = deps.Jobs.Lister()
@@ -370,10 +381,10 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	c.jobTemplates = jobtemplate.New(jobtemplate.Config{Threshold: cfg.Threshold, ServerMinor: cfg.ServerMinor, Ignored: c.ignored}, jobDeps)
 	if deps.Jobs != nil {
 		c.synced = append(c.synced, deps.Jobs.Informer().HasSynced)
-		if err := deps.Jobs.Informer().AddIndexers(cache.Indexers{jobtemplate.CronJobIndex: jobtemplate.IndexByCronJob, uidIndex: indexByUID}); err != nil {
+		if err := addIndexers(deps.Jobs.Informer(), cache.Indexers{jobtemplate.CronJobIndex: jobtemplate.IndexByCronJob, uidIndex: indexByUID}); err != nil {
 			return nil, fmt.Errorf("adding Job index: %w", err)
 		}
-		if _, err := deps.Jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		if err := c.handle(deps.Jobs.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.jobTemplates.OnJob(logger, nil, obj) },
 			UpdateFunc: func(old, obj any) { c.jobTemplates.OnJob(logger, old, obj) },
 			DeleteFunc: func(obj any) { c.jobTemplates.OnJobDelete(logger, obj) },
@@ -384,7 +395,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	if deps.Nodes != nil {
 		c.nodes = deps.Nodes.Lister()
 		c.synced = append(c.synced, deps.Nodes.Informer().HasSynced)
-		if _, err := deps.Nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		if err := c.handle(deps.Nodes.Informer(), cache.ResourceEventHandlerFuncs{
 			UpdateFunc: c.onNode,
 		}); err != nil {
 			return nil, fmt.Errorf("adding Node handler: %w", err)
@@ -396,7 +407,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 	if deps.PDBs != nil {
 		c.pdbs = deps.PDBs.Lister()
 		c.synced = append(c.synced, deps.PDBs.Informer().HasSynced)
-		if _, err := deps.PDBs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		if err := c.handle(deps.PDBs.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.onPDB(nil, obj) },
 			UpdateFunc: c.onPDB,
 			DeleteFunc: func(obj any) { c.onPDB(nil, obj) },
@@ -405,7 +416,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		}
 	}
 	if deps.ConfigMaps != nil {
-		if _, err := deps.ConfigMaps.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		if err := c.handle(deps.ConfigMaps.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.onConfigMap(nil, obj) },
 			UpdateFunc: c.onConfigMap,
 			DeleteFunc: func(obj any) { c.onConfigMap(obj, nil) },
@@ -413,7 +424,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 			return nil, fmt.Errorf("adding ConfigMap handler: %w", err)
 		}
 	}
-	c.metrics.Bind(c.gaugeSnapshot)
+	c.unbind = c.metrics.Bind(c.gaugeSnapshot)
 	return c, nil
 }
 

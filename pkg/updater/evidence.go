@@ -69,7 +69,7 @@ func (c *Controller) readCheckpoints(informer vpainformers.VerticalPodAutoscaler
 	if informer == nil {
 		return nil
 	}
-	if err := informer.Informer().AddIndexers(cache.Indexers{checkpointIndex: func(obj any) ([]string, error) {
+	if err := addIndexers(informer.Informer(), cache.Indexers{checkpointIndex: func(obj any) ([]string, error) {
 		cp, ok := obj.(*vpatypes.VerticalPodAutoscalerCheckpoint)
 		if !ok {
 			return nil, nil
@@ -88,7 +88,7 @@ func (c *Controller) readCheckpoints(informer vpainformers.VerticalPodAutoscaler
 	// it prove something decides the VPA's pods again, instead of its next
 	// status write or the resync.
 	// The initial list adds nothing: every pod is decided at start anyway.
-	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+	if err := c.handle(informer.Informer(), cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initialList bool) {
 			if !initialList {
 				c.onCheckpoint(nil, obj)

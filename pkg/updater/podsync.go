@@ -263,7 +263,15 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		return &state.Pod{State: state.PodWithheld, Values: d.Target.String(), Message: v.Why}, gate.NotSent, nil
 	}
 
-	patched, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
+	// A replica sends for the namespaces of the shards it holds only, and
+	// only while it holds them for as long as the patch may take.
+	pctx, done, err := c.fenced(ctx, pod.Namespace)
+	if err != nil {
+		logger.V(2).Info("Resize not sent", "target", d.Target.String(), "err", err)
+		return &state.Pod{State: state.PodError, Message: err.Error()}, gate.NotSent, err
+	}
+	patched, err := c.client.CoreV1().Pods(pod.Namespace).Patch(pctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
+	done()
 	outcome := resize.ClassifyPatchError(err)
 	c.metrics.Patched(outcome)
 	sent := gate.Refused

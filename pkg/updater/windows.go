@@ -95,7 +95,7 @@ func (c *Controller) watchNamespaces(informer coreinformers.NamespaceInformer) e
 		lister = informer.Lister()
 		// Fail closed: no resize before the namespaces' freezes are read.
 		c.synced = append(c.synced, informer.Informer().HasSynced)
-		if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		if err := c.handle(informer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.onNamespace(nil, obj) },
 			UpdateFunc: c.onNamespace,
 		}); err != nil {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
+	"github.com/vpa-inplace/vpa-inplace/pkg/shard"
+	"github.com/vpa-inplace/vpa-inplace/pkg/shard/owner"
 	"github.com/vpa-inplace/vpa-inplace/pkg/window"
 )
 
@@ -71,6 +73,15 @@ type Options struct {
 	// StartupBoostMaxRestarts: how many restarts of a container are
 	// boosted again (gate CPUStartupBoost).
 	StartupBoostMaxRestarts int
+
+	// Shards is how many shards the namespaces are cut into, shared by the
+	// replicas through Leases; 1: one replica works every namespace, under
+	// leader election.
+	Shards int
+	// ShardLeasePrefix begins the names of the shards' Leases:
+	// <prefix>-shard-<i> and <prefix>-member-<i>, in the leader election
+	// Lease's namespace.
+	ShardLeasePrefix string
 }
 
 // FallbackNamespace is the updater's namespace when it does not know its
@@ -124,6 +135,8 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		HarmNotReadyGrace:         time.Minute,
 		Canary:                    "1",
 		StartupBoostMaxRestarts:   3,
+		Shards:                    1,
+		ShardLeasePrefix:          "vpa-inplace-updater",
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -196,6 +209,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		`How many pods of a VPA get a lower target first, before the others get it once these have been watched for --resize-observation-window without harm: "off", a number of pods, or a percentage ("25%", rounded up). At most all pods but one; a VPA with one pod is lowered at once. Increases always go to every pod at once. A VPA's annotation vpa-inplace.dev/canary sets its own.`)
 	fs.IntVar(&o.StartupBoostMaxRestarts, "startup-boost-max-restarts", o.StartupBoostMaxRestarts,
 		"With the CPUStartupBoost gate: a container of a VPA with a startupBoost that restarts (a crash, an OOM kill) after its startup boost ended is boosted again in place, as at startup, for its restarts up to this many in its pod's life; a container restarting more often is failing repeatedly and is not boosted again (event InPlaceStartupBoostBackedOff). 0: restarts are never boosted.")
+	fs.IntVar(&o.Shards, "shards", o.Shards,
+		fmt.Sprintf("How many shards the namespaces are cut into (1 to %d), by the 64-bit FNV-1a hash of their names as the API server's sharded list and watch cuts them, shared by the replicas through a Lease per shard (docs/scaling.md): each replica holds at most its share, caches and works only its shards' namespaces, and takes over a dead replica's shards once their Leases expire. 1: one replica works every namespace, the others stand by (leader election). A replica beyond this many holds nothing.", shard.MaxShards))
+	fs.StringVar(&o.ShardLeasePrefix, "shard-lease-prefix", o.ShardLeasePrefix,
+		"Beginning of the names of the shards' Leases, in --leader-elect-resource-namespace: <prefix>-shard-<i>, one per shard, and <prefix>-member-<i>, one per replica that may share them (as many as shards). The manifests ship them; the updater may only read and update them. Used with --shards above 1.")
 	o.FeatureGate.AddFlag(fs)
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	if f := fs.Lookup("leader-elect-resource-namespace"); f != nil {
@@ -291,6 +308,7 @@ func (o *Options) Validate() []error {
 	if o.Workers < 0 {
 		errs = append(errs, fmt.Errorf("--workers must be 0 (automatic) or positive, got %d", o.Workers))
 	}
+	errs = append(errs, o.validateShards()...)
 	if o.StartupBoostMaxRestarts < 0 || o.StartupBoostMaxRestarts > MaxStartupBoostRestarts {
 		errs = append(errs, fmt.Errorf("--startup-boost-max-restarts must be from 0 to %d, got %d", MaxStartupBoostRestarts, o.StartupBoostMaxRestarts))
 	}
@@ -318,4 +336,42 @@ func (o *Options) configMapName() (namespace, name string, err error) {
 		return "", "", fmt.Errorf("--config-map must be namespace/name, got %q", o.ConfigMap)
 	}
 	return namespace, name, nil
+}
+
+// validateShards checks --shards and what sharing them needs: Leases,
+// durations client-go's elector accepts, and every namespace served.
+func (o *Options) validateShards() []error {
+	var errs []error
+	if _, err := shard.NewLayout(o.Shards); err != nil {
+		errs = append(errs, fmt.Errorf("--shards: %w", err))
+	}
+	if o.Shards <= 1 {
+		return errs
+	}
+	le := o.LeaderElection
+	if !le.LeaderElect {
+		errs = append(errs, fmt.Errorf("--shards above 1 shares the shards through Leases: --leader-elect must be true"))
+	}
+	if o.VPAObjectNamespace != "" {
+		errs = append(errs, fmt.Errorf("--shards above 1 cannot be used with --vpa-object-namespace: one namespace is in one shard"))
+	}
+	if le.LeaseDuration.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("--shards above 1 needs --leader-elect-lease-duration of at least 1s, got %s", le.LeaseDuration.Duration))
+	}
+	if errs1123 := validation.IsDNS1123Subdomain(owner.ShardLeaseName(o.ShardLeasePrefix, o.Shards-1)); len(errs1123) > 0 {
+		errs = append(errs, fmt.Errorf("--shard-lease-prefix %q makes no Lease name: %s", o.ShardLeasePrefix, strings.Join(errs1123, "; ")))
+	}
+	return errs
+}
+
+// leaseNames returns the Leases the updater elects on: the leader
+// election's, and with --shards above 1 the shards' and the members'.
+func (o *Options) leaseNames() []string {
+	names := []string{o.LeaderElection.ResourceName}
+	if o.Shards > 1 {
+		for i := range o.Shards {
+			names = append(names, owner.ShardLeaseName(o.ShardLeasePrefix, i), owner.MemberLeaseName(o.ShardLeasePrefix, i))
+		}
+	}
+	return names
 }

@@ -190,3 +190,36 @@ func TestLeaseAndKillSwitchDefaultToThePodsNamespace(t *testing.T) {
 	assert.Equal(t, FallbackNamespace, o.LeaderElection.ResourceNamespace, "outside a pod")
 	assert.Equal(t, FallbackNamespace+"/vpa-inplace-updater-config", o.ConfigMap, "outside a pod")
 }
+
+func TestShards(t *testing.T) {
+	o := parse(t)
+	assert.Equal(t, 1, o.Shards, "one replica works every namespace, as before --shards")
+	assert.Equal(t, []string{"vpa-inplace-updater"}, o.leaseNames(), "the leader election's Lease only")
+
+	o = parse(t, "--shards=3", "--shard-lease-prefix=platform")
+	assert.Empty(t, o.Validate())
+	assert.Equal(t, []string{"vpa-inplace-updater", "platform-shard-0", "platform-member-0", "platform-shard-1", "platform-member-1",
+		"platform-shard-2", "platform-member-2"}, o.leaseNames())
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shards=0"}, "--shards"},
+		{[]string{"--shards=257"}, "--shards"},
+		{[]string{"--shards=4", "--leader-elect=false"}, "--leader-elect must be true"},
+		{[]string{"--shards=4", "--vpa-object-namespace=team"}, "--vpa-object-namespace"},
+		{[]string{"--shards=4", "--shard-lease-prefix=Not_A_Name"}, "--shard-lease-prefix"},
+		{[]string{"--shards=4", "--leader-elect-lease-duration=900ms", "--leader-elect-renew-deadline=500ms", "--leader-elect-retry-period=100ms"}, "at least 1s"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			errs := parse(t, tc.args...).Validate()
+			require.NotEmpty(t, errs)
+			var all []string
+			for _, err := range errs {
+				all = append(all, err.Error())
+			}
+			assert.Contains(t, strings.Join(all, "\n"), tc.want)
+		})
+	}
+}

@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -20,100 +17,50 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	metricsclientset "k8s.io/metrics/pkg/client/clientset/versioned"
 
-	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions"
 
 	"github.com/vpa-inplace/vpa-inplace/pkg/cachetrim"
 	"github.com/vpa-inplace/vpa-inplace/pkg/eventsink"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
-	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/server"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/disruption"
-	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
-	"github.com/vpa-inplace/vpa-inplace/pkg/usage"
 )
 
 // UserAgent identifies the updater to the API server.
 const UserAgent = "vpa-inplace-updater"
 
-// Run runs the updater until ctx is cancelled.
+// Run runs the updater until ctx is cancelled: one controller of every
+// namespace under leader election, or, with --shards above 1, a controller
+// per span of the shards this replica holds (runSharded).
 func Run(ctx context.Context, o *Options) error {
-	logger := klog.FromContext(ctx)
 	// Informers stop with this context. It is cancelled on return, also when
 	// the lease was lost while the process context lives on, so that the
 	// factories' Shutdown does not wait forever.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	config, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	b, err := newBase(ctx, o)
 	if err != nil {
-		return fmt.Errorf("loading client configuration: %w", err)
+		return err
 	}
-	config.QPS, config.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	config = rest.AddUserAgent(config, UserAgent)
+	defer b.stopEvents()
+	if o.Shards > 1 {
+		return runSharded(ctx, b)
+	}
+	return runWhole(ctx, b)
+}
 
-	// Metrics first: every client's failed requests are counted.
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := report.NewMetrics(registry)
-	if err != nil {
-		return fmt.Errorf("registering metrics: %w", err)
-	}
-	config.Wrap(metrics.InstrumentTransport)
-	leader, err := newLeaderGauge(registry)
-	if err != nil {
-		return fmt.Errorf("registering metrics: %w", err)
-	}
-
-	kube, err := kubernetes.NewForConfig(config)
-	if err != nil {
-		return fmt.Errorf("creating Kubernetes client: %w", err)
-	}
-	vpaClient, err := vpaclientset.NewForConfig(config)
-	if err != nil {
-		return fmt.Errorf("creating VPA client: %w", err)
-	}
-	minor := serverMinor(ctx, kube)
-	canarySetting, err := resize.ParseCanary(o.Canary)
-	if err != nil {
-		return fmt.Errorf("--canary: %w", err)
-	}
-	gcPercent, gcFromEnv := ApplyGCPercent(os.LookupEnv)
-	logger.Info("Starting vpa-inplace updater", "inPlaceGate", o.FeatureGate.Enabled("InPlace"), "serverMinor", minor,
-		"dryRun", o.DryRun, "killSwitch", o.ConfigMap, "gcPercent", gcPercent, "gcPercentFromEnv", gcFromEnv)
-
-	// The leader election Lease ships with the manifests, and the updater
-	// may only read and update it: one that is missing is created if RBAC
-	// allows (older manifests), or the updater does not start.
-	if o.LeaderElection.LeaderElect {
-		if err := ensureLease(ctx, kube.CoordinationV1(), o.LeaderElection.ResourceNamespace, o.LeaderElection.ResourceName); err != nil {
-			return err
-		}
-	}
-
-	// A records namespace that is missing or not writable is a startup
-	// error: every resize sent would have its failure recorded nowhere, and
-	// be sent again after a restart. A dry run records nothing.
-	var recordsOwner *metav1.OwnerReference
-	if !o.DryRun {
-		if err := checkRecordsNamespace(ctx, kube.CoreV1(), o.RecordsNamespace, o.RecordsPrefix); err != nil {
-			return err
-		}
-		if o.RecordsOwner != "" {
-			if recordsOwner, err = leaseOwnerReference(ctx, kube.CoordinationV1(), o.RecordsNamespace, o.RecordsOwner); err != nil {
-				return err
-			}
-		}
-	}
-
+// runWhole runs one controller of every namespace (or of
+// --vpa-object-namespace), while this replica leads.
+func runWhole(ctx context.Context, b *base) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	o, kube := b.o, b.kube
 	namespace := metav1.NamespaceAll
 	if o.VPAObjectNamespace != "" {
 		namespace = o.VPAObjectNamespace
@@ -123,12 +70,7 @@ func Run(ctx context.Context, o *Options) error {
 	podFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
 		informers.WithNamespace(namespace),
 		informers.WithTransform(cachetrim.Transform),
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.FieldSelector = fields.AndSelectors(
-				fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
-				fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
-			).String()
-		}))
+		informers.WithTweakListOptions(notTerminal))
 	// Resizes sent only when they fit their node (resize-when: fits-node)
 	// count every pod bound to it, whatever its namespace (a DaemonSet's,
 	// kube-system's). Serving one namespace, the pods cached above are that
@@ -138,119 +80,40 @@ func Run(ctx context.Context, o *Options) error {
 	nodePods, nodePodFactory := newNodePods(kube, namespace, podFactory)
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
 		informers.WithNamespace(namespace), informers.WithTransform(cachetrim.Transform))
-	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(vpaClient, 0,
+	vpaFactory := vpainformers.NewSharedInformerFactoryWithOptions(b.vpaClient, 0,
 		vpainformers.WithNamespace(namespace), vpainformers.WithTransform(cachetrim.Transform))
 	vpaInformer := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
 
-	recommendations, err := recommendation.NewClusterMemo(factory, minor)
+	recommendations, err := recommendation.NewClusterMemo(factory, b.minor)
 	if err != nil {
 		return err
 	}
-	resolver, err := target.NewClusterResolver(ctx, config, factory, vpaInformer.Informer())
+	resolver, err := target.NewClusterResolver(ctx, b.config, factory, vpaInformer.Informer())
 	if err != nil {
 		return err
 	}
-
-	// Events go through a client of their own, with its own rate limiter, so
-	// that a burst of events never delays resize patches.
-	eventClient, err := kubernetes.NewForConfig(config)
-	if err != nil {
-		return fmt.Errorf("creating the event client: %w", err)
-	}
-	recorder, stopEvents, err := newRecorder(ctx, eventClient)
-	if err != nil {
-		return err
-	}
-	defer stopEvents()
 
 	// Infeasible records and memory records live in ConfigMaps of the
 	// updater's namespace (one per VPA and store), so that neither a restart
 	// nor a new leader tries them again; records a previous version left on
 	// the VPAs' annotations are moved there. A dry run writes nothing.
-	var store, memStore, safetyStore records.Store = records.NewInMemoryStore(), records.NewInMemoryStore(), records.NewInMemoryStore()
-	var jvmStore records.Store = records.NewInMemoryStore()
 	// Load keeps a record only for a live pod or Job of its VPA's namespace
 	// (index lookups, no owner walk); whether the pod's VPA is the record's
 	// is told at the pod's first sync. Load runs after the controller's
 	// caches have synced.
 	var ctrl *updater.Controller
-	live := func(owner records.Owner, uid types.UID) bool { return ctrl.RecordLive(owner, uid) }
-	if !o.DryRun {
-		recordsMetrics, err := records.NewMetrics(registry)
-		if err != nil {
-			return fmt.Errorf("registering metrics: %w", err)
-		}
-		newStore := func(name, annotation string) (records.Store, error) {
-			return records.NewConfigMapStore(kube.CoreV1(), vpaClient.AutoscalingV1(), vpaInformer.Lister(), records.ConfigMapStoreConfig{
-				Namespace: o.RecordsNamespace, Prefix: o.RecordsPrefix, Store: name, AnnotationKey: annotation, NoAnnotation: annotation == "",
-				VPANamespace: namespace, IgnoredNamespaces: o.IgnoredVPANamespaces, Owner: recordsOwner,
-				Metrics: recordsMetrics, Now: time.Now, Live: live,
-			})
-		}
-		if store, err = newStore(records.StoreInfeasible, records.AnnotationKey); err != nil {
-			return err
-		}
-		if memStore, err = newStore(records.StoreMemory, records.MemoryAnnotationKey); err != nil {
-			return err
-		}
-		// The memory limits JVMs started with were never on the VPAs'
-		// annotations either.
-		if jvmStore, err = newStore(records.StoreJVM, ""); err != nil {
-			return err
-		}
-		// The safety records (canaries, reverts due, holds) were never on
-		// the VPAs' annotations; a hold is keyed by its VPA's own UID.
-		if safetyStore, err = records.NewConfigMapStore(kube.CoreV1(), vpaClient.AutoscalingV1(), vpaInformer.Lister(), records.ConfigMapStoreConfig{
-			Namespace: o.RecordsNamespace, Prefix: o.RecordsPrefix, Store: records.StoreSafety, NoAnnotation: true,
-			VPANamespace: namespace, IgnoredNamespaces: o.IgnoredVPANamespaces, Owner: recordsOwner,
-			Metrics: recordsMetrics, Now: time.Now,
-			Live: func(owner records.Owner, uid types.UID) bool { return ctrl.SafetyRecordLive(owner, uid) },
-		}); err != nil {
-			return err
-		}
-	}
-	// Memory usage for safe memory-limit decreases, when the metrics API is
-	// served; looked for now and again later, never waited for.
-	metricsClient, err := metricsclientset.NewForConfig(config)
-	if err != nil {
-		return fmt.Errorf("creating the metrics API client: %w", err)
-	}
-	memoryUsage := usage.NewMetricsSource(kube.Discovery(), metricsClient.MetricsV1beta1(), usage.Config{Observe: metrics.MetricsAPIRequest})
-	memoryUsage.Check(ctx)
-	killSwitch, err := newKillSwitch(kube, o)
+	stores, err := b.newStores(vpaInformer.Lister(), storeScope{namespace: namespace},
+		func(owner records.Owner, uid types.UID) bool { return ctrl.RecordLive(owner, uid) },
+		func(owner records.Owner, uid types.UID) bool { return ctrl.SafetyRecordLive(owner, uid) })
 	if err != nil {
 		return err
 	}
-
-	ctrl, err = updater.New(ctx, updater.Config{
-		Threshold:            o.PodUpdateThreshold,
-		EvictionTolerance:    o.EvictionTolerance,
-		RestartMinReady:      o.RestartMinReady,
-		ReversalHold:         o.ReversalHold,
-		DecreaseMinHistory:   o.DecreaseMinHistory,
-		RecommenderInterval:  o.RecommenderInterval,
-		MaxFreeze:            o.MaxFreeze,
-		ResyncInterval:       o.UpdaterInterval,
-		Workers:              o.EffectiveWorkers(),
-		IgnoredNamespaces:    o.IgnoredVPANamespaces,
-		ServerMinor:          minor,
-		DryRun:               o.DryRun,
-		DeferredWarningAfter: o.DeferredWarningAfter,
-		ConfigMap:            killSwitch.name,
-		MemoryLimitMargin:    o.MemoryLimitDecreaseMargin,
-		ObservationWindow:    o.ResizeObservationWindow,
-		HarmHold:             o.HarmHold,
-		NotReadyGrace:        o.HarmNotReadyGrace,
-		Canary:               canarySetting,
-		BoostMaxRestarts:     int32(o.StartupBoostMaxRestarts),
-		// Places of restarting resizes the kubelet has not applied.
-		RestartReservationTimeout: o.RestartReservationTimeout,
-	}, updater.Deps{
+	ctrl, err = updater.New(ctx, b.controllerConfig(), updater.Deps{
 		Client:     kube,
-		VPAClient:  vpaClient,
+		VPAClient:  b.vpaClient,
 		Pods:       podFactory.Core().V1().Pods(),
 		VPAs:       vpaInformer,
-		ConfigMaps: killSwitch.informer,
+		ConfigMaps: b.killSwitch.informer,
 		Namespaces: factory.Core().V1().Namespaces(),
 		Jobs:       factory.Batch().V1().Jobs(),
 		PDBs:       factory.Policy().V1().PodDisruptionBudgets(),
@@ -263,14 +126,14 @@ func Run(ctx context.Context, o *Options) error {
 		},
 		Resolver:      resolver,
 		Calculator:    recommendations,
-		Store:         store,
-		MemoryRecords: memStore,
-		SafetyRecords: safetyStore,
-		JVMRecords:    jvmStore,
+		Store:         stores.infeasible,
+		MemoryRecords: stores.memory,
+		SafetyRecords: stores.safety,
+		JVMRecords:    stores.jvm,
 		Checkpoints:   vpaFactory.Autoscaling().V1().VerticalPodAutoscalerCheckpoints(),
-		Usage:         memoryUsage,
-		Metrics:       metrics,
-		Recorder:      recorder,
+		Usage:         b.memoryUsage,
+		Metrics:       b.metrics,
+		Recorder:      b.recorder,
 		FeatureGate:   o.FeatureGate,
 	})
 	if err != nil {
@@ -281,14 +144,14 @@ func Run(ctx context.Context, o *Options) error {
 	nodePodFactory.Start(ctx.Done())
 	factory.Start(ctx.Done())
 	vpaFactory.Start(ctx.Done())
-	killSwitch.start(ctx)
+	b.killSwitch.start(ctx)
 	defer func() {
 		cancel()
 		podFactory.Shutdown()
 		nodePodFactory.Shutdown()
 		factory.Shutdown()
 		vpaFactory.Shutdown()
-		killSwitch.shutdown()
+		b.killSwitch.shutdown()
 	}()
 
 	// Probes and metrics are served from the start; /readyz turns ready
@@ -302,12 +165,6 @@ func Run(ctx context.Context, o *Options) error {
 		defer close(factoriesSynced)
 		factory.WaitForCacheSync(ctx.Done())
 	}()
-
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", o.Address)
-	if err != nil {
-		return fmt.Errorf("listening on --address %s: %w", o.Address, err)
-	}
 	synced := server.CheckFunc("informers", func() error {
 		select {
 		case <-factoriesSynced:
@@ -319,20 +176,11 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		return ctrl.RecordsLoaded()
 	})
-	mux := server.NewMux(registry, synced)
-	if o.Profiling {
-		server.EnableProfiling(mux)
+	stopProbes, err := b.serveProbes(ctx, synced)
+	if err != nil {
+		return err
 	}
-	probes := server.NewProbeServer(ctx, mux)
-	probeCtx, stopProbes := context.WithCancel(context.WithoutCancel(ctx))
-	probeDone := make(chan error, 1)
-	go func() { probeDone <- server.Serve(probeCtx, probes, ln, 5*time.Second) }()
-	defer func() {
-		stopProbes()
-		if err := <-probeDone; err != nil {
-			logger.Error(err, "Probe server")
-		}
-	}()
+	defer stopProbes()
 
 	select {
 	case <-factoriesSynced:
@@ -340,11 +188,44 @@ func Run(ctx context.Context, o *Options) error {
 		return nil
 	}
 	if !o.LeaderElection.LeaderElect {
-		leader.set(true)
-		defer leader.set(false)
+		b.leader.set(true)
+		defer b.leader.set(false)
 		return ctrl.Run(ctx)
 	}
-	return runAsLeader(ctx, kube, o.LeaderElection, leader, ctrl.Run)
+	return runAsLeader(ctx, kube, o.LeaderElection, b.leader, ctrl.Run)
+}
+
+// notTerminal lists and watches the pods that have not terminated.
+func notTerminal(lo *metav1.ListOptions) {
+	lo.FieldSelector = fields.AndSelectors(
+		fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+		fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
+	).String()
+}
+
+// serveProbes serves /healthz, /readyz (ready once synced passes) and
+// /metrics on --address from now until the function returned is called.
+func (b *base) serveProbes(ctx context.Context, synced server.Check) (stop func(), err error) {
+	logger := klog.FromContext(ctx)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", b.o.Address)
+	if err != nil {
+		return nil, fmt.Errorf("listening on --address %s: %w", b.o.Address, err)
+	}
+	mux := server.NewMux(b.registry, synced)
+	if b.o.Profiling {
+		server.EnableProfiling(mux)
+	}
+	probes := server.NewProbeServer(ctx, mux)
+	probeCtx, stopProbes := context.WithCancel(context.WithoutCancel(ctx))
+	probeDone := make(chan error, 1)
+	go func() { probeDone <- server.Serve(probeCtx, probes, ln, 5*time.Second) }()
+	return func() {
+		stopProbes()
+		if err := <-probeDone; err != nil {
+			logger.Error(err, "Probe server")
+		}
+	}, nil
 }
 
 // checkRecordsNamespace refuses a records namespace that is missing or not
@@ -366,12 +247,18 @@ func checkRecordsNamespace(ctx context.Context, configMaps corev1client.ConfigMa
 
 // newNodePods returns the pods bound to nodes that fits-node reads, and the
 // factory to start: the pods' own informer when the updater serves every
-// namespace, otherwise a cluster-wide view of the bound pods that have not
-// terminated, trimmed to what the check reads (cachetrim.NodeView).
+// namespace, otherwise a cluster-wide view (newNodeView).
 func newNodePods(kube kubernetes.Interface, namespace string, podFactory informers.SharedInformerFactory) (coreinformers.PodInformer, informers.SharedInformerFactory) {
 	if namespace == metav1.NamespaceAll {
 		return podFactory.Core().V1().Pods(), podFactory
 	}
+	return newNodeView(kube)
+}
+
+// newNodeView returns a cluster-wide view of the bound pods that have not
+// terminated, trimmed to what fits-node reads (cachetrim.NodeView), and
+// the factory to start.
+func newNodeView(kube kubernetes.Interface) (coreinformers.PodInformer, informers.SharedInformerFactory) {
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
 		informers.WithTransform(cachetrim.NodeView),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {

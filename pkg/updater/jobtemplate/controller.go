@@ -83,6 +83,10 @@ type Deps struct {
 	Status   func(vpaKey string)
 	Withheld func(vpa *vpatypes.VerticalPodAutoscaler) (reason, why string)
 	GateOff  func(logger klog.Logger, vpa *vpatypes.VerticalPodAutoscaler)
+	// Fence passes the write of a Job of a namespace: the context to send
+	// it with and the function to call once answered, or an error, and
+	// then nothing is sent. nil: every write goes.
+	Fence func(ctx context.Context, namespace string) (context.Context, func(), error)
 }
 
 // Controller writes recommendations into suspended Jobs' pod templates.
@@ -340,7 +344,15 @@ func (c *Controller) Act(ctx context.Context, job *batchv1.Job, vpa *vpatypes.Ve
 		return &state.Job{State: state.JobWithheld, Values: d.Target.String(), Message: why}, nil
 	}
 
-	patched, err := c.deps.Client.BatchV1().Jobs(job.Namespace).Patch(ctx, job.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{})
+	pctx, done := ctx, func() {}
+	if c.deps.Fence != nil {
+		var err error
+		if pctx, done, err = c.deps.Fence(ctx, job.Namespace); err != nil {
+			return &state.Job{State: state.JobError, Message: err.Error()}, err
+		}
+	}
+	patched, err := c.deps.Client.BatchV1().Jobs(job.Namespace).Patch(pctx, job.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{})
+	done()
 	outcome := resize.ClassifyJobPatchError(err)
 	c.deps.Metrics.JobWritten(string(outcome))
 	switch outcome {

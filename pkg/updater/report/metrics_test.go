@@ -7,11 +7,14 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
 func TestMetricNamesFollowConventions(t *testing.T) {
@@ -109,4 +112,55 @@ func TestAPIErrorsByCode(t *testing.T) {
 	}
 	var nilMetrics *Metrics
 	assert.Equal(t, http.DefaultTransport, nilMetrics.InstrumentTransport(http.DefaultTransport))
+}
+
+// A replica working several spans of shards binds a controller for each:
+// the gauges add their snapshots up, and a controller unbound counts no
+// more.
+func TestGaugesAddTheControllersUp(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	require.NoError(t, err)
+	a := m.Bind(func() GaugeSnapshot {
+		return GaugeSnapshot{Records: 2, Pending: map[state.PodState]int{state.PodDeferred: 1},
+			Oldest: map[state.PodState]time.Duration{state.PodDeferred: time.Minute}, Watched: 1}
+	})
+	m.Bind(func() GaugeSnapshot {
+		return GaugeSnapshot{Records: 3, Pending: map[state.PodState]int{state.PodDeferred: 2, state.PodInProgress: 1},
+			Oldest: map[state.PodState]time.Duration{state.PodDeferred: time.Second}, Paused: true, Watched: 2}
+	})
+	gauge := func(name string, labels ...string) float64 {
+		t.Helper()
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		for _, fam := range families {
+			if fam.GetName() != name {
+				continue
+			}
+		metrics:
+			for _, metric := range fam.GetMetric() {
+				for i := 0; i+1 < len(labels); i += 2 {
+					found := false
+					for _, l := range metric.GetLabel() {
+						found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+					}
+					if !found {
+						continue metrics
+					}
+				}
+				return metric.GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("no %s %v", name, labels)
+		return 0
+	}
+	assert.Equal(t, 5.0, gauge(MetricInfeasibleRecords))
+	assert.Equal(t, 3.0, gauge(MetricPodsPending, "state", string(state.PodDeferred)))
+	assert.Equal(t, 1.0, gauge(MetricPodsPending, "state", string(state.PodInProgress)))
+	assert.Equal(t, 60.0, gauge(MetricOldestPending, "state", string(state.PodDeferred)))
+	assert.Equal(t, 1.0, gauge(MetricPaused))
+	assert.Equal(t, 3.0, gauge(MetricResizesWatched))
+	a()
+	assert.Equal(t, 3.0, gauge(MetricInfeasibleRecords))
+	assert.Equal(t, 1.0, gauge(MetricOldestPending, "state", string(state.PodDeferred)))
 }
