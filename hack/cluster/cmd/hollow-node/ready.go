@@ -72,7 +72,7 @@ func (p *readyProber) update(pod *v1.Pod, status *v1.PodStatus) {
 			if cs.State.Running != nil {
 				started = cs.State.Running.StartedAt.Time
 			}
-			_, cs.Ready = readyAfter(started, after, now)
+			cs.Ready = readyAfter(started, after, now)
 		}
 	}
 }
@@ -133,12 +133,8 @@ func parseReadyAfter(cmd []string) (time.Duration, error) {
 	return d, nil
 }
 
-// readyAfter tells how long a container started at started (zero: not running) has run at
-// now, and whether that is at least after.
-func readyAfter(started time.Time, after time.Duration, now time.Time) (time.Duration, bool) {
-	if started.IsZero() {
-		return 0, false
-	}
-	ran := now.Sub(started)
-	return ran.Round(time.Second), ran >= after
+// readyAfter tells whether a container started at started (zero: not running) has run for at
+// least after at now.
+func readyAfter(started time.Time, after time.Duration, now time.Time) bool {
+	return !started.IsZero() && now.Sub(started) >= after
 }
