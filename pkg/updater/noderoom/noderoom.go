@@ -237,6 +237,27 @@ func (h *hold) shownBy(pod *corev1.Pod) bool {
 	return pod.Generation > h.generation || resize.SpecOf(pod) != h.spec
 }
 
+// Held returns the room held on a node by the resizes of pods other than
+// except, by pod UID, as resize.FitsNode counts it: what a check of the
+// node outside the ledger (pkg/updater/noderoom/buckets) adds to what the
+// cache shows.
+func (l *Ledger) Held(node string, except types.UID) map[types.UID]corev1.ResourceList {
+	n := l.existing(node)
+	if n == nil {
+		return nil
+	}
+	defer l.done(node, n)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make(map[types.UID]corev1.ResourceList, len(n.held))
+	for uid, h := range n.held {
+		if uid != except {
+			out[uid] = h.room.list()
+		}
+	}
+	return out
+}
+
 // Seen drops the hold of a pod that the cache now shows resized, and
 // reports whether it did. It is called by the update handler of the cache
 // the ledger reads (Pods), which has the pod by then: a hold lasts while its

@@ -406,3 +406,22 @@ func TestNodesComeAndGoUnderConcurrentReservations(t *testing.T) {
 	assert.Zero(t, l.Len())
 	assert.Zero(t, l.Nodes())
 }
+
+// TestHeldIsWhatOtherPodsHoldOnTheNode: what a check outside the ledger
+// adds to the cache: the holds of the node's other pods, as FitsNode
+// counts them, and nothing for a node without holds.
+func TestHeldIsWhatOtherPodsHoldOnTheNode(t *testing.T) {
+	a, b := broker("kafka-0", "500m"), broker("kafka-1", "500m")
+	l := New(clocktesting.NewFakeClock(t0), newCache(a, b).onNode)
+	assert.Empty(t, l.Held("node-1", ""))
+	ok, _ := l.Reserve(a, to("1"), node("8"))
+	require.True(t, ok)
+	ok, _ = l.Reserve(b, to("2"), nil)
+	require.True(t, ok)
+	held := l.Held("node-1", b.UID)
+	require.Len(t, held, 1)
+	assert.Equal(t, testpod.List("1", "1Gi"), held[a.UID])
+	assert.Len(t, l.Held("node-1", ""), 2)
+	assert.Empty(t, l.Held("node-2", ""))
+	assert.Equal(t, 1, l.Nodes(), "asking adds no entry")
+}
