@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/gate"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/noderoom"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/noderoom/buckets"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
@@ -76,6 +78,26 @@ func fitsNodeOnly(vpa *vpatypes.VerticalPodAutoscaler, pod *corev1.Pod) bool {
 	return err == nil && (schema.GroupKind{Group: gv.Group, Kind: ref.Kind}) == strimziPodSets
 }
 
+// SharedRoom reserves node room through the API, across the spans of
+// shards of a replica and across replicas (pkg/updater/noderoom/buckets):
+// with shards, two controllers deciding on pods of one node are not one
+// process, and the ledger of each sees only its own resizes.
+type SharedRoom interface {
+	// Reserve writes the reservation of a fits-node resize if it fits,
+	// counting every replica's reservations on the node.
+	Reserve(ctx context.Context, r buckets.Request) buckets.Answer
+	// Release removes the reservation of a pod's resize, if any: it was not
+	// sent, was refused, or the pod went.
+	Release(pod *corev1.Pod)
+	// Seen removes the reservation of a pod's resize once the node view
+	// (pod is its object) shows it.
+	Seen(pod *corev1.Pod)
+	// Subscribe calls fn with each node whose reservations went.
+	Subscribe(fn func(node string)) (cancel func())
+}
+
+var _ SharedRoom = (*buckets.Reservations)(nil)
+
 // reserveRoom holds the room pod, resized to target, takes of its node
 // (noderoom), in one step with the check when its VPA sends only what fits:
 // a resize that does not fit is refused, with what is short. Every resize
@@ -86,9 +108,13 @@ func fitsNodeOnly(vpa *vpatypes.VerticalPodAutoscaler, pod *corev1.Pod) bool {
 // A revert after harm (check) is checked whatever the VPA says: the pod had
 // that room before, and when the node has filled since, it waits and says
 // so rather than being held Deferred.
-func (c *Controller) reserveRoom(vpa *vpatypes.VerticalPodAutoscaler, pod *corev1.Pod, target resources.Resources, check bool) (bool, string) {
+// With shards (c.shared), a checked resize that the ledger lets through is
+// then reserved through the API, against every replica's reservations on
+// the node, before it may be sent; refused there, the ledger's hold is
+// given back. until is when a refusal may end by time alone.
+func (c *Controller) reserveRoom(ctx context.Context, vpa *vpatypes.VerticalPodAutoscaler, pod *corev1.Pod, target resources.Resources, check bool) (fits bool, why string, until time.Time) {
 	if c.room == nil || pod.Spec.NodeName == "" {
-		return true, ""
+		return true, "", time.Time{}
 	}
 	var node *corev1.Node
 	if check || fitsNodeOnly(vpa, pod) {
@@ -96,12 +122,27 @@ func (c *Controller) reserveRoom(vpa *vpatypes.VerticalPodAutoscaler, pod *corev
 			node = n
 		}
 	}
-	return c.room.Reserve(pod, target, node)
+	if fits, why = c.room.Reserve(pod, target, node); !fits || node == nil || c.shared == nil {
+		return fits, why, time.Time{}
+	}
+	a := c.shared.Reserve(ctx, buckets.Request{Pod: pod, Target: target, Node: node, Pods: c.podsOnNode(node.Name), Held: c.room.Held(node.Name, pod.UID)})
+	if !a.Fits {
+		// Given back without queueing the pods waiting for room on the
+		// node: they would be refused as this one was, and queue it
+		// again. They are queued when a reservation of the node goes
+		// (Subscribe), or when one counted expires (until).
+		c.room.Release(pod)
+		return false, a.Why, a.Until
+	}
+	return true, "", time.Time{}
 }
 
 // releaseRoom gives back the room a pod's resize held: nothing was
 // applied. The pods waiting for room on its node are looked at again.
 func (c *Controller) releaseRoom(pod *corev1.Pod) {
+	if c.shared != nil {
+		c.shared.Release(pod)
+	}
 	if c.room != nil && c.room.Release(pod) {
 		c.enqueueWaitingOnNode(pod.Spec.NodeName)
 	}
@@ -117,13 +158,13 @@ func (roomGate) Name() string { return "node room" }
 
 func (roomGate) Scope() gate.Scope { return gate.Changes | gate.Boosts | gate.Reverts }
 
-func (g roomGate) Admit(_ context.Context, a *attempt) gate.Verdict {
-	fits, why := g.c.reserveRoom(a.vpa, a.pod, a.d.Target, a.Class().Revert)
+func (g roomGate) Admit(ctx context.Context, a *attempt) gate.Verdict {
+	fits, why, until := g.c.reserveRoom(ctx, a.vpa, a.pod, a.d.Target, a.Class().Revert)
 	if fits {
 		return passed
 	}
 	a.amend(resize.WaitForNode(a.d, why))
-	return gate.Verdict{Answer: gate.Wait, Reason: "NodeCapacity", Why: why}
+	return gate.Verdict{Answer: gate.Wait, Reason: "NodeCapacity", Why: why, Until: until}
 }
 
 func (g roomGate) Release(_ context.Context, a *attempt, o gate.Outcome) {
@@ -179,6 +220,9 @@ func (c *Controller) watchNodePods(logger klog.Logger, deps Deps) error {
 			}
 			if okOld && ok {
 				c.room.Seen(pod)
+				if c.shared != nil {
+					c.shared.Seen(pod)
+				}
 				c.observePreemption(logger, old, pod)
 			}
 		},
@@ -187,6 +231,9 @@ func (c *Controller) watchNodePods(logger klog.Logger, deps Deps) error {
 				obj = t.Obj
 			}
 			if pod, ok := obj.(*corev1.Pod); ok {
+				if c.shared != nil {
+					c.shared.Release(pod)
+				}
 				c.enqueueWaitingOnNode(pod.Spec.NodeName)
 				c.preemptionGone(pod)
 			}

@@ -140,6 +140,11 @@ type Deps struct {
 	// Fence passes every write for a pod or a Job (lifecycle.go); nil:
 	// every write goes.
 	Fence Fence
+	// NodeRoom reserves the room of fits-node resizes through the API,
+	// shared with the controllers of the other spans of shards and the
+	// other replicas (capacity.go); nil: the in-process ledger alone
+	// guards a node's room, as with one shard.
+	NodeRoom SharedRoom
 }
 
 // Controller is the InPlace updater.
@@ -194,6 +199,9 @@ type Controller struct {
 	// handler (onPod) ends the holds it shows; otherwise the cache of the
 	// pods bound to nodes does (watchNodePods).
 	roomSeenByPods bool
+	// shared reserves the room of fits-node resizes across replicas
+	// (Deps.NodeRoom); nil without shards.
+	shared SharedRoom
 	// preempted holds the pods the scheduler preempted on the nodes of
 	// Deferred resizes (preempted.go).
 	preempted *preemption.Ledger
@@ -252,6 +260,9 @@ type Controller struct {
 	fence    Fence
 	handlers []handlerRegistration
 	unbind   func()
+	// unsubscribe ends the subscription to the shared node room
+	// (Deps.NodeRoom); nil without.
+	unsubscribe func()
 }
 
 // New builds a Controller and registers its event handlers.
@@ -297,6 +308,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		preempted:   preemption.New(deps.Clock),
 		minReady:    deps.MinReady,
 		fence:       deps.Fence,
+		shared:      deps.NodeRoom,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),
@@ -402,6 +414,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		}
 		if err := c.watchNodePods(logger, deps); err != nil {
 			return nil, err
+		}
+		if c.shared != nil {
+			// Another replica's reservation gone may leave room for the
+			// pods waiting on its node.
+			c.unsubscribe = c.shared.Subscribe(c.enqueueWaitingOnNode)
 		}
 	}
 	if deps.PDBs != nil {

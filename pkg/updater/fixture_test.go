@@ -167,6 +167,8 @@ type fixtureOpts struct {
 	canary resize.Canary
 	// observationWindow is --resize-observation-window (0: the default).
 	observationWindow time.Duration
+	// nodeRoom reserves fits-node room across replicas (--shards above 1).
+	nodeRoom SharedRoom
 }
 
 // gatedResolver holds every VPAForPod until release is closed, and closes
@@ -311,9 +313,6 @@ func newFixtureOn(t testing.TB, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	if o.wrapResolver != nil {
 		deps.Resolver = o.wrapResolver(deps.Resolver)
 	}
-	if o.serverMinor == 0 {
-		o.serverMinor = 37
-	}
 	cfg := Config{
 		Threshold: 0.1, EvictionTolerance: o.tolerance, ResyncInterval: time.Hour, Workers: max(1, o.workers), ServerMinor: o.serverMinor,
 		DryRun: o.dryRun, DeferredWarningAfter: o.deferredWarningAfter, StatusMinInterval: o.statusMinInterval,
@@ -326,6 +325,7 @@ func newFixtureOn(t testing.TB, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 	if o.nodes != nil {
 		deps.Nodes = kubeFactory.Core().V1().Nodes()
 		deps.NodePods = nodePodFactory.Core().V1().Pods()
+		deps.NodeRoom = o.nodeRoom
 	}
 	if o.namespaces != nil {
 		deps.Namespaces = kubeFactory.Core().V1().Namespaces()

@@ -65,6 +65,9 @@ func (c *Controller) onPod(logger klog.Logger, oldObj, obj any) {
 		// The cache the ledger reads: the resize it holds room for is in
 		// it now, or not yet.
 		c.room.Seen(pod)
+		if c.shared != nil {
+			c.shared.Seen(pod)
+		}
 	}
 	if isUpdate && freesRoom(old, pod) {
 		// Whatever its namespace: its node's room is every pod's.
@@ -162,6 +165,9 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	c.preemptionGone(pod)
 	if c.room != nil {
 		c.room.Release(pod)
+	}
+	if c.shared != nil {
+		c.shared.Release(pod)
 	}
 	c.podGone(pod)
 	c.enqueueWaitingOnNode(pod.Spec.NodeName)

@@ -82,6 +82,10 @@ func (c *Controller) Close() {
 	if c.unbind != nil {
 		c.unbind()
 	}
+	if c.unsubscribe != nil {
+		c.unsubscribe()
+		c.unsubscribe = nil
+	}
 }
 
 // Working tells whether Run has synced the caches, loaded the records and
