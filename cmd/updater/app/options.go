@@ -19,6 +19,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 	"github.com/vpa-inplace/vpa-inplace/pkg/shard"
 	"github.com/vpa-inplace/vpa-inplace/pkg/shard/owner"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/noderoom/buckets"
 	"github.com/vpa-inplace/vpa-inplace/pkg/window"
 )
 
@@ -82,6 +83,10 @@ type Options struct {
 	// <prefix>-shard-<i> and <prefix>-member-<i>, in the leader election
 	// Lease's namespace.
 	ShardLeasePrefix string
+	// NodeRoomBuckets is how many ConfigMaps the nodes are spread over
+	// to reserve node room through the API with --shards above 1:
+	// <ShardLeasePrefix>-noderoom-<b>, in RecordsNamespace.
+	NodeRoomBuckets int
 }
 
 // FallbackNamespace is the updater's namespace when it does not know its
@@ -137,6 +142,7 @@ func NewOptions(gate featuregate.MutableFeatureGate) *Options {
 		StartupBoostMaxRestarts:   3,
 		Shards:                    1,
 		ShardLeasePrefix:          "vpa-inplace-updater",
+		NodeRoomBuckets:           buckets.DefaultBuckets,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -213,6 +219,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		fmt.Sprintf("How many shards the namespaces are cut into (1 to %d), by the 64-bit FNV-1a hash of their names as the API server's sharded list and watch cuts them, shared by the replicas through a Lease per shard (docs/scaling.md): each replica holds at most its share, caches and works only its shards' namespaces, and takes over a dead replica's shards once their Leases expire. 1: one replica works every namespace, the others stand by (leader election). A replica beyond this many holds nothing.", shard.MaxShards))
 	fs.StringVar(&o.ShardLeasePrefix, "shard-lease-prefix", o.ShardLeasePrefix,
 		"Beginning of the names of the shards' Leases, in --leader-elect-resource-namespace: <prefix>-shard-<i>, one per shard, and <prefix>-member-<i>, one per replica that may share them (as many as shards). The manifests ship them; the updater may only read and update them. Used with --shards above 1.")
+	fs.IntVar(&o.NodeRoomBuckets, "node-room-buckets", o.NodeRoomBuckets,
+		fmt.Sprintf("With --shards above 1: how many ConfigMaps of --records-namespace (<shard-lease-prefix>-noderoom-<b>) the nodes are spread over, by the FNV-1a hash of their names, to reserve through the API the room of the resizes sent only when they fit their node (resize-when: fits-node), so that the replicas never together send resizes a node cannot take (docs/scaling.md). 1 to %d; every replica must run with the same. The manifests ship them; the updater reads, watches and updates them by name, and creates one that is missing where RBAC allows.", buckets.MaxBuckets))
 	o.FeatureGate.AddFlag(fs)
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	if f := fs.Lookup("leader-elect-resource-namespace"); f != nil {
@@ -360,6 +368,11 @@ func (o *Options) validateShards() []error {
 	}
 	if errs1123 := validation.IsDNS1123Subdomain(owner.ShardLeaseName(o.ShardLeasePrefix, o.Shards-1)); len(errs1123) > 0 {
 		errs = append(errs, fmt.Errorf("--shard-lease-prefix %q makes no Lease name: %s", o.ShardLeasePrefix, strings.Join(errs1123, "; ")))
+	}
+	if o.NodeRoomBuckets < 1 || o.NodeRoomBuckets > buckets.MaxBuckets {
+		errs = append(errs, fmt.Errorf("--node-room-buckets must be from 1 to %d, got %d", buckets.MaxBuckets, o.NodeRoomBuckets))
+	} else if errs1123 := validation.IsDNS1123Subdomain(buckets.Name(o.ShardLeasePrefix, o.NodeRoomBuckets-1)); len(errs1123) > 0 {
+		errs = append(errs, fmt.Errorf("--shard-lease-prefix %q makes no ConfigMap name for the node room buckets: %s", o.ShardLeasePrefix, strings.Join(errs1123, "; ")))
 	}
 	return errs
 }

@@ -196,8 +196,11 @@ func TestShards(t *testing.T) {
 	assert.Equal(t, 1, o.Shards, "one replica works every namespace, as before --shards")
 	assert.Equal(t, []string{"vpa-inplace-updater"}, o.leaseNames(), "the leader election's Lease only")
 
+	assert.Empty(t, parse(t, "--node-room-buckets=0").Validate(), "without shards the buckets are not used")
+
 	o = parse(t, "--shards=3", "--shard-lease-prefix=platform")
 	assert.Empty(t, o.Validate())
+	assert.Equal(t, 16, o.NodeRoomBuckets)
 	assert.Equal(t, []string{"vpa-inplace-updater", "platform-shard-0", "platform-member-0", "platform-shard-1", "platform-member-1",
 		"platform-shard-2", "platform-member-2"}, o.leaseNames())
 
@@ -210,6 +213,11 @@ func TestShards(t *testing.T) {
 		{[]string{"--shards=4", "--leader-elect=false"}, "--leader-elect must be true"},
 		{[]string{"--shards=4", "--vpa-object-namespace=team"}, "--vpa-object-namespace"},
 		{[]string{"--shards=4", "--shard-lease-prefix=Not_A_Name"}, "--shard-lease-prefix"},
+		{[]string{"--shards=4", "--node-room-buckets=0"}, "--node-room-buckets must be from 1 to 64"},
+		{[]string{"--shards=4", "--node-room-buckets=65"}, "--node-room-buckets must be from 1 to 64"},
+		// Long enough a prefix for the shards' Leases, not for the
+		// buckets' ConfigMaps.
+		{[]string{"--shards=4", "--shard-lease-prefix=" + strings.Repeat("a", 242)}, "makes no ConfigMap name for the node room buckets"},
 		{[]string{"--shards=4", "--leader-elect-lease-duration=900ms", "--leader-elect-renew-deadline=500ms", "--leader-elect-retry-period=100ms"}, "at least 1s"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -20,6 +20,8 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/server"
 	"github.com/vpa-inplace/vpa-inplace/pkg/shard"
 	"github.com/vpa-inplace/vpa-inplace/pkg/shard/owner"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/noderoom/buckets"
 )
 
 // runSharded shares the shards of namespaces with the other replicas
@@ -55,9 +57,16 @@ func runSharded(ctx context.Context, b *base) error {
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	// The room of fits-node resizes, reserved through the API: the
+	// controllers of this replica's spans and the other replicas' decide on
+	// pods of the same nodes.
+	room, roomInformers, err := newNodeRoom(ctx, b, identity)
+	if err != nil {
+		return err
+	}
 	u := &units{
 		base: b, layout: layout, ctx: ctx, running: map[shard.Span]*unit{}, metrics: shardMetrics, lists: listMetrics,
-		whole: wholeInformers{nodes: nodes, namespaces: namespaces, nodePods: nodePods}, runSpan: runUnit, leader: b.leader,
+		whole: wholeInformers{nodes: nodes, namespaces: namespaces, nodePods: nodePods}, runSpan: runUnit, leader: b.leader, room: room,
 	}
 	le := o.LeaderElection
 	own, err := owner.New(b.kube.CoordinationV1(), leaseFactory.Coordination().V1().Leases(), owner.Config{
@@ -80,6 +89,10 @@ func runSharded(ctx context.Context, b *base) error {
 	nodePodFactory.Start(ctx.Done())
 	leaseFactory.Start(ctx.Done())
 	b.killSwitch.start(ctx)
+	if room != nil {
+		roomInformers.Run(ctx)
+		go room.Run(ctx)
+	}
 	defer func() {
 		cancel()
 		whole.Shutdown()
@@ -94,10 +107,13 @@ func runSharded(ctx context.Context, b *base) error {
 	if b.killSwitch.informer != nil {
 		synced = append(synced, b.killSwitch.informer.Informer().HasSynced)
 	}
+	if roomInformers != nil {
+		synced = append(synced, roomInformers.HasSynced)
+	}
 	stopProbes, err := b.serveProbes(ctx, server.CheckFunc("informers", func() error {
 		for _, s := range synced {
 			if !s() {
-				return errors.New("node, namespace and kill switch caches not synced")
+				return errors.New("node, namespace, kill switch and node room caches not synced")
 			}
 		}
 		return nil
@@ -141,6 +157,9 @@ type units struct {
 	metrics *owner.Metrics
 	lists   *selectionMetrics
 	leader  *leaderGauge
+	// room reserves the node room of fits-node resizes through the API,
+	// for every span; nil for a dry run.
+	room *buckets.Reservations
 	// runSpan runs the controller of a span until ctx is cancelled
 	// (runUnit).
 	runSpan func(ctx context.Context, u *units, span shard.Span) error
@@ -182,6 +201,15 @@ func (u *units) change(_ context.Context, working []int) {
 		u.wg.Go(un.run)
 	}
 	u.leader.set(len(working) > 0)
+}
+
+// sharedRoom is the node room reservations a span's controller makes: none
+// for a dry run (a nil interface, not a nil pointer in one).
+func (u *units) sharedRoom() updater.SharedRoom {
+	if u.room == nil {
+		return nil
+	}
+	return u.room
 }
 
 // wait returns once every unit has stopped.

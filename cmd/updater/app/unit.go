@@ -100,6 +100,7 @@ func runUnit(ctx context.Context, u *units, span shard.Span) error {
 		Recorder:      b.recorder,
 		FeatureGate:   b.o.FeatureGate,
 		Fence:         u.fence,
+		NodeRoom:      u.sharedRoom(),
 	})
 	if err != nil {
 		return err
