@@ -398,7 +398,7 @@ vpa_module_dir=$(go list -m -f '{{.Dir}}' k8s.io/autoscaler/vertical-pod-autosca
 if ! python3 hack/deploy/verify_manifests.py --deploy-dir "${deploy_dir}" \
   --vpa-module-dir "${vpa_module_dir}" \
   --rendered-dir "${work}/rendered" "${kustomized[@]}" --chart-dir "${chart_dir}" \
-  --chart-rendered-dir "${work}/chart" --metrics-source pkg/updater/report/metrics.go --metrics-source pkg/updater/report/safety.go --metrics-source cmd/updater/app/leadermetric.go --metrics-source pkg/shard/owner/metrics.go --metrics-source cmd/updater/app/sharded.go \
+  --chart-rendered-dir "${work}/chart" --metrics-source pkg/updater/report/metrics.go --metrics-source pkg/updater/report/safety.go --metrics-source cmd/updater/app/leadermetric.go --metrics-source pkg/shard/owner/metrics.go --metrics-source pkg/updater/noderoom/buckets/metrics.go --metrics-source cmd/updater/app/sharded.go \
   --metrics-source pkg/records/metrics.go --metrics-source pkg/admission/metrics.go --metrics-source cmd/admission-controller/app/server.go \
   --release-rendered-dir "${work}/release" --component-rendered-dir "${work}/components" \
   --notes-rendered-dir "${work}/notes" --moved-rendered-dir "${work}/moved" "${mirror[@]}" "$@"; then

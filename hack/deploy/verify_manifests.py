@@ -990,18 +990,59 @@ def only_certificates(values):
 
 
 SHARDS_ROLE = LEASE + "-shards"
+NODEROOM_ROLE = LEASE + "-noderoom"
 
 
 def split_shards(objs):
     """The objects of updater.shards above 1 (the shards' and members'
-    Leases, the Role and RoleBinding naming them), and the others."""
+    Leases, the node room buckets' ConfigMaps, the Roles and RoleBindings
+    naming them), and the others."""
     def shard_obj(o):
         name = ident(o)[2] or ""
         if o["kind"] == "Lease":
             return re.fullmatch(re.escape(LEASE) + r"-(shard|member)-[0-9]+", name) is not None
-        return o["kind"] in ("Role", "RoleBinding") and name == SHARDS_ROLE
+        if o["kind"] == "ConfigMap":
+            return re.fullmatch(re.escape(LEASE) + r"-noderoom-[0-9]+", name) is not None
+        return o["kind"] in ("Role", "RoleBinding") and name in (SHARDS_ROLE, NODEROOM_ROLE)
     mine = [o for o in objs if shard_obj(o)]
     return mine, [o for o in objs if not shard_obj(o)]
+
+
+def check_node_room(c, where, shard_objs, objs, shards, buckets):
+    """With updater.shards above 1: a node room bucket per
+    updater.nodeRoomBuckets, an empty ConfigMap of the records' namespace; a
+    Role that may only get, list, watch and update those, by name (no create,
+    no delete, nothing else on configmaps), bound to the updater; the
+    Deployment told how many."""
+    want = {f"{LEASE}-noderoom-{b}" for b in range(buckets)} if shards > 1 else set()
+    configmaps = find(shard_objs, "ConfigMap")
+    c.check({ident(o)[2] for o in configmaps} == want and len(configmaps) == len(want)
+            and all(ident(o)[1] == NAMESPACE for o in configmaps),
+            f"{where}: a node room bucket per updater.nodeRoomBuckets ({buckets}) in {NAMESPACE}", str(sorted(ident(o)[2] for o in configmaps)))
+    for cm in configmaps:
+        c.check(not cm.get("data") and not cm.get("binaryData"), f"{where}: {show(cm)} ships empty")
+    roles = find(shard_objs, "Role", NODEROOM_ROLE)
+    bindings = find(shard_objs, "RoleBinding", NODEROOM_ROLE)
+    if shards <= 1:
+        c.check(not roles and not bindings, f"{where}: no node room Role without shards")
+        return
+    if not c.check(len(roles) == 1 and len(bindings) == 1, f"{where}: the node room Role and its binding ship"):
+        return
+    rules = roles[0].get("rules") or []
+    c.check(len(rules) == 1 and (rules[0].get("apiGroups") or []) == [""] and (rules[0].get("resources") or []) == ["configmaps"]
+            and set(rules[0].get("resourceNames") or []) == want and set(rules[0].get("verbs") or []) == {"get", "list", "watch", "update"},
+            f"{where}: the node room Role may get, list, watch and update exactly the buckets, by name", json.dumps(rules))
+    for verb in ("create", "delete", "deletecollection", "patch"):
+        c.check(not allows(rules, "", "configmaps", verb), f"{where}: the node room Role cannot {verb} configmaps")
+    subjects = bindings[0].get("subjects") or []
+    c.check((bindings[0].get("roleRef") or {}).get("name") == NODEROOM_ROLE
+            and [(s.get("kind"), s.get("name"), s.get("namespace")) for s in subjects] == [("ServiceAccount", UPDATER_SA, NAMESPACE)],
+            f"{where}: the node room Role is bound to the updater's ServiceAccount", json.dumps(subjects))
+    dep = (find(objs, "Deployment", UPDATER_SA) or [None])[0]
+    if c.check(dep is not None, f"{where}: the updater's Deployment"):
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        c.check(flag(container, "node-room-buckets") == str(buckets) and flag(container, "records-namespace") == NAMESPACE,
+                f"{where}: the updater reserves node room in {buckets} buckets of {NAMESPACE}", json.dumps(container.get("args")))
 
 
 def check_shards(c, where, shard_objs, objs, shards):
@@ -1060,7 +1101,9 @@ def check_chart(c, case, objs, rendered, values):
     spread, monitoring)."""
     where = f"chart ({case})"
     shard_objs, objs = split_shards(objs)
-    check_shards(c, where, shard_objs, objs, int((values.get("updater") or {}).get("shards", 1)))
+    updater_values = values.get("updater") or {}
+    check_shards(c, where, shard_objs, objs, int(updater_values.get("shards", 1)))
+    check_node_room(c, where, shard_objs, objs, int(updater_values.get("shards", 1)), int(updater_values.get("nodeRoomBuckets", 16)))
     check_rbac_hygiene(c, where, shard_objs)
     mode = ((values.get("certificates") or {}).get("mode")) or "self-managed"
     root = CHART_MODE_ROOTS[mode]
