@@ -2,7 +2,8 @@
 # Longer fuzz runs of the admission webhook's request decoding and handling,
 # of the records decoder (annotations on VPAs, untrusted input), of the
 # resize-window parser (VPA and namespace annotations) and of the JVM heap
-# reading (pod specs) and jvm annotation parser. A
+# reading (pod specs) and jvm annotation parser, and of the node room buckets
+# (ConfigMaps every updater replica writes). A
 # failing input is written to the package's testdata/fuzz/ and replayed by
 # every later `go test` of the package.
 #   FUZZTIME  how long each fuzz target runs (default 5m)
@@ -18,3 +19,4 @@ go test -run '^$' -fuzz '^FuzzDecodeCompact$' -fuzztime "${FUZZTIME:-5m}" ./pkg/
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${FUZZTIME:-5m}" ./pkg/window/
 go test -run '^$' -fuzz '^FuzzParseOptions$' -fuzztime "${FUZZTIME:-5m}" ./pkg/jvm/
 go test -run '^$' -fuzz '^FuzzParseAnnotation$' -fuzztime "${FUZZTIME:-5m}" ./pkg/jvm/
+go test -run '^$' -fuzz '^FuzzBucket$' -fuzztime "${FUZZTIME:-5m}" ./pkg/updater/noderoom/buckets/
