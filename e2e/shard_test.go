@@ -7,7 +7,8 @@ package e2e
 // so its Leases are not released) has its shards taken over within the lease
 // duration and a few seconds, and their pending recommendations applied with
 // one patch each and no record lost; a replica added takes its share without
-// a resize sent twice. Run in a phase of their own: the suite's updater does
+// a resize sent twice; two replicas never together send fits-node resizes
+// that a node cannot take (the node room reserved through the API). Run in a phase of their own: the suite's updater does
 // not run meanwhile (two updaters would resize the same pods).
 //
 // Environment, besides framework_test.go's:
@@ -44,6 +45,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 
@@ -54,6 +56,7 @@ import (
 const (
 	metricResizesSent   = "vpa_inplace_updater_resizes_sent_total"
 	metricForeignObject = "vpa_inplace_updater_shard_foreign_objects_total"
+	metricReservations  = "vpa_inplace_updater_noderoom_reservations_total"
 	// shardNamespaces is how many namespaces the tests spread their
 	// workloads over.
 	shardNamespaces = 12
@@ -348,4 +351,102 @@ func TestShardsMoveToANewReplicaWithoutAResizeSentTwice(t *testing.T) {
 	w.recommend(t, "200m", "120Mi")
 	w.resizedOnce(t, "200m", "120Mi", generations)
 	w.notDisrupted(t)
+}
+
+// Two replicas, a fits-node workload in a namespace of each one's shards,
+// both on one node: each resize fits the node alone (300m more, 400m free),
+// not both. Whatever the timing of the two replicas' decisions, one resize is
+// sent and the other waits, and neither pod ever shows PodResizePending; once
+// the filler goes, the other is sent. Both resizes were reserved in the
+// node's bucket before they were sent.
+func TestShardsNeverTogetherSendMoreThanANodeHolds(t *testing.T) {
+	s := shardedEnv(t)
+	names := []string{"shard-a", "shard-b"}
+	for _, name := range names {
+		s.run(t, name)
+	}
+	holders := s.waitShared(t, names...)
+	reservedBefore := 0.0
+	for _, name := range names {
+		reservedBefore += seriesAt(s.metrics(t, name), metricReservations, "")
+	}
+
+	// A namespace of each replica's shards.
+	byHolder := map[string]string{}
+	for range 4 * shardNamespaces {
+		if len(byHolder) == len(names) {
+			break
+		}
+		ns := newNamespace(t, nil)
+		if h := holders[s.layout.Of(ns)]; byHolder[h] == "" {
+			byHolder[h] = ns
+		}
+	}
+	require.Len(t, byHolder, len(names), "a namespace of each replica's shards: %v", byHolder)
+	node := env("E2E_DEFERRED_NODE", "hollow-2")
+	type broker struct {
+		ns     string
+		pod    corev1.Pod
+		before snapshot
+		seen   func() []string
+	}
+	var brokers []broker
+	for _, name := range names {
+		ns := byHolder[name]
+		pods := deploy(t, ns, workload{name: "web", node: node, requests: rl("200m", "100Mi")})
+		newVPA(t, ns, "web", vpatypes.UpdateModeInPlace, nil)
+		annotateVPA(t, ns, "web", map[string]string{"vpa-inplace.dev/resize-when": "fits-node"})
+		brokers = append(brokers, broker{ns: ns, pod: pods[0], before: snap(pods), seen: watchResizePending(t, ns)})
+	}
+	filler := fillLeaving(t, brokers[0].ns, node, "400m")
+
+	for _, b := range brokers {
+		recommend(t, b.ns, "web", "500m", "100Mi")
+	}
+	sent := func() []string {
+		var out []string
+		for _, b := range brokers {
+			if getPod(t, b.ns, b.pod.Name).Generation > b.pod.Generation {
+				out = append(out, b.ns)
+			}
+		}
+		return out
+	}
+	waitFor(t, eventually, "one resize sent and the other waiting", func(ctx context.Context) (bool, error) {
+		if len(sent()) == 0 {
+			return false, nil
+		}
+		for _, b := range brokers {
+			v, err := vpas.AutoscalingV1().VerticalPodAutoscalers(b.ns).Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, c := range v.Status.Conditions {
+				if c.Type == conditionBlocked && strings.Contains(c.Message, "1 waiting for node capacity") {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	for _, b := range brokers {
+		requireStable(t, b.ns, b.pod.Name)
+	}
+	assert.Len(t, sent(), 1, "resizes sent while 400m were free: %v", sent())
+	for _, b := range brokers {
+		assert.Empty(t, b.seen(), "namespace %s: never PodResizePending", b.ns)
+	}
+
+	require.NoError(t, kube.CoreV1().Pods(brokers[0].ns).Delete(ctxFor(t), filler, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+	for _, b := range brokers {
+		got := waitResized(t, b.ns, b.pod.Name, "500m", "100Mi")
+		assert.Equal(t, b.pod.Generation+1, got.Generation, "namespace %s: one resize patch", b.ns)
+		assert.Empty(t, b.seen(), "namespace %s: never PodResizePending", b.ns)
+		requireNotDisrupted(t, b.ns, "web", b.before)
+	}
+	reserved := -reservedBefore
+	for _, name := range names {
+		reserved += seriesAt(s.metrics(t, name), metricReservations, "")
+	}
+	assert.GreaterOrEqual(t, reserved, 2.0, "each resize was reserved in the node's bucket before it was sent")
 }
