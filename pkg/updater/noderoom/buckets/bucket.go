@@ -36,7 +36,7 @@ type bucket struct {
 
 	mu sync.Mutex
 	// known is the answer to this replica's last write while the cache
-	// still shows the version it was written over.
+	// still shows a version it wrote over.
 	known *written
 	// seen holds, per key, the entry's text and when this replica first
 	// saw it: an entry expires a TTL after that, on this replica's clock.
@@ -52,12 +52,16 @@ type bucket struct {
 	pending map[string]removal
 }
 
-// written is a write of this replica that the API server accepted: the
-// version it was written over, and the answer.
+// written is the last of this replica's writes of a bucket that the API
+// server accepted, in a row: the versions they were written over (each
+// write's answer being the next one's base), and the last answer.
 type written struct {
-	base string
-	obj  *corev1.ConfigMap
+	bases map[string]bool
+	obj   *corev1.ConfigMap
 }
+
+// maxBases bounds the versions a row of writes remembers.
+const maxBases = 64
 
 // sighting is an entry's text and when this replica first saw it.
 type sighting struct {
@@ -83,7 +87,7 @@ func newBucket(index int, name string) *bucket {
 	return &bucket{index: index, name: name, seen: map[string]sighting{}, mine: map[types.UID]own{}, pending: map[string]removal{}}
 }
 
-// view is a bucket as read, its entries sorted.
+// view is a bucket as read, its entries told apart.
 type view struct {
 	cm *corev1.ConfigMap
 	// live are the valid entries that have not expired, by key; expires
@@ -192,26 +196,32 @@ func (v view) earliest(node string, except types.UID) time.Time {
 func (b *bucket) remember(base string, obj *corev1.ConfigMap) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.known = &written{base: base, obj: obj}
+	if k := b.known; k != nil && k.obj.ResourceVersion == base && len(k.bases) < maxBases {
+		k.bases[base] = true
+		k.obj = obj
+		return
+	}
+	b.known = &written{bases: map[string]bool{base: true}, obj: obj}
 }
 
 // read returns the bucket as this replica last knows it: the answer to its
-// own last write until the cache shows it or something newer, else the
-// cache's, else the API server's. What it returns may be stale: a write
+// own last write while the cache shows a version it wrote over, else the
+// cache's, else (no cache, or not in it) the API server's. What it returns may be stale: a write
 // over it then conflicts, and the bucket is read again from the API
 // server.
 func (r *Reservations) read(ctx context.Context, b *bucket) (*corev1.ConfigMap, error) {
-	var cached *corev1.ConfigMap
-	ok := false
-	if r.cache != nil {
-		cached, ok = r.cache.Get(b.name)
+	if r.cache == nil {
+		return r.get(ctx, b)
 	}
+	cached, ok := r.cache.Get(b.name)
 	b.mu.Lock()
 	if k := b.known; k != nil {
-		if !ok || cached.ResourceVersion == k.base {
+		if !ok || k.bases[cached.ResourceVersion] {
+			// The cache has not caught up with this replica's writes.
 			b.mu.Unlock()
 			return k.obj, nil
 		}
+		// It shows the last of them, or another replica's write.
 		b.known = nil
 	}
 	b.mu.Unlock()
