@@ -39,8 +39,7 @@ func (r *Reservations) Seen(pod *corev1.Pod) {
 		r.end(pod, removedReleased, 0)
 		return
 	}
-	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true})
-	if covers(requests, o.requests) {
+	if covers(resourcehelper.PodRequests(pod, podRequests), o.requests) {
 		r.end(pod, removedShown, Linger)
 	}
 }

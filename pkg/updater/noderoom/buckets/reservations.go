@@ -40,6 +40,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -77,6 +78,10 @@ const (
 	RefusedConflicts  = "conflicts"
 	RefusedError      = "error"
 )
+
+// podRequests counts a pod's requests as resize.FitsNode counts them: at
+// the larger of its spec and its status.
+var podRequests = resourcehelper.PodResourcesOptions{UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true}
 
 // Name returns the name of bucket b's ConfigMap.
 func Name(prefix string, b int) string {
@@ -213,7 +218,9 @@ type Answer struct {
 func (r *Reservations) Reserve(ctx context.Context, req Request) Answer {
 	pod, node := req.Pod, req.Node
 	need := roomOf(resize.ResizedRequests(pod, req.Target))
-	if len(need) == 0 {
+	if len(need) == 0 || covers(resourcehelper.PodRequests(pod, podRequests), need) {
+		// It takes no room the pod does not hold already (a decrease):
+		// nothing to reserve.
 		return Answer{Fits: true}
 	}
 	logger := klog.FromContext(ctx)
@@ -233,8 +240,9 @@ func (r *Reservations) Reserve(ctx context.Context, req Request) Answer {
 		err = r.update(ctx, b, p.out)
 		if err == nil {
 			r.removed(p.drop)
-			// This replica's until removed: the caller holds b.write, so
-			// nothing else of this replica wrote the bucket meanwhile.
+			// This replica's reservation until it is removed: the caller
+			// holds b.write, so nothing else of this replica wrote the
+			// bucket meanwhile.
 			b.mu.Lock()
 			b.mine[pod.UID] = mine
 			delete(b.pending, mine.key)

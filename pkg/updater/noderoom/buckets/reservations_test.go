@@ -30,6 +30,19 @@ func newMetrics(t *testing.T) *Metrics {
 	return m
 }
 
+// TestADecreaseReservesNothing: a resize that takes no room the pod does
+// not hold already writes nothing.
+func TestADecreaseReservesNothing(t *testing.T) {
+	n, a, b, filler := twoBrokers()
+	api := newFakeAPI(4)
+	r := replica(t, "replica-a", api, staleCache{api: api}, fakeClock(), nil)
+	before := api.version
+	require.True(t, r.Reserve(context.Background(), request(a, "200m", n, a, b, filler)).Fits)
+	require.True(t, r.Reserve(context.Background(), request(a, "500m", n, a, b, filler)).Fits)
+	assert.Equal(t, before, api.version, "nothing written")
+	assert.Zero(t, r.Len())
+}
+
 func TestAnotherReplicasReservationIsCounted(t *testing.T) {
 	n, a, b, filler := twoBrokers()
 	api := newFakeAPI(4)
