@@ -22,3 +22,5 @@ go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 10000x -parallel 2 ./pkg/window/
 # And of the JVM heap reading (pod specs) and the VPA's jvm annotation.
 go test -run '^$' -fuzz '^FuzzParseOptions$' -fuzztime 10000x -parallel 2 ./pkg/jvm/
 go test -run '^$' -fuzz '^FuzzParseAnnotation$' -fuzztime 10000x -parallel 2 ./pkg/jvm/
+# And of the node room buckets, ConfigMaps every sharded updater replica writes.
+go test -run '^$' -fuzz '^FuzzBucket$' -fuzztime 10000x -parallel 2 ./pkg/updater/noderoom/buckets/
