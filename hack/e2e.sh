@@ -59,9 +59,19 @@ steady_namespace=e2e-steady
 # its test (e2e/capacity_test.go); the suite's updater ignores it.
 scoped_namespace=e2e-scoped
 # The nodes every profile's cluster starts with (hack/cluster/up.sh): what
-# the caller set, or up.sh's default. A profile's env.sh exports the node
-# names without their kinds; the next profile must not take those.
-readonly cluster_nodes=${CLUSTER_NODES-}
+# the caller set, or up.sh's three (hollow-1, hollow-2 kept free for the
+# Deferred tests, hollow-static) and four more for the parallel tests. A
+# profile's env.sh exports the node names without their kinds; the next
+# profile must not take those.
+readonly cluster_nodes=${CLUSTER_NODES-hollow-1 hollow-2 hollow-static:static hollow-3 hollow-4 hollow-5 hollow-6}
+# The nodes the parallel tests take one each (e2e/parallel_test.go): every
+# plain node but the Deferred tests' (with up.sh's default nodes: hollow-1
+# alone, so they run one at a time).
+parallel_nodes=
+for n in ${cluster_nodes:-hollow-1 hollow-2 hollow-static:static}; do
+  [[ ${n} == *:* || ${n} == "${E2E_DEFERRED_NODE:-hollow-2}" ]] || parallel_nodes+="${parallel_nodes:+ }${n}"
+done
+readonly parallel_nodes
 # The suite's cluster lives apart from the one `make cluster-up` starts.
 export CLUSTER_DIR=${E2E_CLUSTER_DIR:-${root}/_output/e2e/cluster}
 # The cluster runs metrics-server and the upstream recommender. The recommender
@@ -372,7 +382,8 @@ run_profile() {
       E2E_ADMISSION_BINARY="${root}/_output/bin/admission-controller" E2E_ADMISSION_KUBECONFIG="${out}/admission-controller.kubeconfig" \
       E2E_UPDATER_BINARY="${root}/_output/bin/updater" E2E_SCOPED_NAMESPACE="${scoped_namespace}" \
       E2E_LOG_DIR="${logs}" E2E_STEADY_NAMESPACE="${steady_namespace}" E2E_STEADY_DURATION="${E2E_STEADY_DURATION-10m}" \
-      go test -tags e2e -count=1 -v -timeout 30m -run "${suite_pattern}" ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
+      E2E_PARALLEL_NODES="${parallel_nodes}" \
+      go test -tags e2e -count=1 -v -timeout 30m -parallel 16 -run "${suite_pattern}" ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
       rc=1
     fi
     echo "== profile ${profile}: suite"
