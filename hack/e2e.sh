@@ -48,9 +48,15 @@
 # deploy/overlays/self-managed-certs applied as kubectl apply -k would, each
 # run with the args, env and ServiceAccount of its own Deployments, upgraded
 # and removed.
+#
+# Between the suite and the install phase, on v1.38 and v1.37, the sharded
+# phase (hack/e2e-shards.sh): the TestShards tests, with updater replicas
+# sharing the namespaces' shards in place of the suite's updater.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+# shellcheck source=hack/e2e-shards.sh
+source hack/e2e-shards.sh
 
 profiles=${E2E_PROFILES:-"v1.37 v1.38 v1.35-kubelet v1.37-preemption"}
 # The namespace of the steady-usage scenario (e2e/recommender_test.go).
@@ -174,6 +180,7 @@ tests_of() {
   pattern=$(profile_tests "$1")
   for name in "${listed[@]}"; do
     [[ -z ${pattern} || ${name} =~ ${pattern} ]] || continue
+    [[ ${name} =~ ${shard_tests} ]] && continue # the sharded phase's (hack/e2e-shards.sh)
     if [[ ${name} =~ ${install_tests} ]]; then
       [[ $2 == install ]] && echo "${name}"
     else
@@ -237,7 +244,7 @@ stop_binaries() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   pids=()
   # The updater may have been restarted by a test: not a child of this shell.
-  for f in "${root}"/_output/e2e/*/updater-*.pid; do
+  for f in "${root}"/_output/e2e/*/updater-*.pid "${root}"/_output/e2e/*/shards/*.pid; do
     [[ -f $f ]] || continue
     kill "$(cat "$f")" 2>/dev/null || true
     rm -f "$f"
@@ -303,10 +310,11 @@ SCRIPT
 run_profile() {
   local profile=$1 logs=${root}/_output/e2e/$1
   rm -rf "${logs}" && mkdir -p "${logs}"
-  local suite_run install_run
+  local suite_run install_run shard_run
   mapfile -t suite_run < <(tests_of "${profile}" suite)
   mapfile -t install_run < <(tests_of "${profile}" install)
-  if ((${#suite_run[@]} + ${#install_run[@]} == 0)); then
+  mapfile -t shard_run < <(shard_tests_of "${profile}" "${listed[@]}")
+  if ((${#suite_run[@]} + ${#install_run[@]} + ${#shard_run[@]} == 0)); then
     echo "== profile ${profile}: no test selected"
     return 0
   fi
@@ -394,6 +402,9 @@ run_profile() {
       echo "== profile ${profile}: updater-a was not running at the end of the suite; the end of its log:"
       tail -n 5 "${logs}/updater-a.log" | cut -c1-300
     fi
+  fi
+  if ((${#shard_run[@]} > 0)); then
+    shard_phase "${profile}" "${logs}" "${out}" "${steady_namespace},${scoped_namespace}" "${shard_run[@]}" || rc=1
   fi
   stop_binaries
   if ((${#install_run[@]} > 0)); then
