@@ -989,6 +989,14 @@ def only_certificates(values):
     return set(values) <= {"certificates"}
 
 
+def chart_replicas(values, component):
+    """A component's replicas from its values: the updater's replicas when
+    set (null: not set) wins over replicaCount, which defaults to 2."""
+    if component == "updater" and values.get("replicas") is not None:
+        return values["replicas"]
+    return values.get("replicaCount", 2)
+
+
 SHARDS_ROLE = LEASE + "-shards"
 
 
@@ -1132,7 +1140,7 @@ def check_chart(c, case, objs, rendered, values):
                         diff_hint(deployment_shape(dep), deployment_shape(theirs)))
         pod = dep["spec"]["template"]
         labels = pod["metadata"].get("labels") or {}
-        c.check(dep["spec"].get("replicas") == (values.get(key) or {}).get("replicaCount", 2),
+        c.check(dep["spec"].get("replicas") == chart_replicas(values.get(key) or {}, component),
                 f"{where}: {component} replicas as in the values")
         spread = pod["spec"].get("topologySpreadConstraints") or []
         c.check(bool(spread) and all(selects((t.get("labelSelector") or {}).get("matchLabels"), labels) for t in spread
