@@ -54,6 +54,7 @@ func waitRestarted(t *testing.T, ns, pod string, restarts int32) *corev1.Pod {
 // ended is boosted again in place for the boost's duration, then
 // unboosted, with no other restart than its crash and the same pod.
 func TestStartupBoostAgainAfterACrash(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	boostVPAFor(t, ns, "crashy", restartBoostSeconds)
 	pods := deploy(t, ns, workload{name: "crashy", requests: rl("100m", "100Mi")})

@@ -72,13 +72,14 @@ func cpuRequest(p *corev1.Pod) string {
 // when it has been Ready for durationSeconds, without a restart; a pod that
 // never becomes Ready keeps its boost.
 func TestStartupBoostEndsInPlace(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	boostVPA(t, ns, "jvm")
 	boostVPA(t, ns, "never-ready")
 
 	// A readiness gate no one sets keeps the second pod from ever being
 	// Ready.
-	never := workload{name: "never-ready", replicas: 1, node: env("E2E_NODE", "hollow-1"), requests: rl("100m", "100Mi")}.deployment(ns)
+	never := workload{name: "never-ready", replicas: 1, node: nodeFor(t), requests: rl("100m", "100Mi")}.deployment(ns)
 	never.Spec.Template.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "vpa-inplace.dev/e2e-never"}}
 	_, err := kube.AppsV1().Deployments(ns).Create(ctxFor(t), never, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -132,6 +133,7 @@ func TestStartupBoostEndsInPlace(t *testing.T) {
 // Issue #22: a pod boosted by upstream's admission controller (its
 // annotation, written here by the test) is unboosted by our updater.
 func TestStartupBoostOfUpstreamsFormatIsEnded(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	original, err := annotations.GetOriginalResourcesAnnotationValue(&corev1.Container{Resources: corev1.ResourceRequirements{Requests: rl("100m", "100Mi")}})
 	require.NoError(t, err)
@@ -161,6 +163,7 @@ func TestStartupBoostOfUpstreamsFormatIsEnded(t *testing.T) {
 // the boost was capped. (Before, the API server refused the pod and the
 // Deployment made none.) The boost's end is admitted too.
 func TestStartupBoostStaysWithinLimitRange(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	_, err := kube.CoreV1().LimitRanges(ns).Create(ctxFor(t), &corev1.LimitRange{
 		ObjectMeta: metav1.ObjectMeta{Name: "limits"},

@@ -44,6 +44,7 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // resource controls, in place, and no other pod; a pod the resource creates
 // later gets the recommendation at admission.
 func TestCustomControllerResizedInPlace(t *testing.T) {
+	parallel(t)
 	podSets := installCRD(t, "podsets", "PodSet", false)
 	ns := newNamespace(t, nil)
 	kafka := createCustomResource(t, podSets, ns, "PodSet", "kafka", nil)
@@ -65,7 +66,7 @@ func TestCustomControllerResizedInPlace(t *testing.T) {
 		"another PodSet's pod is not the VPA's")
 
 	// A pod the PodSet creates now gets the recommendation at creation.
-	created, err := kube.CoreV1().Pods(ns).Create(ctxFor(t), ownedPod{}.pod(ns, kafka, "kafka-new"), metav1.CreateOptions{})
+	created, err := kube.CoreV1().Pods(ns).Create(ctxFor(t), ownedPod{node: nodeFor(t)}.pod(ns, kafka, "kafka-new"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "200m", created.Spec.Containers[0].Resources.Requests.Cpu().String(), "admission applies the recommendation")
 	assert.Equal(t, "150Mi", created.Spec.Containers[0].Resources.Requests.Memory().String())
@@ -133,6 +134,7 @@ func TestCustomControllerDisruptionBudget(t *testing.T) {
 // as upstream VPA resolves it: its pods are those its selector matches whose
 // top-most controller it is.
 func TestScalableCustomControllerResizedInPlace(t *testing.T) {
+	parallel(t)
 	sets := installCRD(t, "scalablesets", "ScalableSet", true)
 	ns := newNamespace(t, nil)
 	web := createCustomResource(t, sets, ns, "ScalableSet", "web", map[string]any{"replicas": int64(2)})
@@ -270,6 +272,8 @@ func setScaleStatus(t *testing.T, gvr schema.GroupVersionResource, ns, name stri
 // ownedPod describes the pods a custom resource creates: container "app"
 // with requests 100m/100Mi and limits 200m/200Mi, label app=<owner name>.
 type ownedPod struct {
+	// node is where the pods run (createOwnedPods: nodeFor(t) if empty).
+	node   string
 	count  int
 	policy []corev1.ContainerResizePolicy
 	// gated pods have the readiness gate servingGate; they start unready
@@ -288,7 +292,7 @@ func (o ownedPod) pod(ns string, owner *unstructured.Unstructured, name string) 
 			}},
 		},
 		Spec: corev1.PodSpec{
-			NodeSelector:                  map[string]string{"kubernetes.io/hostname": env("E2E_NODE", "hollow-1")},
+			NodeSelector:                  map[string]string{"kubernetes.io/hostname": o.node},
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
 			Containers: []corev1.Container{{
 				Name:         "app",
@@ -308,6 +312,9 @@ func (o ownedPod) pod(ns string, owner *unstructured.Unstructured, name string) 
 // and are ready.
 func createOwnedPods(t *testing.T, ns string, owner *unstructured.Unstructured, o ownedPod) []corev1.Pod {
 	t.Helper()
+	if o.node == "" {
+		o.node = nodeFor(t)
+	}
 	var names []string
 	for i := range o.count {
 		name := fmt.Sprintf("%s-%d", owner.GetName(), i)

@@ -20,6 +20,8 @@
 //	E2E_NODE              node for ordinary pods (default hollow-1)
 //	E2E_DEFERRED_NODE     node kept free for the Deferred test (hollow-2)
 //	E2E_STATIC_NODE       node with the static CPU manager (hollow-static)
+//	E2E_PARALLEL_NODES    nodes the parallel tests take one each
+//	                      (parallel_test.go; default E2E_NODE alone)
 //	E2E_GATE_OFF_LABEL    namespace label (key=value) that routes VPA
 //	                      validation to an admission controller started with
 //	                      the gate off (default vpa-inplace.dev/e2e-gate=off)
@@ -238,7 +240,7 @@ func (w workload) deployment(ns string) *appsv1.Deployment {
 func deploy(t *testing.T, ns string, w workload) []corev1.Pod {
 	t.Helper()
 	if w.node == "" {
-		w.node = env("E2E_NODE", "hollow-1")
+		w.node = nodeFor(t)
 	}
 	if w.replicas == 0 {
 		w.replicas = 1
@@ -257,7 +259,7 @@ func deploy(t *testing.T, ns string, w workload) []corev1.Pod {
 func deployOnceAdmitted(t *testing.T, ns string, w workload, cpu string) []corev1.Pod {
 	t.Helper()
 	if w.node == "" {
-		w.node = env("E2E_NODE", "hollow-1")
+		w.node = nodeFor(t)
 	}
 	d := w.deployment(ns)
 	d.Spec.Replicas = ptr.To[int32](0)

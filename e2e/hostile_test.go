@@ -117,6 +117,7 @@ func TestHostileAnnotationsHoldNothingBack(t *testing.T) {
 // ignored the webhook's deadline and queued behind the client's rate
 // limiter: the webhook's 16 slots filled, and VPA writes were refused.
 func TestHostileOwnerReferencesHoldNoOneBack(t *testing.T) {
+	parallel(t)
 	installStrimziCRDs(t)
 	attacker := newNamespace(t, nil)
 	pool, err := dyn.Resource(nodePoolGVR).Namespace(attacker).Create(ctxFor(t), &unstructured.Unstructured{Object: map[string]any{

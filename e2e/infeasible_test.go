@@ -80,6 +80,7 @@ func TestInfeasibleStatusStorage(t *testing.T) {
 // AEP-8818 infeasible tracking: Infeasible Patch Rejection with NodeCapacity
 // Cause (1.36+). The attempted recommendation is stored and the pod skipped.
 func TestInfeasiblePatchRejectionWithNodeCapacityCause(t *testing.T) {
+	parallel(t)
 	if !admissionRefusesOverCapacity(t) {
 		requireServerMinor(t, 36, "the PodResizeValidator admission plugin refuses over-capacity resizes from 1.36 (TestInfeasibleStatusStorage covers the kubelet's Infeasible before it)")
 		t.Skipf("profile %s disables the PodResizeValidator admission plugin: its kubelets mark over-capacity resizes Infeasible (TestInfeasibleStatusStorage)", profile)
@@ -97,6 +98,7 @@ func TestInfeasiblePatchRejectionWithNodeCapacityCause(t *testing.T) {
 // AEP-8818 infeasible tracking: No Retry for Unchanged Recommendation, nor
 // for one asking for more of everything.
 func TestNoRetryForUnchangedRecommendation(t *testing.T) {
+	parallel(t)
 	ns, pod, before := infeasibleSetup(t)
 	g := getPod(t, ns, pod.Name).Generation
 
@@ -113,6 +115,7 @@ func TestNoRetryForUnchangedRecommendation(t *testing.T) {
 // recommendation lower in one resource is tried (and, still too big, fails
 // again); one that fits succeeds.
 func TestRetryAfterRecommendationChange(t *testing.T) {
+	parallel(t)
 	ns, pod, before := infeasibleSetup(t)
 	recommend(t, ns, "web", "7", "100Mi")
 	waitEvent(t, ns, pod.Name, eventInfeasible, 2)
@@ -125,6 +128,7 @@ func TestRetryAfterRecommendationChange(t *testing.T) {
 // After a success, the same infeasible values are attempted again: had the
 // record been kept, they would be skipped.
 func TestSuccessfulUpdateClearsStoredAttempt(t *testing.T) {
+	parallel(t)
 	ns, pod, before := infeasibleSetup(t)
 	recommend(t, ns, "web", "300m", "100Mi")
 	waitResized(t, ns, pod.Name, "300m", "100Mi")
@@ -157,6 +161,7 @@ func TestStaleEntryCleanup(t *testing.T) {
 
 // Recommendations are applied at pod creation by the admission controller.
 func TestRecommendationAppliedAtPodCreation(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	newVPA(t, ns, "web", vpatypes.UpdateModeInPlace, nil)
 	recommend(t, ns, "web", "300m", "200Mi")
@@ -179,6 +184,7 @@ func TestRecommendationAppliedAtPodCreation(t *testing.T) {
 // A single-replica Deployment is resized: no min-replicas rule applies to
 // resizes that restart nothing.
 func TestSingleReplicaDeploymentResized(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	pods := deploy(t, ns, workload{name: "solo", replicas: 1, requests: rl("100m", "100Mi")})
 	before := snap(pods)

@@ -23,6 +23,7 @@ const (
 
 // AEP-8818 test plan, InPlace mode: Basic In-Place Update.
 func TestBasicInPlaceUpdate(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	pods := deploy(t, ns, workload{name: "web", replicas: 2, requests: rl("100m", "100Mi")})
 	before := snap(pods)
@@ -45,6 +46,7 @@ func TestBasicInPlaceUpdate(t *testing.T) {
 // AEP-8818 test plan, InPlace mode: No Eviction on Failure. A resize beyond
 // the node's allocatable resources fails; the pod stays, untouched.
 func TestNoEvictionOnFailure(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	pods := deploy(t, ns, workload{name: "web", requests: rl("100m", "100Mi")})
 	before := snap(pods)
@@ -62,6 +64,7 @@ func TestNoEvictionOnFailure(t *testing.T) {
 // AEP-8818 test plan, InPlace mode: Feature Gate Disabled. An admission
 // controller with the gate off rejects InPlace VPAs, naming the gate.
 func TestFeatureGateDisabledRejectsInPlaceVPA(t *testing.T) {
+	parallel(t)
 	key, value, ok := strings.Cut(env("E2E_GATE_OFF_LABEL", "vpa-inplace.dev/e2e-gate=off"), "=")
 	require.True(t, ok, "E2E_GATE_OFF_LABEL must be key=value")
 	ns := newNamespace(t, map[string]string{key: value})
@@ -137,6 +140,7 @@ func TestDeferredResizeCompletesWhenCapacityFrees(t *testing.T) {
 // first recommendation cannot fit; when the recommendation comes down to
 // what fits, the resize is retried and succeeds.
 func TestFailedUpdateRetrySuccess(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	pods := deploy(t, ns, workload{name: "web", requests: rl("100m", "100Mi")})
 	before := snap(pods)

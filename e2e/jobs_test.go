@@ -47,11 +47,11 @@ const (
 	metricJobDecisions   = "vpa_inplace_updater_job_template_decisions_total"
 )
 
-func jobTemplate(app string) corev1.PodTemplateSpec {
+func jobTemplate(t *testing.T, app string) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
 		Spec: corev1.PodSpec{
-			NodeSelector:                  map[string]string{"kubernetes.io/hostname": env("E2E_NODE", "hollow-1")},
+			NodeSelector:                  map[string]string{"kubernetes.io/hostname": nodeFor(t)},
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
 			Containers: []corev1.Container{{
@@ -129,11 +129,12 @@ func requireJobStable(t *testing.T, ns, name string, generation int64) {
 }
 
 func TestSuspendedJobStartsRightSized(t *testing.T) {
+	parallel(t)
 	requireServerMinor(t, 36, jobTemplatesMutable)
 	ns := newNamespace(t, nil)
 	created := createSuspendedJob(t, ns, &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "train"},
-		Spec:       batchv1.JobSpec{Template: jobTemplate("train")},
+		Spec:       batchv1.JobSpec{Template: jobTemplate(t, "train")},
 	})
 	newTargetVPA(t, ns, "train-vpa", &autoscalingv1.CrossVersionObjectReference{APIVersion: "batch/v1", Kind: "Job", Name: "train"})
 
@@ -169,9 +170,10 @@ func TestSuspendedJobStartsRightSized(t *testing.T) {
 }
 
 func TestCronJobsSuspendedJobGetsTheCronJobVPA(t *testing.T) {
+	parallel(t)
 	requireServerMinor(t, 36, jobTemplatesMutable)
 	ns := newNamespace(t, nil)
-	template := jobTemplate("nightly")
+	template := jobTemplate(t, "nightly")
 	cron, err := kube.BatchV1().CronJobs(ns).Create(ctxFor(t), &batchv1.CronJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly"},
 		Spec: batchv1.CronJobSpec{
@@ -216,7 +218,7 @@ func TestSuspendedJobRefusalIsReportedOnce(t *testing.T) {
 	denyJobTemplateChanges(t, ns)
 	createSuspendedJob(t, ns, &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "train"},
-		Spec:       batchv1.JobSpec{Template: jobTemplate("train")},
+		Spec:       batchv1.JobSpec{Template: jobTemplate(t, "train")},
 	})
 	waitFor(t, eventually, "the policy refusing template changes", func(ctx context.Context) (bool, error) {
 		j, err := kube.BatchV1().Jobs(ns).Get(ctx, "train", metav1.GetOptions{})
@@ -317,7 +319,7 @@ func TestSuspendedJobTemplateNotSentBefore135(t *testing.T) {
 	ns := newNamespace(t, nil)
 	created := createSuspendedJob(t, ns, &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "train"},
-		Spec:       batchv1.JobSpec{Template: jobTemplate("train")},
+		Spec:       batchv1.JobSpec{Template: jobTemplate(t, "train")},
 	})
 
 	// The API server itself: a change of the template's resources of a

@@ -53,7 +53,7 @@ func broker(name string, annotations map[string]string, policy []corev1.Containe
 func deployWithEnv(t *testing.T, ns string, w workload, vars ...corev1.EnvVar) []corev1.Pod {
 	t.Helper()
 	if w.node == "" {
-		w.node = env("E2E_NODE", "hollow-1")
+		w.node = nodeFor(t)
 	}
 	w.replicas = max(w.replicas, 1)
 	d := w.deployment(ns)
@@ -118,6 +118,7 @@ func limitAtStart(t *testing.T, ns, name string, uid types.UID) (string, int32) 
 // 512Mi + 15%), never OOM-killed; reported by an event, the VPA condition
 // and the metric.
 func TestJVMBrokerIsLoweredOnlyToItsHeapFloor(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	pods := deployWithEnv(t, ns, broker("broker", atRest, nil), corev1.EnvVar{Name: "KAFKA_HEAP_OPTS", Value: "-Xms1g -Xmx1g"})
 	pod := pods[0]
@@ -150,6 +151,7 @@ func TestJVMBrokerIsLoweredOnlyToItsHeapFloor(t *testing.T) {
 // restart, with the heap that follows (1Gi), the limit it started with
 // recorded each time.
 func TestDynamicHeapBrokerLoweredToItsFloorThenRaisedWithARestart(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	restart := []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer}}
 	pods := deployWithEnv(t, ns, broker("broker", atRest, restart), corev1.EnvVar{Name: "STRIMZI_DYNAMIC_HEAP_PERCENTAGE", Value: "50"})
@@ -189,6 +191,7 @@ func TestDynamicHeapBrokerLoweredToItsFloorThenRaisedWithARestart(t *testing.T) 
 // OOM-killed, and the safety model resizes it back in place. The floor of
 // (a) would have kept 1690Mi; attune's rule would keep 2Gi (docs/jvm.md).
 func TestUndeclaredJVMLoweredUnderItsHeapIsOOMKilledAndReverted(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	annotations := map[string]string{hollowJVMAnnotation: "app=-Xms1g -Xmx1g"}
 	for k, v := range atRest {

@@ -28,6 +28,7 @@ import (
 // limits.memory: 0: the memory request still follows the recommendation,
 // not that 0.
 func TestResizeFollowsTheServersLimitRanger(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	pods := deploy(t, ns, workload{name: "web", requests: rl("100m", "100Mi"), limits: rl("1", "")})
 	before := snap(pods)

@@ -38,6 +38,7 @@ const (
 // completes, and never sends the refused limit again, not even for a new
 // recommendation that asks for it.
 func TestKubeletRefusedMemoryLimitDecrease(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	pods := deploy(t, ns, workload{name: "mem", requests: rl("100m", "100Mi"), limits: rl("", "200Mi"),
 		annotation: map[string]string{hollowMemoryUsage: "150Mi"}})

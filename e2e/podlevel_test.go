@@ -21,7 +21,7 @@ import (
 func deployPodLevel(t *testing.T, ns string, w workload, podLevel corev1.ResourceRequirements) []corev1.Pod {
 	t.Helper()
 	if w.node == "" {
-		w.node = env("E2E_NODE", "hollow-1")
+		w.node = nodeFor(t)
 	}
 	w.replicas = max(w.replicas, 1)
 	d := w.deployment(ns)
@@ -79,6 +79,7 @@ func waitPodLevel(t *testing.T, ns, pod, cpu, mem string) *corev1.Pod {
 // be had in place. On both, no restart, no eviction, and a new pod of the
 // workload gets consistent values at admission.
 func TestPodLevelResourcesResizedInPlace(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	// Pod level: requests 300m, 256Mi; limits 1, 1Gi. Container app: 200m, 128Mi.
 	pods := deployPodLevel(t, ns, workload{name: "web", requests: rl("200m", "128Mi")},

@@ -109,7 +109,7 @@ func TestUpdaterIdentityIsNarrowedByAdmissionPolicy(t *testing.T) {
 	ctx := ctxFor(t)
 	updKube, updVPAs := updaterClients(t)
 
-	template := jobTemplate("policy")
+	template := jobTemplate(t, "policy")
 	template.Spec.InitContainers = []corev1.Container{{
 		Name:      "init",
 		Image:     "registry.invalid/init:1",
@@ -121,7 +121,7 @@ func TestUpdaterIdentityIsNarrowedByAdmissionPolicy(t *testing.T) {
 	})
 	running, err := kube.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "running"},
-		Spec:       batchv1.JobSpec{Template: jobTemplate("policy-running"), BackoffLimit: ptr.To[int32](0)},
+		Spec:       batchv1.JobSpec{Template: jobTemplate(t, "policy-running"), BackoffLimit: ptr.To[int32](0)},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -300,7 +300,7 @@ func TestUpdaterIdentityIsNarrowedByAdmissionPolicy(t *testing.T) {
 				},
 			},
 			Spec: corev1.PodSpec{
-				NodeSelector:                  map[string]string{"kubernetes.io/hostname": env("E2E_NODE", "hollow-1")},
+				NodeSelector:                  map[string]string{"kubernetes.io/hostname": nodeFor(t)},
 				TerminationGracePeriodSeconds: ptr.To[int64](1),
 				Containers: []corev1.Container{
 					{Name: "app", Image: "registry.invalid/app:1", Resources: corev1.ResourceRequirements{Requests: rl("200m", "100Mi")}},

@@ -16,6 +16,7 @@ import (
 // objects are sent as raw JSON: the typed client would parse the quantity
 // itself.
 func TestHostileQuantityRefusedAtAdmission(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	vpaWith := func(name, mode, minCPU string) []byte {
 		return []byte(`{"apiVersion":"autoscaling.k8s.io/v1","kind":"VerticalPodAutoscaler","metadata":{"name":"` + name + `"},` +

@@ -112,6 +112,7 @@ func above(q, base resource.Quantity) bool {
 // in place (same pod, same UID, no restart) within two recommender intervals
 // and 5 s of the first recommendation above the updater's threshold.
 func TestRecommenderUsageRaisedResizesInPlace(t *testing.T) {
+	parallel(t)
 	rec := recommenderName(t)
 	interval := recommenderInterval()
 	ns := newNamespace(t, nil)
@@ -181,6 +182,7 @@ func TestRecommenderUsageRaisedResizesInPlace(t *testing.T) {
 // keeps the limit; when usage drops to 100Mi it lowers the limit. At no point
 // is the limit below the usage of the moment x (1 + margin).
 func TestMetricsAPIKeepsMemoryLimitAboveUsage(t *testing.T) {
+	parallel(t)
 	recommenderName(t) // the cluster runs metrics-server with the recommender
 	ns := newNamespace(t, nil)
 	pods := deploy(t, ns, workload{name: "mem", requests: rl("100m", "400Mi"), limits: rl("", "800Mi"),

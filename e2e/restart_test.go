@@ -122,6 +122,7 @@ func uidsOf(pods []corev1.Pod) map[string]types.UID {
 // not yet back at once; the other two wait until the first are Ready for
 // --restart-min-ready.
 func TestRestartingResizesRespectTheTolerance(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	pods := deploy(t, ns, restartingWorkload("kafka"))
 	newVPA(t, ns, "kafka", vpatypes.UpdateModeInPlace, nil)
@@ -137,6 +138,7 @@ func TestRestartingResizesRespectTheTolerance(t *testing.T) {
 // A PodDisruptionBudget with maxUnavailable 1 restarts one pod at a time,
 // whatever the tolerance allows.
 func TestRestartingResizesRespectAPodDisruptionBudget(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	pods := deploy(t, ns, restartingWorkload("kafka"))
 	_, err := kube.PolicyV1().PodDisruptionBudgets(ns).Create(ctxFor(t), &policyv1.PodDisruptionBudget{
@@ -176,6 +178,7 @@ func assertSamePods(t *testing.T, ns, app string, before []corev1.Pod) {
 // A StatefulSet's minReadySeconds (15 s) replaces --restart-min-ready: each
 // broker restarts only once the previous one has been Ready for 15 s.
 func TestRestartingResizesWaitForStatefulSetMinReadySeconds(t *testing.T) {
+	parallel(t)
 	const minReady = 15 * time.Second
 	ns := newNamespace(t, nil)
 	pods := brokerStatefulSet(t, ns, minReady)
@@ -194,6 +197,7 @@ func TestRestartingResizesWaitForStatefulSetMinReadySeconds(t *testing.T) {
 // rule: counted from the pods the resource controls, held until back for
 // --restart-min-ready.
 func TestRestartingResizesOfCustomControllerPods(t *testing.T) {
+	parallel(t)
 	restart := []corev1.ContainerResizePolicy{
 		{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
 		{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer},
@@ -320,7 +324,7 @@ func brokerStatefulSet(t *testing.T, ns string, minReady time.Duration) []corev1
 	w := restartingWorkload("broker")
 	w.replicas = 2
 	d := w.deployment(ns)
-	d.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": env("E2E_NODE", "hollow-1")}
+	d.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": nodeFor(t)}
 	_, err := kube.AppsV1().StatefulSets(ns).Create(ctxFor(t), &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "broker"},
 		Spec: appsv1.StatefulSetSpec{

@@ -21,6 +21,7 @@ const freezeAnnotation = "vpa-inplace.dev/freeze-until"
 // OOM-killed is resized back in place while the freeze stands, and the
 // other pod is neither lowered nor resized.
 func TestAFrozenVPAsCanaryOOMKilledIsRevertedWhileTheFreezeStands(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	pods := deploy(t, ns, workload{name: "web", replicas: 2, requests: rl("100m", "200Mi"), limits: rl("", "200Mi")})
 	uids := map[string]string{}

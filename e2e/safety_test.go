@@ -148,6 +148,7 @@ func TestCanaryOOMKilledIsRevertedAndTheValuesHeld(t *testing.T) {
 // (b) A decrease without harm: the canary first, the three others once it
 // has been watched for the window (shortened by flag).
 func TestCanaryWithoutHarmThenTheOthersAfterTheWindow(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	pods := deploy(t, ns, workload{name: "web", replicas: 4, requests: rl("100m", "200Mi")})
 	before := snap(pods)

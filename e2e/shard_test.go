@@ -236,9 +236,7 @@ func TestShardsEveryNamespaceIsWorkedByOneReplica(t *testing.T) {
 	}
 	w.recommend(t, "150m", "110Mi")
 	w.resizedOnce(t, "150m", "110Mi", generations)
-	for _, ns := range w.namespaces {
-		requireStable(t, ns, w.pods[ns].Name)
-	}
+	w.requireStable(t)
 
 	after, err := s.holders(ctxFor(t))
 	require.NoError(t, err)
@@ -343,8 +341,8 @@ func TestShardsMoveToANewReplicaWithoutAResizeSentTwice(t *testing.T) {
 
 	s.run(t, "shard-d")
 	s.waitShared(t, append(names, "shard-d")...)
+	w.requireStable(t)
 	for _, ns := range w.namespaces {
-		requireStable(t, ns, w.pods[ns].Name)
 		assert.Equal(t, generations[ns], getPod(t, ns, w.pods[ns].Name).Generation, "namespace %s: no resize sent again by the move", ns)
 	}
 
@@ -449,4 +447,23 @@ func TestShardsNeverTogetherSendMoreThanANodeHolds(t *testing.T) {
 		reserved += seriesAt(s.metrics(t, name), metricReservations, "")
 	}
 	assert.GreaterOrEqual(t, reserved, 2.0, "each resize was reserved in the node's bucket before it was sent")
+}
+
+// requireStable is framework_test.go's requireStable over every namespace's
+// pod at once: one settle window for all of them, not one each.
+func (w *shardedWorkloads) requireStable(t *testing.T) {
+	t.Helper()
+	want := map[string]int64{}
+	for _, ns := range w.namespaces {
+		want[ns] = getPod(t, ns, w.pods[ns].Name).Generation
+	}
+	deadline := time.Now().Add(settle)
+	for time.Now().Before(deadline) {
+		for _, ns := range w.namespaces {
+			p, err := kube.CoreV1().Pods(ns).Get(context.Background(), w.pods[ns].Name, metav1.GetOptions{})
+			require.NoError(t, err, "namespace %s: the pod must still exist", ns)
+			require.Equal(t, want[ns], p.Generation, "namespace %s: no resize may be sent meanwhile", ns)
+		}
+		time.Sleep(time.Second)
+	}
 }

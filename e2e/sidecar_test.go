@@ -24,7 +24,7 @@ import (
 func deployWithSidecar(t *testing.T, ns string, w workload) []corev1.Pod {
 	t.Helper()
 	if w.node == "" {
-		w.node = env("E2E_NODE", "hollow-1")
+		w.node = nodeFor(t)
 	}
 	if w.replicas == 0 {
 		w.replicas = 1
@@ -106,6 +106,7 @@ func initContainer(p *corev1.Pod, name string) (*corev1.Container, *corev1.Conta
 // container, so an init container that is not a sidecar would hold the pod
 // Pending: the recommendation naming one is covered by unit tests.)
 func TestSidecarResizedInPlace(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	pods := deployWithSidecar(t, ns, workload{name: "mesh", requests: rl("100m", "100Mi")})
 	pod := pods[0]

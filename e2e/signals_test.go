@@ -82,6 +82,7 @@ func TestInfeasibleRecordSurvivesRestart(t *testing.T) {
 }
 
 func TestVPAConditionInfeasible(t *testing.T) {
+	parallel(t)
 	ns, pod, before := infeasibleSetup(t)
 	c := waitCondition(t, ns, "web", "Infeasible")
 	assert.Equal(t, corev1.ConditionTrue, c.Status)
@@ -121,6 +122,7 @@ func TestVPAConditionDeferred(t *testing.T) {
 // A BestEffort pod cannot get requests in place (its QoS class would
 // change): the change is recorded as invalid, reported, and not sent.
 func TestVPAConditionInvalid(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	pods := deploy(t, ns, workload{name: "web"})
 	before := snap(pods)
@@ -141,6 +143,7 @@ func TestVPAConditionInvalid(t *testing.T) {
 // The kill switch of one VPA: nothing is sent while it is paused, the
 // condition says so, and removing the annotation resumes at once.
 func TestPausedVPA(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	pods := deploy(t, ns, workload{name: "web", requests: rl("100m", "100Mi")})
 	before := snap(pods)

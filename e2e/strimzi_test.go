@@ -50,12 +50,13 @@ const brokerSelector = "strimzi.io/cluster=my-cluster,strimzi.io/kind=Kafka,stri
 // restart), and not a pod its selector matches that does not belong to the
 // pool; a broker created later gets the recommendation at admission.
 func TestStrimziNodePoolResizedInPlace(t *testing.T) {
+	parallel(t)
 	installStrimziCRDs(t)
 	ns := newNamespace(t, nil)
-	kafka := newKafkaCluster(t, ns, env("E2E_NODE", "hollow-1"))
+	kafka := newKafkaCluster(t, ns, nodeFor(t))
 	// A pod set the pool does not own, whose pod the pool's selector matches.
 	stray := createPodSet(t, ns, "stray", nil)
-	strayPod := createBrokers(t, ns, stray, env("E2E_NODE", "hollow-1"), "stray", 1)[0]
+	strayPod := createBrokers(t, ns, stray, nodeFor(t), "stray", 1)[0]
 
 	newPoolVPA(t, ns, nil)
 	recommendKafka(t, ns, "500m", "150Mi")
@@ -72,7 +73,7 @@ func TestStrimziNodePoolResizedInPlace(t *testing.T) {
 
 	// The operator adds a broker: the admission controller gives it the
 	// recommendation at creation.
-	created, err := kube.CoreV1().Pods(ns).Create(ctxFor(t), brokerPod(ns, kafka.podSet, env("E2E_NODE", "hollow-1"), "my-cluster-brokers", "my-cluster-brokers-3"), metav1.CreateOptions{})
+	created, err := kube.CoreV1().Pods(ns).Create(ctxFor(t), brokerPod(ns, kafka.podSet, nodeFor(t), "my-cluster-brokers", "my-cluster-brokers-3"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "500m", created.Spec.Containers[0].Resources.Requests.Cpu().String(), "admission applies the recommendation")
 	assert.Equal(t, "150Mi", created.Spec.Containers[0].Resources.Requests.Memory().String())

@@ -37,9 +37,10 @@ const readyAfterCommand = "hollow-node-ready-after"
 // than the start-up and --harm-not-ready-grace's 1 minute together) and not
 // reverted.
 func TestARestartingDecreaseOfASlowStarterIsNotReverted(t *testing.T) {
+	parallel(t)
 	const startup = 90 * time.Second
 	ns := newNamespace(t, nil)
-	w := workload{name: "jvm", replicas: 1, requests: rl("100m", "200Mi"), limits: rl("", "200Mi"), node: env("E2E_NODE", "hollow-1"),
+	w := workload{name: "jvm", replicas: 1, requests: rl("100m", "200Mi"), limits: rl("", "200Mi"), node: nodeFor(t),
 		policy: []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer}},
 		readiness: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{readyAfterCommand, startup.String()}}},
 			PeriodSeconds: 2, FailureThreshold: 1}}

@@ -22,6 +22,7 @@ const (
 // (held, said in an event) and goes when the window opens, on the updater's
 // timer; an increase of another VPA with the same window goes at once.
 func TestResizeWindowHoldsADecreaseUntilItOpens(t *testing.T) {
+	parallel(t)
 	ns := newNamespace(t, nil)
 	down := deploy(t, ns, workload{name: "down", requests: rl("200m", "200Mi")})
 	up := deploy(t, ns, workload{name: "up", requests: rl("100m", "100Mi")})

@@ -48,9 +48,15 @@
 # deploy/overlays/self-managed-certs applied as kubectl apply -k would, each
 # run with the args, env and ServiceAccount of its own Deployments, upgraded
 # and removed.
+#
+# Between the suite and the install phase, on v1.38 and v1.37, the sharded
+# phase (hack/e2e-shards.sh): the TestShards tests, with updater replicas
+# sharing the namespaces' shards in place of the suite's updater.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+# shellcheck source=hack/e2e-shards.sh
+source hack/e2e-shards.sh
 
 profiles=${E2E_PROFILES:-"v1.37 v1.38 v1.35-kubelet v1.37-preemption"}
 # The namespace of the steady-usage scenario (e2e/recommender_test.go).
@@ -59,9 +65,19 @@ steady_namespace=e2e-steady
 # its test (e2e/capacity_test.go); the suite's updater ignores it.
 scoped_namespace=e2e-scoped
 # The nodes every profile's cluster starts with (hack/cluster/up.sh): what
-# the caller set, or up.sh's default. A profile's env.sh exports the node
-# names without their kinds; the next profile must not take those.
-readonly cluster_nodes=${CLUSTER_NODES-}
+# the caller set, or up.sh's three (hollow-1, hollow-2 kept free for the
+# Deferred tests, hollow-static) and four more for the parallel tests. A
+# profile's env.sh exports the node names without their kinds; the next
+# profile must not take those.
+readonly cluster_nodes=${CLUSTER_NODES-hollow-1 hollow-2 hollow-static:static hollow-3 hollow-4 hollow-5 hollow-6}
+# The nodes the parallel tests take one each (e2e/parallel_test.go): every
+# plain node but the Deferred tests' (with up.sh's default nodes: hollow-1
+# alone, so they run one at a time).
+parallel_nodes=
+for n in ${cluster_nodes:-hollow-1 hollow-2 hollow-static:static}; do
+  [[ ${n} == *:* || ${n} == "${E2E_DEFERRED_NODE:-hollow-2}" ]] || parallel_nodes+="${parallel_nodes:+ }${n}"
+done
+readonly parallel_nodes
 # The suite's cluster lives apart from the one `make cluster-up` starts.
 export CLUSTER_DIR=${E2E_CLUSTER_DIR:-${root}/_output/e2e/cluster}
 # The cluster runs metrics-server and the upstream recommender. The recommender
@@ -164,6 +180,7 @@ tests_of() {
   pattern=$(profile_tests "$1")
   for name in "${listed[@]}"; do
     [[ -z ${pattern} || ${name} =~ ${pattern} ]] || continue
+    [[ ${name} =~ ${shard_tests} ]] && continue # the sharded phase's (hack/e2e-shards.sh)
     if [[ ${name} =~ ${install_tests} ]]; then
       [[ $2 == install ]] && echo "${name}"
     else
@@ -227,7 +244,7 @@ stop_binaries() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   pids=()
   # The updater may have been restarted by a test: not a child of this shell.
-  for f in "${root}"/_output/e2e/*/updater-*.pid; do
+  for f in "${root}"/_output/e2e/*/updater-*.pid "${root}"/_output/e2e/*/shards/*.pid; do
     [[ -f $f ]] || continue
     kill "$(cat "$f")" 2>/dev/null || true
     rm -f "$f"
@@ -293,10 +310,11 @@ SCRIPT
 run_profile() {
   local profile=$1 logs=${root}/_output/e2e/$1
   rm -rf "${logs}" && mkdir -p "${logs}"
-  local suite_run install_run
+  local suite_run install_run shard_run
   mapfile -t suite_run < <(tests_of "${profile}" suite)
   mapfile -t install_run < <(tests_of "${profile}" install)
-  if ((${#suite_run[@]} + ${#install_run[@]} == 0)); then
+  mapfile -t shard_run < <(shard_tests_of "${profile}" "${listed[@]}")
+  if ((${#suite_run[@]} + ${#install_run[@]} + ${#shard_run[@]} == 0)); then
     echo "== profile ${profile}: no test selected"
     return 0
   fi
@@ -372,7 +390,8 @@ run_profile() {
       E2E_ADMISSION_BINARY="${root}/_output/bin/admission-controller" E2E_ADMISSION_KUBECONFIG="${out}/admission-controller.kubeconfig" \
       E2E_UPDATER_BINARY="${root}/_output/bin/updater" E2E_SCOPED_NAMESPACE="${scoped_namespace}" \
       E2E_LOG_DIR="${logs}" E2E_STEADY_NAMESPACE="${steady_namespace}" E2E_STEADY_DURATION="${E2E_STEADY_DURATION-10m}" \
-      go test -tags e2e -count=1 -v -timeout 30m -run "${suite_pattern}" ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
+      E2E_PARALLEL_NODES="${parallel_nodes}" \
+      go test -tags e2e -count=1 -v -timeout 30m -parallel 16 -run "${suite_pattern}" ./e2e/ 2>&1 | tee "${logs}/go-test.log"; then
       rc=1
     fi
     echo "== profile ${profile}: suite"
@@ -383,6 +402,9 @@ run_profile() {
       echo "== profile ${profile}: updater-a was not running at the end of the suite; the end of its log:"
       tail -n 5 "${logs}/updater-a.log" | cut -c1-300
     fi
+  fi
+  if ((${#shard_run[@]} > 0)); then
+    shard_phase "${profile}" "${logs}" "${out}" "${steady_namespace},${scoped_namespace}" "${shard_run[@]}" || rc=1
   fi
   stop_binaries
   if ((${#install_run[@]} > 0)); then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Formatting, vet and module tidiness of the product module; the bench
-# module builds; the documentation's links and flag reference
-# (hack/docs/verify.sh).
+# module builds; the e2e sharded phase's start script; the documentation's
+# links and flag reference (hack/docs/verify.sh).
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,5 +24,8 @@ fi
 # bench/ is a module of its own that builds the product's packages: a new
 # dependency of theirs must reach its go.sum too.
 (cd bench && go build ./... && go vet ./...)
+# The e2e suite's sharded phase without a cluster: the flags its replicas are
+# started with against the updater's own parsing and validation.
+hack/e2e-shards-check.sh
 hack/docs/verify.sh
 echo "verify: ok"

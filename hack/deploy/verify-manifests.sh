@@ -197,6 +197,7 @@ notes_cases=(
   "no-policies platform autoscaling --set updater.admissionPolicy.enabled=false"
   "gate-off platform autoscaling --set featureGates.InPlace=false"
   "one-updater platform autoscaling --set updater.replicaCount=1 --set updater.leaderElection.enabled=false"
+  "sharded platform autoscaling --set updater.replicas=3 --set updater.shards=4"
 )
 : >"${work}/notes/cases.txt"
 for nc in "${notes_cases[@]}"; do

@@ -579,7 +579,9 @@ def check_workloads(c, where, objs, chart=False, values=None):
                 c.check(flag(container, "leader-elect-resource-name") == UPDATER_SA,
                         f"{where}: updater's Lease is named after the release")
             else:
-                c.check(dep["spec"].get("replicas") == 1, f"{where}: updater runs 1 replica")
+                sharded = int(flag(container, "shards") or 1) > 1
+                c.check(dep["spec"].get("replicas") == 1 or (sharded and flag(container, "leader-elect") == "true"),
+                        f"{where}: updater runs 1 replica, or several sharing shards (with leader election)")
                 c.check(flag(container, "address") == ":8943",
                         f"{where}: updater serves health and metrics on :8943")
     if find(objs, "ServiceAccount", ADMISSION_SA):
@@ -989,6 +991,14 @@ def only_certificates(values):
     return set(values) <= {"certificates"}
 
 
+def chart_replicas(values, component):
+    """A component's replicas from its values: the updater's replicas when
+    set (null: not set) wins over replicaCount, which defaults to 2."""
+    if component == "updater" and values.get("replicas") is not None:
+        return values["replicas"]
+    return values.get("replicaCount", 2)
+
+
 SHARDS_ROLE = LEASE + "-shards"
 NODEROOM_ROLE = LEASE + "-noderoom"
 
@@ -1090,6 +1100,94 @@ def check_shards(c, where, shard_objs, objs, shards):
                 f"{where}: the updater shares {shards} shards, its Leases named after its own", json.dumps(container.get("args")))
 
 
+def updater_shards(objs):
+    """The --shards of the updater's Deployment among objs; 1 without."""
+    for dep in find(objs, "Deployment", UPDATER_SA):
+        for container in dep["spec"]["template"]["spec"].get("containers") or []:
+            return int(flag(container, "shards") or 1)
+    return 1
+
+
+# The chart's values case a sharded overlay renders the objects of.
+SHARDED_CHART_CASE = "sharded"
+SHARD_FLAGS = ("--shards=", "--shard-lease-prefix=")
+
+
+def unsharded(dep):
+    """The updater's Deployment as overlays/self-managed-certs ships it: one
+    replica, no shards' flags, no spread."""
+    dep = json.loads(json.dumps(dep))
+    dep["spec"]["replicas"] = 1
+    pod = dep["spec"]["template"]["spec"]
+    pod.pop("topologySpreadConstraints", None)
+    for container in pod.get("containers") or []:
+        container["args"] = [a for a in container.get("args") or [] if not a.startswith(SHARD_FLAGS)]
+    return dep
+
+
+def without_selector(objs):
+    """Spreads or budgets without their label selectors (the chart's select
+    the release's labels too)."""
+    out = []
+    for o in objs:
+        o = json.loads(json.dumps(o))
+        o.pop("labelSelector", None)
+        o.pop("selector", None)
+        out.append(o)
+    return out
+
+
+def check_sharded_overlay(c, where, objs, reference, chart_objs):
+    """An overlay that shards the updater (overlays/sharded): the shards'
+    objects (check_shards, run for every root), and otherwise
+    overlays/self-managed-certs apart from the updater's replicas, its
+    shards' flags and spread, and a PodDisruptionBudget of maxUnavailable 1
+    for it; and all of that as the chart renders it with the values of
+    ci/sharded-values.yaml, apart from labels and selectors."""
+    shard_objs, plain = split_shards(objs)
+    dep = (find(plain, "Deployment", UPDATER_SA) or [None])[0]
+    if not c.check(dep is not None and bool(reference), f"{where}: the updater's Deployment, and overlays/self-managed-certs, rendered"):
+        return
+    pod = dep["spec"]["template"]
+    labels = pod["metadata"].get("labels") or {}
+    container = pod["spec"]["containers"][0]
+    c.check((dep["spec"].get("replicas") or 1) > 1 and flag(container, "leader-elect") == "true",
+            f"{where}: several updater replicas, with leader election", str(dep["spec"].get("replicas")))
+    spread = pod["spec"].get("topologySpreadConstraints") or []
+    c.check(bool(spread) and all(selects((t.get("labelSelector") or {}).get("matchLabels"), labels) for t in spread),
+            f"{where}: the updater's replicas are spread, and the spread selects them", json.dumps(spread))
+    pdbs = find(plain, "PodDisruptionBudget")
+    c.check(len(pdbs) == 1 and ident(pdbs[0]) == ("PodDisruptionBudget", NAMESPACE, UPDATER_SA)
+            and selects(((pdbs[0].get("spec") or {}).get("selector") or {}).get("matchLabels"), labels)
+            and (pdbs[0].get("spec") or {}).get("maxUnavailable") == 1 and "minAvailable" not in pdbs[0]["spec"],
+            f"{where}: a PodDisruptionBudget of maxUnavailable 1 for the updater alone", json.dumps([p.get("spec") for p in pdbs]))
+    rest = [unsharded(o) if ident(o) == ("Deployment", NAMESPACE, UPDATER_SA) else o
+            for o in plain if o["kind"] != "PodDisruptionBudget"]
+    mine, theirs = canonical(rest), canonical(reference)
+    c.check(mine == theirs, f"{where}: overlays/self-managed-certs apart from the shards' objects, the updater's replicas, "
+            "shards' flags and spread, and its PodDisruptionBudget",
+            "differ: " + ", ".join(sorted({show(json.loads(x)) for x in set(mine) ^ set(theirs)}))[:300])
+    if not c.check(chart_objs is not None, f"{where}: the chart's {SHARDED_CHART_CASE} case is rendered"):
+        return
+    chart_shards, chart_plain = split_shards(chart_objs)
+    c.check(canonical(without_labels(shard_objs)) == canonical(without_labels(chart_shards)),
+            f"{where}: the shards' Leases, Role and binding are the chart's (ci/{SHARDED_CHART_CASE}-values.yaml)")
+    chart_dep = (find(chart_plain, "Deployment", UPDATER_SA) or [None])[0]
+    if not c.check(chart_dep is not None, f"{where}: the chart's updater Deployment ({SHARDED_CHART_CASE})"):
+        return
+    chart_pod = chart_dep["spec"]["template"]["spec"]
+    c.check(container.get("args") == chart_pod["containers"][0].get("args"),
+            f"{where}: the updater's args are the chart's ({SHARDED_CHART_CASE})",
+            f"overlay {json.dumps(container.get('args'))} vs chart {json.dumps(chart_pod['containers'][0].get('args'))}")
+    c.check(dep["spec"].get("replicas") == chart_dep["spec"].get("replicas"),
+            f"{where}: the updater's replicas are the chart's ({SHARDED_CHART_CASE})")
+    c.check(without_selector(spread) == without_selector(chart_pod.get("topologySpreadConstraints") or []),
+            f"{where}: the updater's spread is the chart's ({SHARDED_CHART_CASE}), but for its selector")
+    chart_pdbs = [p for p in find(chart_plain, "PodDisruptionBudget") if ident(p)[2] == UPDATER_SA]
+    c.check(len(chart_pdbs) == 1 and without_selector([p["spec"] for p in pdbs]) == without_selector([chart_pdbs[0]["spec"]]),
+            f"{where}: the updater's PodDisruptionBudget is the chart's ({SHARDED_CHART_CASE}), but for its selector")
+
+
 def check_chart(c, case, objs, rendered, values):
     """One `helm template` output (release vpa-inplace in vpa-inplace-system)
     against the deploy/ root of its certificate mode (CHART_MODE_ROOTS): the
@@ -1175,7 +1273,7 @@ def check_chart(c, case, objs, rendered, values):
                         diff_hint(deployment_shape(dep), deployment_shape(theirs)))
         pod = dep["spec"]["template"]
         labels = pod["metadata"].get("labels") or {}
-        c.check(dep["spec"].get("replicas") == (values.get(key) or {}).get("replicaCount", 2),
+        c.check(dep["spec"].get("replicas") == chart_replicas(values.get(key) or {}, component),
                 f"{where}: {component} replicas as in the values")
         spread = pod["spec"].get("topologySpreadConstraints") or []
         c.check(bool(spread) and all(selects((t.get("labelSelector") or {}).get("matchLabels"), labels) for t in spread
@@ -1496,9 +1594,13 @@ def main():
             continue
         check_identity(c, root, objs)
         check_rbac_hygiene(c, root, objs)
+        # The shards' Leases and Role (overlays/sharded), checked apart: the
+        # updater's own RBAC and Lease are the same with or without them.
+        shard_objs, plain = split_shards(objs)
+        check_shards(c, root, shard_objs, plain, updater_shards(plain))
         if find(objs, "ServiceAccount", UPDATER_SA):
-            check_updater_rbac(c, root, objs)
-            check_lease(c, root, objs)
+            check_updater_rbac(c, root, plain)
+            check_lease(c, root, plain)
             check_admission_policies(c, root, objs, vpa_module_dir=args.vpa_module_dir)
         if find(objs, "ServiceAccount", ADMISSION_SA):
             # overlays/local grants both modes: the e2e suite runs both.
@@ -1549,8 +1651,10 @@ def main():
         c.check(bool(find(upstream, "Deployment", "vpa-inplace-updater")),
                 "overlays/with-upstream-vpa: has the updater")
 
+    sharded_roots = [r for r in roots if r in rendered and r not in moved_roots and updater_shards(rendered[r]) > 1]
+    c.check(bool(sharded_roots), "an overlay shards the updater (overlays/sharded)")
     for root in sorted(kustomize_only):
-        if root in rendered and base is not None and root not in moved_roots:
+        if root in rendered and base is not None and root not in moved_roots and root not in sharded_roots:
             check_certificate_overlay(c, root, rendered[root], base)
     c.check(bool(moved_roots), "an overlay in another namespace is rendered (overlays/another-namespace)")
     for root in moved_roots:
@@ -1593,6 +1697,12 @@ def main():
                 c.check(not missing, f"chart ({case}): the dashboard shows the leader, the certificate's expiry, suspended "
                         "Jobs, startup boosts, worker panics and records write failures", ", ".join(missing))
         c.check(monitored, "chart: some values case renders the PrometheusRule and the dashboard")
+        chart_sharded = None
+        path = os.path.join(args.chart_rendered_dir, SHARDED_CHART_CASE + ".yaml")
+        if c.check(os.path.exists(path), f"chart ({SHARDED_CHART_CASE}) is rendered, for the sharded overlays"):
+            chart_sharded = [o for o in load.docs(path) if isinstance(o, dict)]
+        for root in sharded_roots:
+            check_sharded_overlay(c, root, rendered[root], rendered.get("overlays/self-managed-certs"), chart_sharded)
 
     if args.release_rendered_dir:
         check_release(c, args.release_rendered_dir, load)

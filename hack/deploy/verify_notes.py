@@ -93,11 +93,28 @@ def check_notes_case(c, where, notes, objs, release, namespace):
     # updater elects with.
     lease = uflags.get("leader-elect-resource-name")
     shown = re.search(r"One updater replica leads; the Lease names it \(HOLDER\): kubectl -n \S+ get lease (\S+)", text)
-    if updater and uflags.get("leader-elect") == "true":
+    # With shards, the replicas share them instead: the Leases the command
+    # lists are the release's, among them every shard's.
+    shards = int(uflags.get("shards") or 1)
+    sharing = re.search(r"The updater replicas share (\d+) shards of the namespaces; each shard's Lease names the "
+                        r"replica holding it \(HOLDER\): kubectl -n (\S+) get leases -l (\S+)", text)
+    if updater and uflags.get("leader-elect") == "true" and shards > 1:
+        c.check(shown is None, f"{where}: no single leader named when the replicas share shards")
+        selector = dict(kv.split("=", 1) for kv in sharing.group(3).split(",")) if sharing else {}
+        leases = [o for o in objs if o.get("kind") == "Lease"
+                  and all(((o.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in selector.items())]
+        names = {o["metadata"]["name"] for o in leases}
+        want = {f"{uflags.get('shard-lease-prefix')}-shard-{i}" for i in range(shards)}
+        c.check(sharing is not None and int(sharing.group(1)) == shards and sharing.group(2) == namespace and selector
+                and want <= names and all(o["metadata"].get("namespace") == namespace for o in leases),
+                f"{where}: the NOTES list the release's Leases, every shard's among them",
+                sharing.group(0) if sharing else "missing")
+    elif updater and uflags.get("leader-elect") == "true":
         c.check(shown is not None and shown.group(1) == lease, f"{where}: the NOTES name the updater's Lease",
                 shown.group(0) if shown else "missing")
+        c.check(sharing is None, f"{where}: no shards named without them")
     else:
-        c.check(shown is None, f"{where}: no leader named without leader election")
+        c.check(shown is None and sharing is None, f"{where}: no leader named without leader election")
 
     # The certificate.
     if admission and aflags.get("cert-mode") == "self-managed":

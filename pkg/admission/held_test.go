@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func holdsOfPrefix(t testing.TB, prefix string, objs ...runtime.Object) (*Holds,
 	holds, err := NewHolds(logger, informer)
 	require.NoError(t, err)
 	factory.Start(ctx.Done())
-	require.True(t, cache.WaitForCacheSync(ctx.Done(), informer.HasSynced))
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), holds.HasSynced))
 	t.Cleanup(func() { cancel(); factory.Shutdown() })
 	return holds, informer, kube
 }
@@ -228,3 +229,38 @@ func TestHoldsFollowTheirConfigMaps(t *testing.T) {
 	require.NoError(t, kube.CoreV1().ConfigMaps(recordsNamespace).Delete(context.Background(), cm.Name, metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { _, ok := holds.HoldOf(vpa); return !ok }, 10*time.Second, 10*time.Millisecond)
 }
+
+// Holds is synced only once its handler has had every ConfigMap of the
+// first list, not when the informer's store has them: a webhook that
+// answered on the informer's word could give a new pod the held values
+// (and holdsOfPrefix's callers would read no hold).
+func TestHoldsAreSyncedWhenTheirHandlerIs(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	inf := &handlerSyncInformer{}
+	holds, err := NewHolds(logger, inf)
+	require.NoError(t, err)
+	assert.False(t, holds.HasSynced(), "synced before the handler has the first list")
+	inf.synced.Store(true)
+	assert.True(t, holds.HasSynced())
+	assert.False(t, (*Holds)(nil).HasSynced(), "a nil Holds is never synced")
+}
+
+// handlerSyncInformer is an informer whose store has synced (HasSynced)
+// and whose handler registration says synced only once told.
+type handlerSyncInformer struct {
+	cache.SharedIndexInformer
+	synced atomic.Bool
+}
+
+func (i *handlerSyncInformer) HasSynced() bool { return true }
+
+func (i *handlerSyncInformer) AddEventHandler(cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return handlerRegistration{i: i}, nil
+}
+
+type handlerRegistration struct {
+	cache.ResourceEventHandlerRegistration
+	i *handlerSyncInformer
+}
+
+func (r handlerRegistration) HasSynced() bool { return r.i.synced.Load() }

@@ -40,6 +40,10 @@ var _ HoldReader = (*Holds)(nil)
 // another install's records in the same namespace are its own.
 type Holds struct {
 	logger klog.Logger
+	// synced tells whether the informer's first list has reached the
+	// handler: the informer's own HasSynced says only that its store
+	// has it, and HoldOf reads byVPA.
+	synced cache.InformerSynced
 	mu     sync.RWMutex
 	byVPA  map[types.UID]heldFor
 }
@@ -65,14 +69,23 @@ func HoldsSelector() string {
 // Call it before starting the informer.
 func NewHolds(logger klog.Logger, informer cache.SharedIndexInformer) (*Holds, error) {
 	h := &Holds{logger: logger, byVPA: map[types.UID]heldFor{}}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    h.set,
 		UpdateFunc: func(_, obj any) { h.set(obj) },
 		DeleteFunc: h.forget,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("watching the safety records: %w", err)
 	}
+	h.synced = reg.HasSynced
 	return h, nil
+}
+
+// HasSynced tells whether every hold of the informer's first list is
+// known: wait for it, not only for the informer, before answering
+// admission requests.
+func (h *Holds) HasSynced() bool {
+	return h != nil && h.synced != nil && h.synced()
 }
 
 // HoldOf implements HoldReader.

@@ -145,6 +145,10 @@ type Deps struct {
 	// other replicas (capacity.go); nil: the in-process ledger alone
 	// guards a node's room, as with one shard.
 	NodeRoom SharedRoom
+	// QueueMetrics gives the metrics of each work queue, by the queue's
+	// name (pod, vpa, condition, job): client-go's workqueue metrics
+	// (lifecycle.go). nil: none, and nothing measured.
+	QueueMetrics func(queue string) workqueue.MetricsProvider
 }
 
 // Controller is the InPlace updater.
@@ -266,7 +270,7 @@ type Controller struct {
 }
 
 // New builds a Controller and registers its event handlers.
-func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
+func New(ctx context.Context, cfg Config, deps Deps) (_ *Controller, err error) {
 	cfg.setDefaults()
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
@@ -313,19 +317,19 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),
 			),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater", Clock: deps.Clock},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater", Clock: deps.Clock, MetricsProvider: deps.queueMetrics(queuePod)},
 		),
 		vpaQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-vpas", Clock: deps.Clock},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-vpas", Clock: deps.Clock, MetricsProvider: deps.queueMetrics(queueVPA)},
 		),
 		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-status", Clock: deps.Clock},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-status", Clock: deps.Clock, MetricsProvider: deps.queueMetrics(queueCondition)},
 		),
 		jobQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-jobs", Clock: deps.Clock},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "vpa-inplace-updater-jobs", Clock: deps.Clock, MetricsProvider: deps.queueMetrics(queueJob)},
 		),
 		tracker:            state.New[state.PodState](),
 		jobTracker:         state.New[state.JobState](),
@@ -334,6 +338,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		safetyWarned:       map[types.UID]string{},
 		goneHarms:          map[string][]goneHarm{},
 	}
+	// A controller not built stops its queues (and their metrics).
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
 	c.conditions = condition.New(condition.Config{MinInterval: cfg.StatusMinInterval}, condition.Deps{
 		VPAs:    c.vpas,
 		Client:  deps.VPAClient,
@@ -341,7 +351,6 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Controller, error) {
 		Clock:   deps.Clock,
 		Requeue: func(key string, after time.Duration) { c.statusQueue.AddAfter(key, after) },
 	})
-	var err error
 	if c.gates, err = c.podGates(); err != nil {
 		return nil, fmt.Errorf("listing the gates of resizes: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // A controller that works some shards of namespaces (pkg/shard) lives
@@ -39,6 +40,15 @@ func (c *Controller) fenced(ctx context.Context, namespace string) (context.Cont
 // not held (any more, or for long enough).
 const withheldShard = "ShardNotHeld"
 
+// queueMetrics is the metrics provider of the queue named queue: nil, the
+// library's default (none), without Deps.QueueMetrics.
+func (d Deps) queueMetrics(queue string) workqueue.MetricsProvider {
+	if d.QueueMetrics == nil {
+		return nil
+	}
+	return d.QueueMetrics(queue)
+}
+
 // handlerRegistration is an event handler the controller added.
 type handlerRegistration struct {
 	informer cache.SharedIndexInformer
@@ -72,9 +82,11 @@ func addIndexers(informer cache.SharedIndexInformer, indexers cache.Indexers) er
 }
 
 // Close removes the controller's event handlers from the informers, which
-// may outlive it, and its gauges from the metrics. Call it once Run has
-// returned (or when Run was never called).
+// may outlive it, and its gauges from the metrics, and shuts its queues down
+// (their metrics with them). Call it once Run has returned (or when Run was
+// never called).
 func (c *Controller) Close() {
+	c.shutDownQueues()
 	for _, h := range c.handlers {
 		_ = h.informer.RemoveEventHandler(h.handle)
 	}

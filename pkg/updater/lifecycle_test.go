@@ -12,12 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
@@ -209,4 +212,167 @@ func TestTheEndOfABoostIsWrittenOnlyThroughItsShardsFence(t *testing.T) {
 	require.ErrorIs(t, f.sync("p"), errNotHeld)
 	assert.Len(t, f.resizePatches(), 1, "the resize, let through")
 	assert.Empty(t, f.annotationRemovals(), "the removal, refused")
+}
+
+// queueRecorder is a Deps.QueueMetrics that counts, per queue, the items
+// workers took.
+type queueRecorder struct {
+	mu    sync.Mutex
+	asked []string
+	taken map[string]int
+}
+
+func (r *queueRecorder) provider(queue string) workqueue.MetricsProvider {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.asked = append(r.asked, queue)
+	return recordingProvider{r: r, queue: queue}
+}
+
+func (r *queueRecorder) takenFrom(queue string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.taken[queue]
+}
+
+type recordingProvider struct {
+	r     *queueRecorder
+	queue string
+}
+
+func (p recordingProvider) NewLatencyMetric(string) workqueue.HistogramMetric { return p }
+
+// Observe is the library's report of an item a worker took.
+func (p recordingProvider) Observe(float64) {
+	p.r.mu.Lock()
+	defer p.r.mu.Unlock()
+	p.r.taken[p.queue]++
+}
+
+func (recordingProvider) NewDepthMetric(string) workqueue.GaugeMetric  { return noQueueMetric{} }
+func (recordingProvider) NewAddsMetric(string) workqueue.CounterMetric { return noQueueMetric{} }
+func (recordingProvider) NewWorkDurationMetric(string) workqueue.HistogramMetric {
+	return noQueueMetric{}
+}
+func (recordingProvider) NewRetriesMetric(string) workqueue.CounterMetric { return noQueueMetric{} }
+func (recordingProvider) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noQueueMetric{}
+}
+func (recordingProvider) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noQueueMetric{}
+}
+
+type noQueueMetric struct{}
+
+func (noQueueMetric) Inc()            {}
+func (noQueueMetric) Dec()            {}
+func (noQueueMetric) Set(float64)     {}
+func (noQueueMetric) Observe(float64) {}
+
+// queueDeps are the Deps of a controller on fake clients holding objs, with
+// its informers' factories to start.
+func queueDeps(t *testing.T, clk clock.WithTicker, kubeObjs, vpaObjs []runtime.Object) (Deps, func(<-chan struct{})) {
+	t.Helper()
+	kube := kubefake.NewClientset(kubeObjs...)
+	vpaClient := vpafake.NewSimpleClientset(vpaObjs...)
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	vpaFactory := vpainformers.NewSharedInformerFactory(vpaClient, 0)
+	vpas := vpaFactory.Autoscaling().V1().VerticalPodAutoscalers()
+	gate := features.NewFeatureGate()
+	require.NoError(t, gate.Set("InPlace=true"))
+	deps := Deps{
+		Client: kube, VPAClient: vpaClient, Pods: factory.Core().V1().Pods(), VPAs: vpas,
+		Resolver: labelResolver{vpas: func(ns string) []*vpatypes.VerticalPodAutoscaler {
+			l, _ := vpas.Lister().VerticalPodAutoscalers(ns).List(labels.Everything())
+			return l
+		}},
+		Calculator: recommendation.NewCalculator(limitrange.NewNoopLimitsCalculator()),
+		Store:      records.NewInMemoryStore(), Recorder: &eventRecorder{}, FeatureGate: gate, Clock: clk,
+	}
+	return deps, func(stop <-chan struct{}) {
+		factory.Start(stop)
+		vpaFactory.Start(stop)
+	}
+}
+
+// tickers counts the tickers of a clock not stopped yet: each queue runs
+// one (its delays' heartbeat), and one more to update its metrics.
+type tickers struct {
+	clock.WithTicker
+	live atomic.Int32
+}
+
+func (c *tickers) NewTicker(d time.Duration) clock.Ticker {
+	c.live.Add(1)
+	return &countedTicker{Ticker: c.WithTicker.NewTicker(d), live: &c.live}
+}
+
+type countedTicker struct {
+	clock.Ticker
+	live *atomic.Int32
+	once sync.Once
+}
+
+func (t *countedTicker) Stop() {
+	t.once.Do(func() { t.live.Add(-1) })
+	t.Ticker.Stop()
+}
+
+// Each queue gets the metrics Deps.QueueMetrics gives for its name, and the
+// library reports through them the items its workers take.
+func TestEachQueueReportsToTheMetricsItIsGiven(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	clk := testingclock.NewFakeClock(t0)
+	deps, start := queueDeps(t, clk, []runtime.Object{webPod("p").Running().Obj()}, []runtime.Object{inPlaceVPA("300m", "300Mi")})
+	rec := &queueRecorder{taken: map[string]int{}}
+	deps.QueueMetrics = rec.provider
+	c, err := New(ctx, Config{Workers: 1, ResyncInterval: time.Hour}, deps)
+	require.NoError(t, err)
+	defer c.Close()
+	assert.ElementsMatch(t, []string{queuePod, queueVPA, queueCondition, queueJob}, rec.asked)
+
+	start(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	require.Eventually(t, func() bool { return rec.takenFrom(queuePod) > 0 },
+		30*time.Second, 10*time.Millisecond, "the pod the first resync queued, taken by a worker")
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// A controller closed without running, or not built at all, leaves no
+// queue running: none of its tickers (the queues' heartbeats and their
+// metrics' updates) is left.
+func TestCloseAndAFailedNewStopTheQueues(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	t.Run("closed before Run", func(t *testing.T) {
+		clk := &tickers{WithTicker: testingclock.NewFakeClock(t0)}
+		deps, _ := queueDeps(t, clk, nil, nil)
+		deps.QueueMetrics = (&queueRecorder{taken: map[string]int{}}).provider
+		c, err := New(ctx, Config{Workers: 1, ResyncInterval: time.Hour}, deps)
+		require.NoError(t, err)
+		require.Positive(t, clk.live.Load(), "the queues run once built")
+		c.Close()
+		for _, q := range []workqueue.TypedRateLimitingInterface[string]{c.queue, c.vpaQueue, c.statusQueue, c.jobQueue} {
+			assert.True(t, q.ShuttingDown())
+		}
+		assert.Zero(t, clk.live.Load(), "tickers of the queues left running")
+	})
+	t.Run("New fails", func(t *testing.T) {
+		clk := &tickers{WithTicker: testingclock.NewFakeClock(t0)}
+		deps, _ := queueDeps(t, clk, nil, nil)
+		deps.QueueMetrics = (&queueRecorder{taken: map[string]int{}}).provider
+		// An informer stopped takes no handler: New fails after building
+		// its queues.
+		stopped, stop := context.WithCancel(ctx)
+		go deps.Pods.Informer().RunWithContext(stopped)
+		require.Eventually(t, deps.Pods.Informer().HasSynced, 30*time.Second, time.Millisecond)
+		stop()
+		require.Eventually(t, deps.Pods.Informer().IsStopped, 30*time.Second, time.Millisecond)
+		_, err := New(ctx, Config{Workers: 1, ResyncInterval: time.Hour}, deps)
+		require.Error(t, err)
+		assert.Zero(t, clk.live.Load(), "tickers of the queues of the controller not built left running")
+	})
 }

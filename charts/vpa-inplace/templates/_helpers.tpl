@@ -192,6 +192,15 @@ annotations:
 {{- end }}
 {{- end }}
 
+{{/* The updater's replicas: updater.replicas when set, else updater.replicaCount. */}}
+{{- define "vpa-inplace.updaterReplicas" -}}
+{{- if ne .Values.updater.replicas nil -}}
+{{ int .Values.updater.replicas }}
+{{- else -}}
+{{ int .Values.updater.replicaCount }}
+{{- end -}}
+{{- end }}
+
 {{/* A PodDisruptionBudget's budget: minAvailable when set, else maxUnavailable. */}}
 {{- define "vpa-inplace.pdbBudget" -}}
 {{- if ne .minAvailable nil -}}

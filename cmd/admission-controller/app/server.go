@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -339,6 +340,10 @@ func run(ctx context.Context, opts *Options, c clients, listen listenFunc) error
 		if holdsFactory != nil {
 			holdsFactory.StartWithContext(ctx)
 			results = append(results, holdsFactory.WaitForCacheSyncWithContext(ctx))
+			// The informer synced is not yet every hold delivered to Holds.
+			if !cache.WaitForCacheSync(ctx.Done(), holds.HasSynced) && ctx.Err() == nil {
+				return errors.New("waiting for caches: the holds after harm did not sync")
+			}
 		}
 		for _, result := range results {
 			if err := result.AsError(); err != nil {

@@ -62,6 +62,11 @@ func runUnit(ctx context.Context, u *units, span shard.Span) error {
 	if err != nil {
 		return err
 	}
+	// How long the work of the span's shards waits (client-go's workqueue
+	// metrics of the controller's queues, under each shard of the span),
+	// zeroed once the queues are shut down (ctrl.Close, deferred below).
+	work := u.metrics.Work(span.Shards())
+	defer work.Stop()
 	// The records of the span's VPAs only: their ConfigMaps live beside
 	// the others', in --records-namespace, each written by the replica
 	// holding its VPA's shard.
@@ -101,6 +106,7 @@ func runUnit(ctx context.Context, u *units, span shard.Span) error {
 		FeatureGate:   b.o.FeatureGate,
 		Fence:         u.fence,
 		NodeRoom:      u.sharedRoom(),
+		QueueMetrics:  work.Queue,
 	})
 	if err != nil {
 		return err

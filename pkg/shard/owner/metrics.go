@@ -24,6 +24,13 @@ const (
 	MetricShardShare = "vpa_inplace_updater_shard_share"
 	// MetricShardTransitions counts shards taken, given up and lost.
 	MetricShardTransitions = "vpa_inplace_updater_shard_transitions_total"
+	// MetricShardWorkLag is how long an item of a span's work queue
+	// waited for a worker, under each shard of the span (work.go).
+	MetricShardWorkLag = "vpa_inplace_updater_shard_work_lag_seconds"
+	// MetricShardWorkLongestRunning is how long the longest running
+	// worker of a span's queue has been at its item, under each shard of
+	// the span (work.go).
+	MetricShardWorkLongestRunning = "vpa_inplace_updater_shard_work_longest_running_seconds"
 )
 
 const (
@@ -42,6 +49,10 @@ type Metrics struct {
 	members     prometheus.Gauge
 	share       prometheus.Gauge
 	transitions *prometheus.CounterVec
+	// lag and longest are the work queues' (work.go), by shard and queue:
+	// a series is made when a span covering its shard is first worked.
+	lag     *prometheus.HistogramVec
+	longest *prometheus.GaugeVec
 }
 
 // NewMetrics registers the metrics of shards shards on reg, every shard at
@@ -61,8 +72,14 @@ func NewMetrics(reg prometheus.Registerer, shards int) (*Metrics, error) {
 			Help: "How many shards this replica's share is: the shards split evenly among the live replicas."}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricShardTransitions,
 			Help: "Shards this replica took (acquired), gave up to share them (released) or lost (a renewal failed)."}, []string{"event"}),
+		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricShardWorkLag,
+			Help:    "How long an item of a work queue of a span of shards this replica works waited for a worker: from being queued (a pod, VPA or Job event, a resync, a retry once its backoff is over) to a worker taking it. Counted under every shard of the span, by queue: pod, vpa, condition, job.",
+			Buckets: workLagBuckets}, []string{"shard", "queue"}),
+		longest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricShardWorkLongestRunning,
+			Help: "How long the longest running worker of the span's queue has been at its current item, under every shard of the span (0: none at work, or the shard not worked here); by queue: pod, vpa, condition, job."},
+			[]string{"shard", "queue"}),
 	}
-	for _, c := range []prometheus.Collector{m.ownedTotal, m.owned, m.synced, m.members, m.share, m.transitions} {
+	for _, c := range []prometheus.Collector{m.ownedTotal, m.owned, m.synced, m.members, m.share, m.transitions, m.lag, m.longest} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

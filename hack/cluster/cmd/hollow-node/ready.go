@@ -6,7 +6,9 @@
 // is not Ready until the container instance has run that long, and Ready from then on, as an
 // app that needs that long to start answers its readiness probe (a JVM, a broker). Each restart
 // of the container starts the count again. Every other container is Ready while it runs, as
-// with kubemark's prober.
+// with kubemark's prober. So is a sidecar (an init container with restartPolicy Always), as the
+// real kubelet's prober marks a running sidecar without a failing readiness probe: kubemark's
+// stub left sidecars never Ready, and with them their pods.
 //
 // Kubemark's hollow kubelet runs no probe at all (its prober is a stub that marks every
 // container Ready), and the real prober cannot be used: it would run the HTTP and TCP probes of
@@ -60,7 +62,7 @@ func (p *readyProber) update(pod *v1.Pod, status *v1.PodStatus) {
 	now := p.now()
 	for i := range status.ContainerStatuses {
 		cs := &status.ContainerStatuses[i]
-		after, probed, err := readyAfterProbe(pod, cs.Name)
+		after, probed, err := readyAfterProbe(pod.Spec.Containers, cs.Name)
 		switch {
 		case err != nil:
 			p.warnOnce(pod, err)
@@ -68,13 +70,43 @@ func (p *readyProber) update(pod *v1.Pod, status *v1.PodStatus) {
 		case !probed:
 			cs.Ready = true
 		default:
-			var started time.Time
-			if cs.State.Running != nil {
-				started = cs.State.Running.StartedAt.Time
-			}
-			cs.Ready = readyAfter(started, after, now)
+			cs.Ready = readyAfter(runningSince(cs), after, now)
 		}
 	}
+	// Sidecars: Ready while running (and, with the command, once run long enough). Other init
+	// containers are left as the kubelet set them (Ready once completed).
+	for i := range status.InitContainerStatuses {
+		cs := &status.InitContainerStatuses[i]
+		if !isSidecar(pod, cs.Name) {
+			continue
+		}
+		after, _, err := readyAfterProbe(pod.Spec.InitContainers, cs.Name)
+		if err != nil {
+			p.warnOnce(pod, err)
+			cs.Ready = false
+			continue
+		}
+		cs.Ready = readyAfter(runningSince(cs), after, now)
+	}
+}
+
+// runningSince is when the container's running instance started (zero: not running).
+func runningSince(cs *v1.ContainerStatus) time.Time {
+	if cs.State.Running == nil {
+		return time.Time{}
+	}
+	return cs.State.Running.StartedAt.Time
+}
+
+// isSidecar tells whether the pod's init container name is restartable (a sidecar).
+func isSidecar(pod *v1.Pod, name string) bool {
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if c.Name == name {
+			return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+		}
+	}
+	return false
 }
 
 func (p *readyProber) warnOnce(pod *v1.Pod, err error) {
@@ -103,11 +135,11 @@ func (p *readyProber) keepOnly(desired map[types.UID]sets.Empty) {
 	}
 }
 
-// readyAfterProbe finds the container's readiness probe: whether it is a ReadyAfterCommand, and
-// its duration.
-func readyAfterProbe(pod *v1.Pod, container string) (time.Duration, bool, error) {
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+// readyAfterProbe finds the named container's readiness probe among containers: whether it is a
+// ReadyAfterCommand, and its duration.
+func readyAfterProbe(containers []v1.Container, container string) (time.Duration, bool, error) {
+	for i := range containers {
+		c := &containers[i]
 		if c.Name != container {
 			continue
 		}

@@ -100,3 +100,40 @@ func TestReadyProberUpdate(t *testing.T) {
 		t.Errorf("CleanupPods kept %v", p.warned)
 	}
 }
+
+// A sidecar (restartable init container) is Ready while it runs, as the real kubelet's prober
+// marks it, and with the command only once it has run long enough; an init container that is
+// not a sidecar keeps what the kubelet set.
+func TestReadyProberMarksSidecars(t *testing.T) {
+	start := time.Unix(1_800_000_000, 0)
+	now := start.Add(30 * time.Second)
+	m := probeManager{newReadyProber(func() time.Time { return now })}
+	always := v1.ContainerRestartPolicyAlways
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: types.UID("u2")}, Spec: v1.PodSpec{
+		InitContainers: []v1.Container{
+			{Name: "setup"},
+			{Name: "proxy", RestartPolicy: &always},
+			{Name: "agent", RestartPolicy: &always, ReadinessProbe: execProbe(ReadyAfterCommand, "1m")},
+			{Name: "stopped", RestartPolicy: &always},
+		},
+		Containers: []v1.Container{{Name: "app"}},
+	}}
+	status := &v1.PodStatus{
+		InitContainerStatuses: []v1.ContainerStatus{
+			{Name: "setup", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0}}, Ready: true},
+			running("proxy", start), running("agent", start),
+			{Name: "stopped", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, Ready: true},
+		},
+		ContainerStatuses: []v1.ContainerStatus{running("app", start)},
+	}
+	m.UpdatePodStatus(context.Background(), pod, status)
+	want := map[string]bool{"setup": true, "proxy": true, "agent": false, "stopped": false}
+	for _, cs := range status.InitContainerStatuses {
+		if cs.Ready != want[cs.Name] {
+			t.Errorf("init container %s Ready=%v, want %v", cs.Name, cs.Ready, want[cs.Name])
+		}
+	}
+	if !status.ContainerStatuses[0].Ready {
+		t.Error("app not Ready")
+	}
+}
