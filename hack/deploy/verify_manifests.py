@@ -1108,14 +1108,29 @@ def updater_shards(objs):
     return 1
 
 
+# The updater's --node-room-buckets when it is not given
+# (pkg/updater/noderoom/buckets.DefaultBuckets), the chart's default.
+DEFAULT_NODE_ROOM_BUCKETS = 16
+
+
+def updater_buckets(objs):
+    """The --node-room-buckets of the updater's Deployment among objs; the
+    default without."""
+    for dep in find(objs, "Deployment", UPDATER_SA):
+        for container in dep["spec"]["template"]["spec"].get("containers") or []:
+            value = flag(container, "node-room-buckets")
+            return int(value) if value and value.isdigit() else DEFAULT_NODE_ROOM_BUCKETS
+    return DEFAULT_NODE_ROOM_BUCKETS
+
+
 # The chart's values case a sharded overlay renders the objects of.
 SHARDED_CHART_CASE = "sharded"
-SHARD_FLAGS = ("--shards=", "--shard-lease-prefix=")
+SHARD_FLAGS = ("--shards=", "--shard-lease-prefix=", "--node-room-buckets=")
 
 
 def unsharded(dep):
     """The updater's Deployment as overlays/self-managed-certs ships it: one
-    replica, no shards' flags, no spread."""
+    replica, no shards' or node room buckets' flags, no spread."""
     dep = json.loads(json.dumps(dep))
     dep["spec"]["replicas"] = 1
     pod = dep["spec"]["template"]["spec"]
@@ -1139,7 +1154,8 @@ def without_selector(objs):
 
 def check_sharded_overlay(c, where, objs, reference, chart_objs):
     """An overlay that shards the updater (overlays/sharded): the shards'
-    objects (check_shards, run for every root), and otherwise
+    objects and the node room buckets (check_shards and check_node_room, run
+    for every root), and otherwise
     overlays/self-managed-certs apart from the updater's replicas, its
     shards' flags and spread, and a PodDisruptionBudget of maxUnavailable 1
     for it; and all of that as the chart renders it with the values of
@@ -1164,14 +1180,17 @@ def check_sharded_overlay(c, where, objs, reference, chart_objs):
     rest = [unsharded(o) if ident(o) == ("Deployment", NAMESPACE, UPDATER_SA) else o
             for o in plain if o["kind"] != "PodDisruptionBudget"]
     mine, theirs = canonical(rest), canonical(reference)
-    c.check(mine == theirs, f"{where}: overlays/self-managed-certs apart from the shards' objects, the updater's replicas, "
-            "shards' flags and spread, and its PodDisruptionBudget",
+    c.check(mine == theirs, f"{where}: overlays/self-managed-certs apart from the shards' objects and node room buckets, "
+            "the updater's replicas, shards' and buckets' flags and spread, and its PodDisruptionBudget",
             "differ: " + ", ".join(sorted({show(json.loads(x)) for x in set(mine) ^ set(theirs)}))[:300])
     if not c.check(chart_objs is not None, f"{where}: the chart's {SHARDED_CHART_CASE} case is rendered"):
         return
     chart_shards, chart_plain = split_shards(chart_objs)
     c.check(canonical(without_labels(shard_objs)) == canonical(without_labels(chart_shards)),
-            f"{where}: the shards' Leases, Role and binding are the chart's (ci/{SHARDED_CHART_CASE}-values.yaml)")
+            f"{where}: the shards' Leases, the node room buckets, their Roles and bindings are the chart's "
+            f"(ci/{SHARDED_CHART_CASE}-values.yaml)",
+            "differ: " + ", ".join(sorted({show(json.loads(x)) for x in
+                                           set(canonical(without_labels(shard_objs))) ^ set(canonical(without_labels(chart_shards)))}))[:300])
     chart_dep = (find(chart_plain, "Deployment", UPDATER_SA) or [None])[0]
     if not c.check(chart_dep is not None, f"{where}: the chart's updater Deployment ({SHARDED_CHART_CASE})"):
         return
@@ -1594,10 +1613,12 @@ def main():
             continue
         check_identity(c, root, objs)
         check_rbac_hygiene(c, root, objs)
-        # The shards' Leases and Role (overlays/sharded), checked apart: the
-        # updater's own RBAC and Lease are the same with or without them.
+        # The shards' Leases, the node room buckets and their Roles
+        # (overlays/sharded), checked apart: the updater's own RBAC and Lease
+        # are the same with or without them.
         shard_objs, plain = split_shards(objs)
         check_shards(c, root, shard_objs, plain, updater_shards(plain))
+        check_node_room(c, root, shard_objs, plain, updater_shards(plain), updater_buckets(plain))
         if find(objs, "ServiceAccount", UPDATER_SA):
             check_updater_rbac(c, root, plain)
             check_lease(c, root, plain)
