@@ -8,8 +8,9 @@ package e2e
 // duration and a few seconds, and their pending recommendations applied with
 // one patch each and no record lost; a replica added takes its share without
 // a resize sent twice; two replicas never together send fits-node resizes
-// that a node cannot take (the node room reserved through the API). Run in a phase of their own: the suite's updater does
-// not run meanwhile (two updaters would resize the same pods).
+// that a node cannot take (the node room reserved through the API). Run in a
+// phase of their own: the suite's updater does not run meanwhile (two
+// updaters would resize the same pods).
 //
 // Environment, besides framework_test.go's:
 //
@@ -381,20 +382,25 @@ func TestShardsNeverTogetherSendMoreThanANodeHolds(t *testing.T) {
 		}
 	}
 	require.Len(t, byHolder, len(names), "a namespace of each replica's shards: %v", byHolder)
+	// The node the suite keeps free for room tests (hack/e2e.sh): nothing
+	// else runs there once the suite is done.
 	node := env("E2E_DEFERRED_NODE", "hollow-2")
 	type broker struct {
-		ns     string
-		pod    corev1.Pod
-		before snapshot
-		seen   func() []string
+		ns   string
+		pod  corev1.Pod
+		seen func() []string
 	}
 	var brokers []broker
+	w := &shardedWorkloads{pods: map[string]corev1.Pod{}, before: map[string]snapshot{}}
 	for _, name := range names {
 		ns := byHolder[name]
 		pods := deploy(t, ns, workload{name: "web", node: node, requests: rl("200m", "100Mi")})
 		newVPA(t, ns, "web", vpatypes.UpdateModeInPlace, nil)
 		annotateVPA(t, ns, "web", map[string]string{"vpa-inplace.dev/resize-when": "fits-node"})
-		brokers = append(brokers, broker{ns: ns, pod: pods[0], before: snap(pods), seen: watchResizePending(t, ns)})
+		brokers = append(brokers, broker{ns: ns, pod: pods[0], seen: watchResizePending(t, ns)})
+		w.namespaces = append(w.namespaces, ns)
+		w.pods[ns] = pods[0]
+		w.before[ns] = snap(pods)
 	}
 	filler := fillLeaving(t, brokers[0].ns, node, "400m")
 
@@ -427,9 +433,7 @@ func TestShardsNeverTogetherSendMoreThanANodeHolds(t *testing.T) {
 		}
 		return false, nil
 	})
-	for _, b := range brokers {
-		requireStable(t, b.ns, b.pod.Name)
-	}
+	w.requireStable(t)
 	assert.Len(t, sent(), 1, "resizes sent while 400m were free: %v", sent())
 	for _, b := range brokers {
 		assert.Empty(t, b.seen(), "namespace %s: never PodResizePending", b.ns)
@@ -440,8 +444,8 @@ func TestShardsNeverTogetherSendMoreThanANodeHolds(t *testing.T) {
 		got := waitResized(t, b.ns, b.pod.Name, "500m", "100Mi")
 		assert.Equal(t, b.pod.Generation+1, got.Generation, "namespace %s: one resize patch", b.ns)
 		assert.Empty(t, b.seen(), "namespace %s: never PodResizePending", b.ns)
-		requireNotDisrupted(t, b.ns, "web", b.before)
 	}
+	w.notDisrupted(t)
 	reserved := -reservedBefore
 	for _, name := range names {
 		reserved += seriesAt(s.metrics(t, name), metricReservations, "")
