@@ -13,7 +13,9 @@
 #     stops them all;
 #   - which list mode the clusters get (sharded_list), which tests the
 #     profiles run (shard_tests_of), and that a skipped or missing test fails
-#     the phase (shard_require_passed).
+#     the phase (shard_require_passed);
+#   - that the phase's shards and node room buckets are the chart's
+#     ci/sharded-values.yaml's, which overlays/sharded ships too.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=hack/e2e-shards.sh
@@ -44,11 +46,21 @@ v1.34.5 - off
 - - off
 CASES
 listed=(TestBasicInPlaceUpdate TestShardsEveryNamespaceIsWorkedByOneReplica
-  TestShardsOfAKilledReplicaAreTakenOverWithoutALostRecord TestShardsMoveToANewReplicaWithoutAResizeSentTwice)
-[[ $(shard_tests_of v1.38 "${listed[@]}" | wc -l) == 3 ]] || fail "v1.38 runs the three shard tests"
+  TestShardsOfAKilledReplicaAreTakenOverWithoutALostRecord TestShardsMoveToANewReplicaWithoutAResizeSentTwice
+  TestShardsNeverTogetherSendMoreThanANodeHolds)
+[[ $(shard_tests_of v1.38 "${listed[@]}" | wc -l) == 4 ]] || fail "v1.38 runs the four shard tests"
+shard_tests_of v1.38 "${listed[@]}" | grep -qx TestShardsNeverTogetherSendMoreThanANodeHolds ||
+  fail "v1.38 runs TestShardsNeverTogetherSendMoreThanANodeHolds"
 [[ $(shard_tests_of v1.37 "${listed[@]}") == TestShardsEveryNamespaceIsWorkedByOneReplica ]] ||
   fail "v1.37 runs TestShardsEveryNamespaceIsWorkedByOneReplica only"
 [[ -z $(shard_tests_of v1.35-kubelet "${listed[@]}") ]] || fail "v1.35-kubelet has no sharded phase"
+
+# The phase's shards and buckets, as the chart's sharded values.
+for pair in "shards ${shard_count}" "nodeRoomBuckets ${shard_node_room_buckets}"; do
+  read -r key want <<<"${pair}"
+  got=$(sed -n "s/^  ${key}: *\([0-9][0-9]*\) *$/\1/p" charts/vpa-inplace/ci/sharded-values.yaml)
+  [[ ${got} == "${want}" ]] || fail "the phase's updater.${key} is ${want}, charts/vpa-inplace/ci/sharded-values.yaml's ${got:-unset}"
+done
 
 # shard_require_passed on go test -v logs.
 cat >"${work}/pass.log" <<'LOG'
@@ -102,7 +114,7 @@ port_a=${metrics_a##*:}
 grep -qx -- "--address=127.0.0.1:${port_a%/metrics}" "${args_a}" ||
   fail "shard-a's --address is not its metrics URL's"
 for want in --kubeconfig=/k/updater.kubeconfig --shards=12 --shard-lease-prefix=vpa-inplace-updater \
-  --leader-elect-lease-duration=12s --leader-elect-resource-namespace=vpa-inplace-system \
+  --leader-elect-lease-duration=12s --leader-elect-resource-namespace=vpa-inplace-system --node-room-buckets=8 \
   --ignored-vpa-object-namespaces=e2e-steady,e2e-scoped; do
   grep -qx -- "${want}" "${args_a}" || fail "shard-a was not given ${want}"
 done

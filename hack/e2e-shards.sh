@@ -11,12 +11,17 @@
 #      Lease). The steady scenario's updater serves e2e-steady only and stays;
 #      the sharded replicas ignore that namespace and the scoped one, as
 #      replica "a" does;
-#   2. what the chart ships with updater.shards=12 and nothing else does is
-#      applied as the cluster admin: a Lease per shard and per member slot, and
-#      the Role (get and update them by name, list and watch the namespace's
-#      Leases) bound to the updater's ServiceAccount. The replicas run with that
-#      ServiceAccount's token, as the suite's updater does, and may not create
-#      a Lease: without them none would start;
+#   2. what the chart ships with updater.shards=12 and nothing else does
+#      (templates/updater/shards.yaml) is applied as the cluster admin: a
+#      Lease per shard and per member slot, and the Role (get and update them
+#      by name, list and watch the namespace's Leases); the node room buckets
+#      (updater.nodeRoomBuckets=8, as ci/sharded-values.yaml), empty
+#      ConfigMaps, and the Role that gets, lists, watches and updates them by
+#      name; both Roles bound to the updater's ServiceAccount. The replicas run
+#      with that ServiceAccount's token, as the suite's updater does, and may
+#      not create a Lease: without them none would start. A missing bucket
+#      they would create (the records' Role lets them create ConfigMaps), but
+#      without its Role they could not watch it;
 #   3. start-shard.sh is written (write_shard_script) and the shard tests run
 #      with E2E_SHARDS_START pointing at it. A skip fails the phase: every
 #      test it runs must pass;
@@ -32,6 +37,9 @@ readonly shard_root
 readonly shard_tests='^TestShards'
 # The shards of the phase's replicas, as the chart's ci/sharded-values.yaml.
 readonly shard_count=12
+# Their node room buckets (--node-room-buckets), as ci/sharded-values.yaml:
+# the chart renders that many, and the replicas write into them.
+readonly shard_node_room_buckets=8
 # The chart's Leases are named <fullname>-updater-shard-<i>; hack/deploy/local-apply.sh
 # renders it as release vpa-inplace (and deploy/ uses the same ServiceAccount).
 readonly shard_lease_prefix=vpa-inplace-updater
@@ -43,10 +51,12 @@ readonly shard_lease_duration=12s shard_renew_deadline=9s shard_retry_period=1s
 
 # shard_phase_tests PROFILE: which shard tests run after the profile's suite
 # (a pattern; empty: no sharded phase). v1.38's API server serves sharded
-# list and watch (ShardedListAndWatch, beta and on in 1.38): the three tests.
-# v1.37's does not (alpha, off): the one test whose assertions differ, each
-# replica dropping the other shards' pods itself, as on every cluster before
-# 1.38. docs/testing.md#the-sharded-phase says what each costs.
+# list and watch (ShardedListAndWatch, beta and on in 1.38): the four tests,
+# the node room reserved across replicas among them. v1.37's does not (alpha,
+# off): the one test whose assertions differ, each replica dropping the other
+# shards' pods itself, as on every cluster before 1.38; the node room is
+# reserved the same way whatever the list mode, so once is enough.
+# docs/testing.md#the-sharded-phase says what each costs.
 shard_phase_tests() {
   case $1 in
     v1.38) echo "${shard_tests}" ;;
@@ -85,14 +95,16 @@ shard_tests_of() {
 
 # shard_updater_args KUBECONFIG IGNORED_NAMESPACES: a replica's flags, one a
 # line, all but --address (start-shard.sh picks a port at each start): the
-# suite's updater's (write_updater_script) and the shards.
+# suite's updater's (write_updater_script), the shards and the node room
+# buckets.
 shard_updater_args() {
   printf '%s\n' --kubeconfig="$1" --feature-gates=InPlace=true,CPUStartupBoost=true \
     --ignored-vpa-object-namespaces="$2" --updater-interval=5s --deferred-warning-after=5s \
     --restart-min-ready=10s --decrease-min-history=0 --canary=off --resize-observation-window=20s \
     --leader-elect-lease-duration="${shard_lease_duration}" --leader-elect-renew-deadline="${shard_renew_deadline}" \
     --leader-elect-retry-period="${shard_retry_period}" --leader-elect-resource-namespace="${shard_lease_namespace}" \
-    --shards="${shard_count}" --shard-lease-prefix="${shard_lease_prefix}" -v=2
+    --shards="${shard_count}" --shard-lease-prefix="${shard_lease_prefix}" \
+    --node-room-buckets="${shard_node_room_buckets}" -v=2
 }
 
 # write_shard_script DIR BINARY KUBECONFIG IGNORED_NAMESPACES writes
@@ -198,8 +210,9 @@ shard_stop_replicas() {
 
 # shard_objects apply|delete DIR: applies (server-side, as the cluster admin)
 # or deletes what the chart ships with updater.shards=12 only
-# (templates/updater/shards.yaml), rendered into DIR/objects. Run from the
-# repository's root, with hack/cluster's env.sh sourced.
+# (templates/updater/shards.yaml: the Leases, the node room buckets and their
+# Roles), rendered into DIR/objects. Run from the repository's root, with
+# hack/cluster's env.sh sourced.
 shard_objects() {
   (
     # shellcheck source=hack/deploy/lib.sh
@@ -211,7 +224,7 @@ shard_objects() {
       rm -rf "${objects}"
       helm=$(hack/tools/install.sh helm) || deploy::die "cannot build helm"
       "${helm}" template vpa-inplace charts/vpa-inplace --namespace "${shard_lease_namespace}" \
-        --set updater.shards="${shard_count}" --show-only templates/updater/shards.yaml | deploy::split "${objects}" ||
+        --set updater.shards="${shard_count}",updater.nodeRoomBuckets="${shard_node_room_buckets}" --show-only templates/updater/shards.yaml | deploy::split "${objects}" ||
         deploy::die "cannot render the chart's templates/updater/shards.yaml"
     fi
     docs=("${objects}"/*.yaml)
@@ -267,7 +280,7 @@ shard_phase() {
   shard_stop_pidfile "${logs}/updater-a.pid"
   shard_stop_pidfile "${logs}/updater-b.pid"
   if ! shard_objects apply "${dir}"; then
-    echo "  cannot apply the shards' Leases and Role"
+    echo "  cannot apply the shards' Leases, the node room buckets and their Roles"
     rc=1
   fi
   write_shard_script "${dir}" "${shard_root}/_output/bin/updater" "${out}/updater.kubeconfig" "${ignored}"
@@ -289,7 +302,7 @@ shard_phase() {
   # that timed out, may not have.
   shard_stop_replicas "${dir}"
   if ! shard_objects delete "${dir}"; then
-    echo "  cannot delete the shards' Leases and Role"
+    echo "  cannot delete the shards' Leases, the node room buckets and their Roles"
     rc=1
   fi
   echo "== profile ${profile}: sharded phase: $( ((rc == 0)) && echo PASS || echo FAIL) in $(($(date +%s) - t0))s (logs in _output/e2e/${profile}/shards)"
