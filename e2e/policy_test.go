@@ -39,7 +39,7 @@ const (
 	policyPodAdded          = "vpa-inplace-updater may not add or change a pod's annotations (it only removes startup boost annotations)"
 	policyPodRemoved        = "vpa-inplace-updater may remove only a pod's startup boost annotations (vpaCpuStartupBoost/...)"
 	policyConfigMapKill     = "vpa-inplace-updater may not write its kill switch (--config-map)"
-	policyConfigMapName     = "vpa-inplace-updater may write only its records ConfigMaps (named with its --records-prefix)"
+	policyConfigMapName     = "vpa-inplace-updater may write only its records ConfigMaps (named with its --records-prefix) and node room buckets (never deleted)"
 	policyConfigMapLabel    = "vpa-inplace-updater may write only its records ConfigMaps, labelled vpa-inplace.dev/records before and after"
 )
 

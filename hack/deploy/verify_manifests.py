@@ -1023,7 +1023,8 @@ def check_node_room(c, where, shard_objs, objs, shards, buckets):
     updater.nodeRoomBuckets, an empty ConfigMap of the records' namespace; a
     Role that may only get, list, watch and update those, by name (no create,
     no delete, nothing else on configmaps), bound to the updater; the
-    Deployment told how many."""
+    Deployment told how many; the ConfigMaps policy, where it ships, naming
+    them."""
     want = {f"{LEASE}-noderoom-{b}" for b in range(buckets)} if shards > 1 else set()
     configmaps = find(shard_objs, "ConfigMap")
     c.check({ident(o)[2] for o in configmaps} == want and len(configmaps) == len(want)
@@ -1053,6 +1054,14 @@ def check_node_room(c, where, shard_objs, objs, shards, buckets):
         container = dep["spec"]["template"]["spec"]["containers"][0]
         c.check(flag(container, "node-room-buckets") == str(buckets) and flag(container, "records-namespace") == NAMESPACE,
                 f"{where}: the updater reserves node room in {buckets} buckets of {NAMESPACE}", json.dumps(container.get("args")))
+    # The ConfigMaps policy, where it ships, must let the updater write
+    # them: RBAC alone would, and the policy refuse every reservation.
+    policy = (find(objs, "ValidatingAdmissionPolicy", CONFIGMAPS_POLICY) or [None])[0]
+    if policy is not None:
+        variables = {v.get("name"): v.get("expression") for v in (policy.get("spec") or {}).get("variables") or []}
+        c.check(variables.get("buckets") == f"'{LEASE}-noderoom-'",
+                f"{where}: {CONFIGMAPS_POLICY} lets the updater write the node room buckets {LEASE}-noderoom-<b>",
+                str(variables.get("buckets")))
 
 
 def check_shards(c, where, shard_objs, objs, shards):

@@ -36,10 +36,10 @@ const (
 	podAdded        = "vpa-inplace-updater may not add or change a pod's annotations (it only removes startup boost annotations)"
 	podRemoved      = "vpa-inplace-updater may remove only a pod's startup boost annotations (vpaCpuStartupBoost/...)"
 	cmKillSwitch    = "vpa-inplace-updater may not write its kill switch (--config-map)"
-	cmName          = "vpa-inplace-updater may write only its records ConfigMaps (named with its --records-prefix)"
+	cmName          = "vpa-inplace-updater may write only its records ConfigMaps (named with its --records-prefix) and node room buckets (never deleted)"
 	cmLabel         = "vpa-inplace-updater may write only its records ConfigMaps, labelled vpa-inplace.dev/records before and after"
 	cmStore         = "vpa-inplace-updater may write only its records ConfigMaps, named after the store their label vpa-inplace.dev/records names"
-	cmOwner         = "vpa-inplace-updater may write only its records ConfigMaps, owned by its Lease (--records-owner) or by nothing"
+	cmOwner         = "vpa-inplace-updater may write only its records ConfigMaps and node room buckets, owned by its Lease (--records-owner) or by nothing"
 	recordsKey      = "vpa-inplace.dev/infeasible-attempts"
 	memoryRecordKey = "vpa-inplace.dev/memory-limit-holds"
 )
@@ -511,6 +511,23 @@ func installRecords(i install, store string) *corev1.ConfigMap {
 	}
 }
 
+// installBucket is node room bucket b of install i as the updater writes
+// it with --shards above 1 (pkg/updater/noderoom/buckets): named after its
+// --shard-lease-prefix (the manifests and the chart: its Lease's name), one
+// reservation in it, owned by its Lease when the updater created it; the
+// manifests ship it without an owner.
+func installBucket(i install, b int) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("%s-updater-noderoom-%d", i.fullname, b), Namespace: i.namespace, ResourceVersion: "300",
+			Labels:          map[string]string{"app.kubernetes.io/name": i.fullname + "-updater"},
+			OwnerReferences: []metav1.OwnerReference{i.lease()},
+		},
+		Data: map[string]string{"4c1f3c9e-0000-4000-8000-000000000003": `{"node":"node-1","pod":"team-a/web-0","cpu":"500m","holder":"vpa-inplace-updater-0_x"}`},
+	}
+}
+
 func cmUpdate(old *corev1.ConfigMap, edit func(*corev1.ConfigMap)) Request {
 	next := old.DeepCopy()
 	edit(next)
@@ -534,9 +551,9 @@ func (r Request) by(user string) Request {
 	return r
 }
 
-// The updater writes its records ConfigMaps, and only them: RBAC grants it
-// create, update and delete on every ConfigMap of its namespace, the kill
-// switch included.
+// The updater writes its records ConfigMaps and its node room buckets, and
+// only them: RBAC grants it create, update and delete on every ConfigMap of
+// its namespace, the kill switch included.
 func TestUpdaterConfigMapChanges(t *testing.T) {
 	p := load(t)["vpa-inplace-updater-configmaps"]
 	records := recordsConfigMap("infeasible")
@@ -644,6 +661,37 @@ func TestUpdaterConfigMapChanges(t *testing.T) {
 			cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "vpa-inplace-updater", UID: "u"}}
 			return cm
 		}()), cmOwner},
+		// The node room buckets (--shards above 1): written, created when
+		// missing, never deleted; named after this install's Lease and
+		// numbered, owned by its Lease or by nothing, with no records label.
+		{"a node room bucket written", cmUpdate(installBucket(deployInstall, 3), func(cm *corev1.ConfigMap) { cm.Data = nil }), ""},
+		{"a node room bucket shipped without an owner written", cmUpdate(func() *corev1.ConfigMap {
+			cm := installBucket(deployInstall, 0)
+			cm.OwnerReferences = nil
+			return cm
+		}(), func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"k": "v"} }), ""},
+		{"a missing node room bucket created", cmCreate(func() *corev1.ConfigMap {
+			cm := installBucket(deployInstall, 63)
+			cm.Labels, cm.Data = nil, nil
+			return cm
+		}()), ""},
+		{"a node room bucket deleted", cmDelete(installBucket(deployInstall, 3)), cmName},
+		{"a node room bucket handed to another Lease", cmUpdate(installBucket(deployInstall, 3), func(cm *corev1.ConfigMap) {
+			cm.OwnerReferences = []metav1.OwnerReference{tenantLease}
+		}), cmOwner},
+		{"a node room bucket beyond the 64 the updater numbers", cmCreate(installBucket(deployInstall, 640)), cmName},
+		{"a ConfigMap named as the buckets but not numbered", cmCreate(func() *corev1.ConfigMap {
+			cm := installBucket(deployInstall, 0)
+			cm.Name = "vpa-inplace-updater-noderoom-x"
+			return cm
+		}()), cmName},
+		{"a ConfigMap named as the buckets, and more", cmUpdate(func() *corev1.ConfigMap {
+			cm := installBucket(deployInstall, 0)
+			cm.Name = "vpa-inplace-updater-noderoom-0-extra"
+			return cm
+		}(), func(cm *corev1.ConfigMap) { cm.Data = nil }), cmName},
+		{"another install's node room bucket written", cmUpdate(installBucket(install{namespace: "vpa-inplace-system", fullname: "tenant-vpa-inplace"}, 3),
+			func(cm *corev1.ConfigMap) { cm.Data = nil }), cmName},
 		{"the kill switch, by someone else", cmUpdate(killSwitch(), func(cm *corev1.ConfigMap) { cm.Data["paused"] = "false" }).by("kubernetes-admin"), ""},
 		{"the kill switch, by a ServiceAccount of the same name elsewhere", cmDelete(killSwitch()).by("system:serviceaccount:team-a:vpa-inplace-updater"), ""},
 	} {
@@ -774,6 +822,22 @@ func TestCostStaysWithinTheAPIServersBudget(t *testing.T) {
 	t.Logf("records ConfigMap of 1,000 KiB and 52 labels: cost %d (%.3f%% of the budget)", cost, 100*float64(cost)/float64(budget))
 	if cost <= 0 || cost > budget/10 {
 		t.Errorf("records ConfigMap: cost %d, want within a tenth of the budget %d", cost, budget)
+	}
+	bucket := installBucket(deployInstall, 63)
+	for i := range 256 {
+		bucket.Data[fmt.Sprintf("4c1f3c9e-0000-4000-8000-%012d", i)] = strings.Repeat("x", 1<<10)
+	}
+	bucketReq := cmUpdate(bucket, func(cm *corev1.ConfigMap) { delete(cm.Data, "4c1f3c9e-0000-4000-8000-000000000000") })
+	if d := ps["vpa-inplace-updater-configmaps"].Validate(context.Background(), bucketReq); d.Denied {
+		t.Fatalf("node room bucket: refused: %s", d.Message)
+	}
+	cost, err = ps["vpa-inplace-updater-configmaps"].Cost(context.Background(), bucketReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("node room bucket of 256 entries of 1 KiB: cost %d (%.3f%% of the budget)", cost, 100*float64(cost)/float64(budget))
+	if cost <= 0 || cost > budget/10 {
+		t.Errorf("node room bucket: cost %d, want within a tenth of the budget %d", cost, budget)
 	}
 	req := vpaUpdate("", func(o map[string]any) { annotations(o)[recordsKey] = strings.Repeat("x", 64<<10) })
 	cost, err = ps["vpa-inplace-updater-vpas"].Cost(context.Background(), req)

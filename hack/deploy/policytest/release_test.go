@@ -67,9 +67,10 @@ func ownedBy(cm *corev1.ConfigMap, refs ...metav1.OwnerReference) *corev1.Config
 
 // A release of the chart writes its own records (named with its
 // --records-prefix, <fullname>-records-), deletes those of the default name
-// its Lease owns or nothing does (it moves them), and nothing else: not the
-// default name otherwise, not another release's records, not its kill
-// switch. Its policies match its own ServiceAccount only.
+// its Lease owns or nothing does (it moves them), writes its own node room
+// buckets (<fullname>-updater-noderoom-<b>), and nothing else: not the
+// default name otherwise, not another release's records or buckets, not its
+// kill switch. Its policies match its own ServiceAccount only.
 func TestReleaseConfigMapChanges(t *testing.T) {
 	platform := install{namespace: "autoscaling", fullname: "platform-vpa-inplace"}
 	tenant := install{namespace: "autoscaling", fullname: "tenant-vpa-inplace"}
@@ -97,6 +98,11 @@ func TestReleaseConfigMapChanges(t *testing.T) {
 		{"another release's records rewritten", as(cmUpdate(installRecords(tenant, "infeasible"),
 			func(cm *corev1.ConfigMap) { cm.Data["records"] = "" })), cmName},
 		{"another release's records deleted", as(cmDelete(installRecords(tenant, "infeasible"))), cmName},
+		{"its node room bucket written", as(cmUpdate(installBucket(platform, 5), func(cm *corev1.ConfigMap) { cm.Data = nil })), ""},
+		{"its missing node room bucket created", as(cmCreate(installBucket(platform, 15))), ""},
+		{"its node room bucket deleted", as(cmDelete(installBucket(platform, 5))), cmName},
+		{"another release's node room bucket written", as(cmUpdate(installBucket(tenant, 5), func(cm *corev1.ConfigMap) { cm.Data = nil })), cmName},
+		{"the node room bucket of deploy/'s name written", as(cmUpdate(installBucket(deployInstall, 5), func(cm *corev1.ConfigMap) { cm.Data = nil })), cmName},
 		{"its kill switch turned off", as(cmUpdate(platform.killSwitch(), func(cm *corev1.ConfigMap) { cm.Data["paused"] = "false" })), cmKillSwitch},
 		{"its kill switch deleted", as(cmDelete(platform.killSwitch())), cmKillSwitch},
 		{"another release's kill switch deleted", as(cmDelete(tenant.killSwitch())), cmName},
