@@ -42,7 +42,6 @@ import (
 	vpainformers "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/informers/externalversions/autoscaling.k8s.io/v1"
 	vpalisters "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/listers/autoscaling.k8s.io/v1"
 
-	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
 	"github.com/vpa-inplace/vpa-inplace/pkg/target"
@@ -452,57 +451,4 @@ func New(ctx context.Context, cfg Config, deps Deps) (_ *Controller, err error) 
 	}
 	c.unbind = c.metrics.Bind(c.gaugeSnapshot)
 	return c, nil
-}
-
-// conditionSummary is what a VPA's condition is made from (condition.Source).
-func (c *Controller) conditionSummary(vpa *vpatypes.VerticalPodAutoscaler) (condition.Summary, bool) {
-	if !isInPlace(vpa) {
-		return condition.Summary{}, false
-	}
-	key := vpaKey(vpa)
-	notDurable := ""
-	for _, s := range []records.Store{c.store, c.memStore, c.safetyStore, c.jvmStore} {
-		if err := s.WriteError(ownerOf(vpa)); err != nil {
-			notDurable = err.Error()
-			break
-		}
-	}
-	reverted, canaryStatus, invalid := c.safetySummary(vpa)
-	if problem := jvmAnnotationProblem(vpa); problem != "" && invalid != "" {
-		invalid += ". " + problem
-	} else if problem != "" {
-		invalid = problem
-	}
-	killSwitch, _ := c.clusterPaused()
-	return condition.Summary{
-		Pods:          c.tracker.Of(key),
-		Jobs:          c.jobTracker.Of(key),
-		Paused:        c.pausedWhy(vpa),
-		KillSwitch:    killSwitch,
-		GateOff:       !c.gate.Enabled(features.InPlace),
-		DryRun:        c.cfg.DryRun,
-		NotDurable:    notDurable,
-		Reverted:      reverted,
-		Canary:        canaryStatus,
-		SafetyInvalid: invalid,
-		Preemptions:   c.preemptionsOf(key),
-	}, true
-}
-
-// enqueueCondition queues a VPA's condition, to be looked at once its pods
-// have settled (condition.Delay).
-func (c *Controller) enqueueCondition(key string) {
-	c.statusQueue.AddAfter(key, condition.Delay)
-}
-
-// gaugeSnapshot is read by the metrics at each scrape.
-func (c *Controller) gaugeSnapshot() report.GaugeSnapshot {
-	pending, oldest := c.tracker.Counts(c.now())
-	jobs, _ := c.jobTracker.Counts(c.now())
-	paused, _ := c.clusterPaused()
-	metricsAPI := c.usage != nil && c.usage.Available()
-	return report.GaugeSnapshot{Records: c.store.Len(), MemoryRecords: c.memStore.Len(), Pending: pending, Oldest: oldest,
-		Paused: paused, DryRun: c.cfg.DryRun, MetricsAPI: metricsAPI, Jobs: jobs, Boosted: pending[state.PodBoosted],
-		RestartReservations: c.budget.Counts(), NodeRoomHolds: c.roomHolds(),
-		Watched: c.watcher.Len(), HarmHolds: c.canaries.Holds(), CanaryWaiting: pending[state.PodCanaryWait]}
 }
