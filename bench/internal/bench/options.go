@@ -34,8 +34,12 @@ type UpdaterSpec struct {
 
 // Options configure a benchmark run.
 type Options struct {
-	Kubeconfig  string
-	Namespace   string
+	Kubeconfig string
+	Namespace  string
+	// Namespaces spreads the Deployments over this many namespaces: 1, the
+	// workload lives in Namespace; more, in Namespace-000, Namespace-001...
+	// (Deployment i in namespace i modulo Namespaces).
+	Namespaces  int
 	Pods        int
 	Deployments int
 
@@ -80,6 +84,7 @@ type Options struct {
 func NewOptions() *Options {
 	return &Options{
 		Namespace:        "resize-bench",
+		Namespaces:       1,
 		Pods:             1000,
 		IsolatedChanges:  100,
 		IsolatedInterval: 3 * time.Second,
@@ -102,7 +107,8 @@ func NewOptions() *Options {
 // AddFlags registers the options on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Cluster admin kubeconfig for the driver (workload setup, recommendations, watches).")
-	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the workload.")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the workload, or with --namespaces above 1 the beginning of its namespaces' names (<namespace>-000, ...).")
+	fs.IntVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces the Deployments are spread over, round robin (the deferred VPA and the filler pod are in the first).")
 	fs.IntVar(&o.Pods, "pods", o.Pods, "Pods under InPlace VPAs.")
 	fs.IntVar(&o.Deployments, "deployments", o.Deployments, "Deployments (one VPA each); 0: pods/10.")
 	fs.IntVar(&o.IsolatedChanges, "isolated-changes", o.IsolatedChanges, "VPAs changed one at a time in the isolated scenario.")
@@ -151,6 +157,9 @@ func (o *Options) Validate() []error {
 	if o.Deployments > 10000 {
 		errs = append(errs, fmt.Errorf("--deployments must be at most 10000"))
 	}
+	if o.Namespaces < 1 || o.Namespaces > MaxNamespaces || o.Namespaces > max(1, o.Deployments) {
+		errs = append(errs, fmt.Errorf("--namespaces must be from 1 to %d and at most --deployments, got %d", MaxNamespaces, o.Namespaces))
+	}
 	o.IsolatedChanges = min(o.IsolatedChanges, o.Deployments)
 	if o.IsolatedChanges < 1 {
 		errs = append(errs, fmt.Errorf("--isolated-changes must be positive"))
@@ -176,6 +185,22 @@ func (o *Options) Validate() []error {
 		o.Profile = fmt.Sprintf("%dpods", o.Pods)
 	}
 	return errs
+}
+
+// MaxNamespaces bounds --namespaces: three digits in their names.
+const MaxNamespaces = 1000
+
+// NamespaceNames returns the workload's namespaces, the first holding the
+// deferred VPA and the filler pod.
+func (o *Options) NamespaceNames() []string {
+	if o.Namespaces <= 1 {
+		return []string{o.Namespace}
+	}
+	out := make([]string, o.Namespaces)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%03d", o.Namespace, i)
+	}
+	return out
 }
 
 // Updaters returns the updaters to run, in order.

@@ -351,6 +351,10 @@ func (rep *Report) Markdown(reproduce string) string {
 		"Machine: %d CPUs, %s; load average %s at the start, %s at the end. Run from %s to %s (UTC).\n\n",
 		thousands(o.Pods), o.Deployments, o.Deployments, o.DeferredPods, o.DeferredNode, rep.ServerVersion, rep.Nodes,
 		rep.CPUs, rep.MemTotal, rep.LoadStart, rep.LoadEnd, rep.Start.UTC().Format("15:04"), rep.End.UTC().Format("15:04"))
+	if o.Namespaces > 1 {
+		fmt.Fprintf(&b, "The Deployments and their VPAs are spread over %d namespaces, round robin (`%s` to `%s`); the deferred VPA and the filler pod are in the first.\n\n",
+			o.Namespaces, o.NamespaceNames()[0], o.NamespaceNames()[o.Namespaces-1])
+	}
 	if o.Cluster != "" {
 		fmt.Fprintf(&b, "Nodes: %s.\n\n", o.Cluster)
 	}

@@ -19,3 +19,17 @@ func TestMarkdownExplainsRatiosOnlyWithTwoUpdaters(t *testing.T) {
 		t.Errorf("a run of both lacks its ratio column or its explanation:\n%s", md)
 	}
 }
+
+// The report says over how many namespaces the workload was spread, and
+// says nothing of it with one.
+func TestMarkdownNamesTheNamespaces(t *testing.T) {
+	o := &Options{Namespace: "rb", Namespaces: 1, Ours: UpdaterSpec{Name: "ours"}}
+	rep := &Report{Options: o, Results: []*Result{{Spec: o.Ours}}}
+	if md := rep.Markdown(""); strings.Contains(md, "namespaces") {
+		t.Errorf("a run in one namespace speaks of namespaces:\n%s", md)
+	}
+	o.Namespaces = 100
+	if md := rep.Markdown(""); !strings.Contains(md, "spread over 100 namespaces, round robin (`rb-000` to `rb-099`)") {
+		t.Errorf("a run over 100 namespaces does not say so:\n%s", md)
+	}
+}

@@ -96,7 +96,7 @@ func Run(ctx context.Context, o *Options, log func(string, ...any)) (*Report, er
 	if err != nil {
 		return nil, err
 	}
-	tracker, err := NewTracker(kube, o.Namespace)
+	tracker, err := NewTracker(kube, o.NamespaceNames())
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func Run(ctx context.Context, o *Options, log func(string, ...any)) (*Report, er
 	if err := tracker.Start(trackerCtx); err != nil {
 		return nil, err
 	}
-	w := &workload{o: o, kube: kube, vpas: vpas, t: tracker, log: log}
+	w := newWorkload(o, kube, vpas, tracker, log)
 	if err := w.setup(ctx); err != nil {
 		return nil, fmt.Errorf("setting up the workload: %w", err)
 	}
