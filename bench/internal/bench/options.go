@@ -37,7 +37,7 @@ type Options struct {
 	Kubeconfig string
 	Namespace  string
 	// Namespaces spreads the Deployments over this many namespaces: 1, the
-	// workload lives in Namespace; more, in Namespace-000, Namespace-001...
+	// workload lives in Namespace; more, in 000-Namespace, 001-Namespace...
 	// (Deployment i in namespace i modulo Namespaces).
 	Namespaces  int
 	Pods        int
@@ -107,7 +107,7 @@ func NewOptions() *Options {
 // AddFlags registers the options on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Cluster admin kubeconfig for the driver (workload setup, recommendations, watches).")
-	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the workload, or with --namespaces above 1 the beginning of its namespaces' names (<namespace>-000, ...).")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the workload, or with --namespaces above 1 the end of its namespaces' names (000-<namespace>, ...).")
 	fs.IntVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces the Deployments are spread over, round robin (the deferred VPA and the filler pod are in the first).")
 	fs.IntVar(&o.Pods, "pods", o.Pods, "Pods under InPlace VPAs.")
 	fs.IntVar(&o.Deployments, "deployments", o.Deployments, "Deployments (one VPA each); 0: pods/10.")
@@ -191,14 +191,17 @@ func (o *Options) Validate() []error {
 const MaxNamespaces = 1000
 
 // NamespaceNames returns the workload's namespaces, the first holding the
-// deferred VPA and the filler pod.
+// deferred VPA and the filler pod. Their number comes first: the shards
+// cut the namespaces by the FNV-1a hash of their names, whose highest bits
+// (the shard) barely move with the last characters: "<namespace>-000" to
+// "<namespace>-099" all fall into one shard of 12.
 func (o *Options) NamespaceNames() []string {
 	if o.Namespaces <= 1 {
 		return []string{o.Namespace}
 	}
 	out := make([]string, o.Namespaces)
 	for i := range out {
-		out[i] = fmt.Sprintf("%s-%03d", o.Namespace, i)
+		out[i] = fmt.Sprintf("%03d-%s", i, o.Namespace)
 	}
 	return out
 }

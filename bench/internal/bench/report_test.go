@@ -29,7 +29,7 @@ func TestMarkdownNamesTheNamespaces(t *testing.T) {
 		t.Errorf("a run in one namespace speaks of namespaces:\n%s", md)
 	}
 	o.Namespaces = 100
-	if md := rep.Markdown(""); !strings.Contains(md, "spread over 100 namespaces, round robin (`rb-000` to `rb-099`)") {
+	if md := rep.Markdown(""); !strings.Contains(md, "spread over 100 namespaces, round robin (`000-rb` to `099-rb`)") {
 		t.Errorf("a run over 100 namespaces does not say so:\n%s", md)
 	}
 }

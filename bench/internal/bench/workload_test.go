@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	vpafake "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned/fake"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/shard"
 )
 
 // One namespace keeps the name it always had; several are numbered, and
@@ -25,13 +27,13 @@ func TestWorkloadSpreadsDeploymentsOverNamespaces(t *testing.T) {
 	assert.Equal(t, "rb", w.namespace[deferredApp])
 
 	o := &Options{Namespace: "rb", Namespaces: 3, Deployments: 7}
-	assert.Equal(t, []string{"rb-000", "rb-001", "rb-002"}, o.NamespaceNames())
+	assert.Equal(t, []string{"000-rb", "001-rb", "002-rb"}, o.NamespaceNames())
 	w = newWorkload(o, nil, nil, nil, nil)
-	for app, ns := range map[string]string{"app-0000": "rb-000", "app-0001": "rb-001", "app-0003": "rb-000", "app-0005": "rb-002", "app-0006": "rb-000", deferredApp: "rb-000"} {
+	for app, ns := range map[string]string{"app-0000": "000-rb", "app-0001": "001-rb", "app-0003": "000-rb", "app-0005": "002-rb", "app-0006": "000-rb", deferredApp: "000-rb"} {
 		assert.Equal(t, ns, w.namespace[app], app)
 	}
 	assert.Equal(t, []string{"app-0000", "app-0001", "app-0002"}, w.firstApps(func(string) bool { return true }))
-	assert.Equal(t, []string{"app-0001"}, w.firstApps(func(ns string) bool { return ns == "rb-001" }))
+	assert.Equal(t, []string{"app-0001"}, w.firstApps(func(ns string) bool { return ns == "001-rb" }))
 }
 
 func TestValidateBoundsNamespaces(t *testing.T) {
@@ -77,9 +79,9 @@ func TestCreateAppInItsNamespace(t *testing.T) {
 	w := newWorkload(o, kube, vpas, nil, func(string, ...any) {})
 	ctx := t.Context()
 	require.NoError(t, w.createApp(ctx, "app-0003", 10, false))
-	_, err := kube.AppsV1().Deployments("rb-001").Get(ctx, "app-0003", metav1.GetOptions{})
+	_, err := kube.AppsV1().Deployments("001-rb").Get(ctx, "app-0003", metav1.GetOptions{})
 	require.NoError(t, err)
-	v, err := vpas.AutoscalingV1().VerticalPodAutoscalers("rb-001").Get(ctx, "app-0003", metav1.GetOptions{})
+	v, err := vpas.AutoscalingV1().VerticalPodAutoscalers("001-rb").Get(ctx, "app-0003", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NotNil(t, v.Status.Recommendation)
 	assert.True(t, sameResources(v.Status.Recommendation.ContainerRecommendations[0].Target, baseline))
@@ -95,8 +97,8 @@ func TestTrackerOfSeveralNamespaces(t *testing.T) {
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: containerName, Resources: corev1.ResourceRequirements{Requests: baseline.DeepCopy()}}}},
 		}
 	}
-	kube := fake.NewClientset(pod("rb-000", "p"), pod("rb-001", "p"), pod("other", "p"))
-	tr, err := NewTracker(kube, []string{"rb-000", "rb-001"})
+	kube := fake.NewClientset(pod("000-rb", "p"), pod("001-rb", "p"), pod("other", "p"))
+	tr, err := NewTracker(kube, []string{"000-rb", "001-rb"})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer func() { cancel(); tr.Shutdown() }()
@@ -109,15 +111,34 @@ func TestTrackerOfSeveralNamespaces(t *testing.T) {
 
 	t0 := time.Now()
 	require.Equal(t, 2, tr.Expect("burst", "app-0000", burst, t0))
-	resized := pod("rb-001", "p")
+	resized := pod("001-rb", "p")
 	resized.Generation = 2
 	resized.Spec.Containers[0].Resources.Requests = burst.DeepCopy()
-	_, err = kube.CoreV1().Pods("rb-001").Update(ctx, resized, metav1.UpdateOptions{})
+	_, err = kube.CoreV1().Pods("001-rb").Update(ctx, resized, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.True(t, waitUntil(ctx, 30*time.Second, func() bool { return len(tr.Acceptances("burst")) == 1 }))
 	got := tr.Acceptances("burst")
-	assert.Equal(t, "rb-001", got[0].namespace, "the resize of rb-001's pod, not rb-000's of the same name")
+	assert.Equal(t, "001-rb", got[0].namespace, "the resize of 001-rb's pod, not 000-rb's of the same name")
 	g := tr.Group("burst")
 	assert.Equal(t, 2, g.Expected)
 	assert.Len(t, g.Accepted, 1)
+}
+
+// The namespaces of the sharded profiles spread over the shards: every one
+// of 12 holds some of 100, and 10 fall into more than a third of them.
+// Numbered at the end, all 100 fall into one shard (FNV-1a's highest bits
+// barely move with the last characters).
+func TestNamespacesSpreadOverShards(t *testing.T) {
+	layout, err := shard.NewLayout(12)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		namespaces, atLeast int
+	}{{100, 12}, {10, 5}} {
+		o := &Options{Namespace: "resize-bench", Namespaces: tc.namespaces}
+		held := map[int]int{}
+		for _, ns := range o.NamespaceNames() {
+			held[layout.Of(ns)]++
+		}
+		assert.GreaterOrEqual(t, len(held), tc.atLeast, "%d namespaces fall into %d shards of 12: %v", tc.namespaces, len(held), held)
+	}
 }
