@@ -70,6 +70,13 @@ type Options struct {
 	Upstream UpdaterSpec
 	// Only runs a single updater by name (for debugging).
 	Only string
+	// Sharded, when its Replicas are set, runs ours alone as one replica,
+	// then as several sharing the shards (sharded.go).
+	Sharded ShardedOptions
+	// CheckUpdaterArgs starts nothing on a cluster: it runs our updater
+	// with the flags each of its replicas would get and a kubeconfig that
+	// does not exist, to see them parsed and validated (check.go).
+	CheckUpdaterArgs bool
 	// Pprof fetches a CPU profile during the burst and a heap profile at the
 	// end from <address>/debug/pprof of updaters that serve it.
 	Pprof bool
@@ -100,6 +107,7 @@ func NewOptions() *Options {
 		DriverBurst:      1000,
 		Ours:             UpdaterSpec{Name: "ours", ReadyPath: "/readyz"},
 		Upstream:         UpdaterSpec{Name: "upstream"},
+		Sharded:          defaultShardedOptions(),
 		WorkDir:          "_output/bench/run",
 	}
 }
@@ -134,6 +142,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		fs.StringVar(&u.Version, p+"version", u.Version, "How the "+u.Name+" updater's build is described in the report.")
 	}
 	fs.StringVar(&o.Only, "only", o.Only, "Run only this updater (ours or upstream).")
+	o.Sharded.addFlags(fs)
+	fs.BoolVar(&o.CheckUpdaterArgs, "check-updater-args", o.CheckUpdaterArgs, "Start nothing: run our updater with the flags each of its replicas would get (every configuration of --sharded-replicas) and a kubeconfig that does not exist, and check that it parses and validates them (it stops at loading its client configuration).")
 	fs.BoolVar(&o.Pprof, "pprof", o.Pprof, "Fetch CPU (burst) and heap (end) profiles from updaters serving /debug/pprof.")
 	fs.StringVar(&o.Profile, "profile", o.Profile, "Name of the profile in the report; empty: <pods>pods.")
 	fs.StringVar(&o.WorkDir, "work-dir", o.WorkDir, "Directory for updater logs, proxy kubeconfigs and profiles.")
@@ -145,7 +155,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // that depend on other options.
 func (o *Options) Validate() []error {
 	var errs []error
-	if o.Kubeconfig == "" {
+	if o.Kubeconfig == "" && !o.CheckUpdaterArgs {
 		errs = append(errs, fmt.Errorf("--kubeconfig is required"))
 	}
 	if o.Deployments == 0 {
@@ -181,8 +191,12 @@ func (o *Options) Validate() []error {
 	if o.Only != "" && o.Only != o.Ours.Name && o.Only != o.Upstream.Name {
 		errs = append(errs, fmt.Errorf("--only must be %s or %s", o.Ours.Name, o.Upstream.Name))
 	}
+	errs = append(errs, o.validateSharded()...)
 	if o.Profile == "" {
 		o.Profile = fmt.Sprintf("%dpods", o.Pods)
+		if o.Sharded.Replicas > 0 {
+			o.Profile += fmt.Sprintf("-sharded%d", o.Sharded.Replicas)
+		}
 	}
 	return errs
 }
@@ -206,8 +220,12 @@ func (o *Options) NamespaceNames() []string {
 	return out
 }
 
-// Updaters returns the updaters to run, in order.
+// Updaters returns the updaters to run, in order: ours alone in the
+// sharded mode.
 func (o *Options) Updaters() []UpdaterSpec {
+	if o.Sharded.Replicas > 0 {
+		return []UpdaterSpec{o.Ours}
+	}
 	var out []UpdaterSpec
 	for _, u := range []UpdaterSpec{o.Ours, o.Upstream} {
 		if o.Only == "" || o.Only == u.Name {

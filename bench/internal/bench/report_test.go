@@ -3,6 +3,9 @@ package bench
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/vpa-inplace/vpa-inplace/bench/internal/proxy"
 )
 
 // The ratio sentence explains the ratio column, which only a run of both
@@ -31,5 +34,23 @@ func TestMarkdownNamesTheNamespaces(t *testing.T) {
 	o.Namespaces = 100
 	if md := rep.Markdown(""); !strings.Contains(md, "spread over 100 namespaces, round robin (`000-rb` to `099-rb`)") {
 		t.Errorf("a run over 100 namespaces does not say so:\n%s", md)
+	}
+}
+
+// The Leases' renewals go on whatever changes: they are not a change's
+// writes.
+func TestChangesCountLeasesApart(t *testing.T) {
+	resize := proxy.Key{Verb: "patch", Resource: "pods", Subresource: "resize"}
+	renew := proxy.Key{Verb: "update", Resource: "leases"}
+	r := &Result{
+		Burst: groupResult{Accepted: make([]time.Duration, 10)},
+		Phases: []Phase{
+			{Name: "isolated", Requests: proxy.Counts{renew: 30}},
+			{Name: "burst", Requests: proxy.Counts{resize: 10, renew: 12, {Verb: "create", Resource: "events"}: 10}},
+		},
+	}
+	c := r.changes()
+	if c.Writes != 10 || c.Leases != 42 || c.Events != 10 || c.Actuated != 10 {
+		t.Errorf("got %d writes, %d Lease writes, %d events for %d changes; want 10, 42, 10 for 10", c.Writes, c.Leases, c.Events, c.Actuated)
 	}
 }
