@@ -56,6 +56,7 @@ func CheckUpdaterArgs(ctx context.Context, o *Options, log func(string, ...any))
 	}
 	defer os.RemoveAll(dir)
 	missing := filepath.Join(dir, "missing.kubeconfig")
+	log("check: %s", o.describe())
 	var errs []error
 	for _, run := range o.replicaRuns() {
 		args := updaterArgs(o, o.Ours, missing, "127.0.0.1:0", run.extra)
@@ -91,4 +92,21 @@ func checkRun(ctx context.Context, binary string, args, env []string) error {
 		return fmt.Errorf("stopped before loading its client configuration (%v): %s", err, tail)
 	}
 	return nil
+}
+
+// describe says what a run of the options would measure.
+func (o *Options) describe() string {
+	s := fmt.Sprintf("profile %s: %d pods in %d Deployments over %d namespaces", o.Profile, o.Pods, o.Deployments, o.Namespaces)
+	if o.Sharded.Replicas == 0 {
+		names := make([]string, 0, 2)
+		for _, u := range o.Updaters() {
+			names = append(names, u.Name)
+		}
+		return s + "; updaters: " + strings.Join(names, ", ")
+	}
+	cs := make([]string, 0, 2)
+	for _, c := range o.configurations() {
+		cs = append(cs, fmt.Sprintf("%s (%s)", c.Name, c))
+	}
+	return s + "; ours as " + strings.Join(cs, ", then ") + fmt.Sprintf("; lease duration %s", o.Sharded.LeaseDuration)
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,7 +110,10 @@ func TestCheckUpdaterArgs(t *testing.T) {
 	o, errs := shardedOptions(t)
 	require.Empty(t, errs)
 	o.Ours.Binary = standIn(`echo "error: loading client configuration: stat $2: no such file" >&2; exit 1`)
-	require.NoError(t, CheckUpdaterArgs(t.Context(), o, t.Logf))
+	var logged []string
+	require.NoError(t, CheckUpdaterArgs(t.Context(), o, func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) }))
+	require.NotEmpty(t, logged)
+	assert.Equal(t, "check: profile 1000pods-sharded3: 1000 pods in 100 Deployments over 10 namespaces; ours as single (1 replica), then sharded (3 replicas, 12 shards); lease duration 15s", logged[0])
 	runs, err := os.ReadFile(record)
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(runs)), "\n")
