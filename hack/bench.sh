@@ -39,6 +39,8 @@
 # BENCH_SHARDS (12) shards of the namespaces, on the same workload; the
 # chart's shards' Leases (updater.shards=BENCH_SHARDS) are applied first.
 # Upstream's updater is not run. Results: <date>-<pods>pods-sharded<replicas>.md.
+# The v1.37 API server ignores the shards' selector unless
+# CLUSTER_FEATURE_GATES=ShardedListAndWatch=true (then it filters server-side).
 # BENCH_CHECK_ONLY=1: build, check the flags of every updater replica the
 # run would start against the updater's own parsing and validation, and stop
 # there (no cluster).
@@ -194,7 +196,7 @@ driver_args=(
   --upstream-ready-path=""
   --upstream-args="--feature-gates=InPlace=true --min-replicas=1 --in-place-skip-disruption-budget=true --eviction-tolerance=0.5 --use-admission-controller-status=false --updater-interval=1m --v=2 ${BENCH_UPSTREAM_ARGS:-}"
   --token-volume="${token_volume}"
-  --cluster="${nodes} hollow nodes of ${CLUSTER_NODE_MAX_PODS} pods (${CLUSTER_NODE_CORES:-4} CPUs, ${CLUSTER_NODE_MEMORY:-8Gi}) plus ${CLUSTER_NODES##* }, running at nice ${CLUSTER_NODE_NICE}; hollow kubelet flags: ${CLUSTER_NODE_ARGS:-none}"
+  --cluster="${nodes} hollow nodes of ${CLUSTER_NODE_MAX_PODS} pods (${CLUSTER_NODE_CORES:-4} CPUs, ${CLUSTER_NODE_MEMORY:-8Gi}) plus ${CLUSTER_NODES##* }, running at nice ${CLUSTER_NODE_NICE}; hollow kubelet flags: ${CLUSTER_NODE_ARGS:-none}${CLUSTER_FEATURE_GATES:+; API server feature gates: ${CLUSTER_FEATURE_GATES}}"
   "${extra[@]}"
 )
 # Before any cluster: every replica of ours the run starts, with its flags,

@@ -60,12 +60,15 @@ type APIWindow struct {
 	P50, P99 float64
 	Buckets  string
 	// MaxInflight is the largest apiserver_current_inflight_requests
-	// sampled, by request_kind (mutating, readOnly).
+	// sampled, by request_kind (mutating, readOnly); nil when the API
+	// server does not export it.
 	MaxInflight map[string]float64
 	// MaxInQueue and MaxExecuting are the largest sums over the priority
 	// levels of the requests waiting in the queues of priority and
-	// fairness, and executing, sampled.
+	// fairness, and executing, sampled; APF tells whether the API server
+	// exports them.
 	MaxInQueue, MaxExecuting float64
+	APF                      bool
 	// Rejected counts the requests priority and fairness rejected in the
 	// window.
 	Rejected float64
@@ -96,17 +99,19 @@ func (a *APIWindow) MachineBusyFraction() float64 {
 // sample keeps the largest gauges of one scrape.
 func (a *APIWindow) sample(f metricstext.Families) {
 	a.Samples++
-	if a.MaxInflight == nil {
-		a.MaxInflight = map[string]float64{}
-	}
 	f.Each(metricInflight, nil, func(m *dto.Metric, v float64) {
+		if a.MaxInflight == nil {
+			a.MaxInflight = map[string]float64{}
+		}
 		kind := metricstext.Label(m, "request_kind")
 		a.MaxInflight[kind] = max(a.MaxInflight[kind], v)
 	})
 	if v, ok := f.Sum(metricInQueue, nil); ok {
+		a.APF = true
 		a.MaxInQueue = max(a.MaxInQueue, v)
 	}
 	if v, ok := f.Sum(metricExecuting, nil); ok {
+		a.APF = true
 		a.MaxExecuting = max(a.MaxExecuting, v)
 	}
 }

@@ -75,6 +75,7 @@ func TestAPIWatchReadsTheWindow(t *testing.T) {
 	assert.Equal(t, 3.0, got.MaxInflight["readOnly"])
 	assert.Equal(t, 101.0, got.MaxInQueue, "summed over the priority levels")
 	assert.Equal(t, 4.0, got.MaxExecuting)
+	assert.True(t, got.APF)
 	assert.Equal(t, 4.0, got.Rejected, "5 at the end, 1 at the start")
 	assert.GreaterOrEqual(t, got.Wall, 200*time.Millisecond)
 	assert.GreaterOrEqual(t, got.APIServerCPU, time.Duration(0), "the CPU of the process named")
@@ -95,6 +96,8 @@ func TestAPIWindowWithoutCPU(t *testing.T) {
 	assert.Equal(t, "no pid file", got.Errors[0], "why the CPU was not read comes first")
 	assert.Greater(t, len(got.Errors), 1, "the metrics could not be read")
 	assert.Zero(t, got.Resizes)
+	assert.False(t, got.APF, "nothing read, nothing exported")
+	assert.Nil(t, got.MaxInflight)
 	var none *APIWindow
 	assert.True(t, math.IsNaN(none.APIServerCores()))
 	assert.True(t, math.IsNaN(none.MachineBusyFraction()))

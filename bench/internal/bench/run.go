@@ -244,7 +244,12 @@ func runScenarios(ctx context.Context, o *Options, w *workload, f *fleet, r *Res
 		return err
 	}
 
-	// Burst: every VPA at once.
+	// Burst: every VPA at once. The API server's first reading is taken
+	// before the clock starts.
+	var watch *apiWatch
+	if api != nil {
+		watch = api.start(ctx)
+	}
 	var profiles chan string
 	t0 := time.Now()
 	for _, app := range w.apps() {
@@ -265,10 +270,6 @@ func runScenarios(ctx context.Context, o *Options, w *workload, f *fleet, r *Res
 				profiles <- fetchProfile(ctx, rp.addr, "goroutine?debug=1", filepath.Join(o.WorkDir, rp.name+"-goroutines-burst.txt"))
 			}()
 		}
-	}
-	var watch *apiWatch
-	if api != nil {
-		watch = api.start(ctx)
 	}
 	if err := forEach(ctx, w.apps(), func(ctx context.Context, _ int, app string) error {
 		return w.recommend(ctx, app, burst)

@@ -19,6 +19,12 @@ const (
 	goalIsolatedP99  = 250 * time.Millisecond
 )
 
+// notYetWritten holds the place of what a reader of the figures finds, as
+// the results files kept say it.
+const notYetWritten = "Not yet written: what the figures below show, in words, once read: whether each goal was met, " +
+	"the busiest replica's share of the pods against the burst, whether the API server was the bottleneck, " +
+	"the failover gap against the lease duration, and anything odd in the notes."
+
 // shardedResults returns the single and the sharded configuration's
 // results, nil when absent.
 func (rep *Report) shardedResults() (single, sharded *Result) {
@@ -302,14 +308,22 @@ func (rep *Report) apiServerTable() string {
 	row(fmt.Sprintf("most requests in flight, mutating / read-only (sampled every %s)", APISampleInterval), func(r *Result) string {
 		m := r.BurstAPI.MaxInflight
 		if m == nil {
-			return "n/a"
+			return "not exported"
 		}
 		return count(m["mutating"]) + " / " + count(m["readOnly"])
 	})
 	row("most requests executing / waiting in priority and fairness's queues", func(r *Result) string {
+		if !r.BurstAPI.APF {
+			return "not exported"
+		}
 		return count(r.BurstAPI.MaxExecuting) + " / " + count(r.BurstAPI.MaxInQueue)
 	})
-	row("requests rejected by priority and fairness", func(r *Result) string { return count(r.BurstAPI.Rejected) })
+	row("requests rejected by priority and fairness", func(r *Result) string {
+		if !r.BurstAPI.APF {
+			return "not exported"
+		}
+		return count(r.BurstAPI.Rejected)
+	})
 	row("each replica: its pods accepted, last at, pods per second", func(r *Result) string {
 		var parts []string
 		for _, rr := range r.working() {
@@ -413,6 +427,7 @@ func (rep *Report) shardedMarkdown(reproduce string) string {
 	if o.Cluster != "" {
 		fmt.Fprintf(&b, "Nodes: %s.\n\n", o.Cluster)
 	}
+	b.WriteString("## What was found\n\n" + notYetWritten + "\n\n")
 	b.WriteString("## Results\n\n")
 	b.WriteString(rep.shardedTable())
 	b.WriteString("\nRatios are sharded ÷ single: below 1, the sharded replicas are faster, smaller or make fewer requests. " +

@@ -48,7 +48,7 @@ func shardedReport(t *testing.T, shardedRSS int64, shardedBurst time.Duration) *
 			{Name: "sharded-2", ShardsAtStart: []int{8, 9, 10, 11}, Pods: 300, Before: figures{PeakRSS: shardedRSS - 2<<20}, Phases: startup(10), ShardsAtEnd: []int{4, 5, 8, 9, 10, 11}},
 		},
 		BurstAPI: &APIWindow{Wall: shardedBurst, APIServerCPU: shardedBurst, MachineBusy: 9 * time.Second, MachineTotal: 10 * time.Second, Resizes: 1000, P50: 0.02, P99: 0.3,
-			MaxInflight: map[string]float64{"mutating": 12, "readOnly": 4}, MaxInQueue: 3},
+			MaxInflight: map[string]float64{"mutating": 12, "readOnly": 4}, MaxInQueue: 3, APF: true},
 		Failover: &FailoverResult{Victim: "sharded-1", Shards: []int{4, 5, 6, 7}, Namespaces: 4, Apps: 4, Pods: 40, Accepted: 40, First: 18 * time.Second, EveryNamespace: 19 * time.Second, Last: 19 * time.Second, NamespacesResized: 4},
 	}
 	return &Report{Options: o, Results: []*Result{single, sharded}, CPUs: 2}
@@ -57,6 +57,7 @@ func shardedReport(t *testing.T, shardedRSS int64, shardedBurst time.Duration) *
 func TestShardedReportGoalsMet(t *testing.T) {
 	rep := shardedReport(t, 38<<20, 70*time.Second)
 	md := rep.Markdown("make bench BENCH_SHARDED=3")
+	assert.Contains(t, section(md, "## What was found"), "Not yet written", "a place for what the figures show, never words of the driver's")
 	goals := section(md, "## Goals")
 	assert.Contains(t, goals, "| each sharded replica's peak RSS ≤ 0.4 × the single replica's | largest 38.0 MiB ÷ 100.0 MiB = 0.38x (each: 37.0 MiB, 38.0 MiB, 36.0 MiB) | met |")
 	assert.Contains(t, goals, "70.0 s ÷ 200.0 s = 0.35x; the busiest replica, sharded-1, had 400 of 1000 pods (floor 8.00 s, 0.40x the single's) | met |")
@@ -75,6 +76,11 @@ func TestShardedReportGoalsMet(t *testing.T) {
 	assert.Contains(t, api, "| API server CPU, cores on average (the machine has 2) | n/a | 1.00 |", "the single's burst was not watched")
 	assert.Contains(t, api, "| machine CPU busy | n/a | 90% |")
 	assert.Contains(t, api, "| their latency at the API server, p50 / p99 (`apiserver_request_duration_seconds`, interpolated) | n/a | 0.02 s / 0.30 s |")
+	assert.Contains(t, api, "| most requests executing / waiting in priority and fairness's queues | n/a | 0 / 3 |")
+	rep.Results[1].BurstAPI.APF, rep.Results[1].BurstAPI.MaxInflight = false, nil
+	api = section(rep.Markdown(""), "## The API server during the bursts")
+	assert.Contains(t, api, "| most requests executing / waiting in priority and fairness's queues | n/a | not exported |", "not zeros")
+	assert.Contains(t, api, "| n/a | not exported |\n| requests rejected")
 	assert.Contains(t, md, "| sharded-1 (killed) | 4-7 |")
 	assert.Contains(t, md, "| single-1 (standby, started for the failover: its requests from its start to the failover's end) | nothing |")
 	assert.Contains(t, md, "| sharded-2 | 8-11 | 0 | 300 |")
