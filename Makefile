@@ -139,10 +139,11 @@ demo-down: ## Stop what `make demo` started.
 ##@ Benchmarks
 
 BENCH_PODS ?= 1000
-BENCH_PHASES ?= resize,recommender
+# Empty: hack/bench.sh's default (resize,recommender; resize with BENCH_SHARDED).
+BENCH_PHASES ?=
 
 .PHONY: bench
-bench: ## Benchmark our updater against the upstream VPA updater side by side on a local cluster (BENCH_PODS=1000|10000; BENCH_PHASES=resize,recommender); writes bench/results/.
+bench: ## Benchmark our updater against the upstream VPA updater side by side on a local cluster (BENCH_PODS=1000|10000; BENCH_PHASES=resize,recommender; BENCH_SHARDED=3: ours as 1 replica, then 3 sharing the shards); writes bench/results/.
 	BENCH_PODS=$(BENCH_PODS) BENCH_PHASES=$(BENCH_PHASES) hack/bench.sh
 
 .PHONY: bench-recommender

@@ -23,9 +23,14 @@
 # CLUSTER_RECOMMENDER_INTERVAL (10s), BENCH_REC_RESULTS (report path), BENCH_ONLY (ours|upstream),
 # BENCH_KEEP=1, BENCH_CLUSTER_DIR, BENCH_OURS_BINARY / BENCH_OURS_VERSION,
 # BENCH_OURS_ARGS / BENCH_UPSTREAM_ARGS (as in hack/bench.sh).
+# BENCH_CHECK_ONLY=1 (hack/bench.sh's): nothing to check here; starts nothing.
 # Logs: _output/bench/recommender/.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
+if [[ ${BENCH_CHECK_ONLY:-0} == 1 ]]; then
+  echo "== BENCH_CHECK_ONLY=1: the recommender phase starts nothing"
+  exit 0
+fi
 root=$(pwd)
 
 pods=${BENCH_REC_PODS:-20}

@@ -28,18 +28,43 @@
 # (use this updater binary instead of building ./cmd/updater; BENCH_OURS_VERSION
 # describes it in the report), BENCH_OURS_ARGS / BENCH_UPSTREAM_ARGS (flags
 # appended to an updater's).
-# BENCH_PHASES (resize,recommender): "resize" is what this script measures
-# itself; "recommender" then runs hack/bench-recommender.sh (the
-# recommender-driven phase, on a cluster of its own; its variables there).
+# BENCH_PHASES (resize,recommender; resize in the sharded mode): "resize" is
+# what this script measures itself; "recommender" then runs
+# hack/bench-recommender.sh (the recommender-driven phase, on a cluster of its
+# own; its variables there).
+# BENCH_NAMESPACES (1; in the sharded mode pods / 100, at least 2): the
+# namespaces the Deployments are spread over.
+# The sharded mode, BENCH_SHARDED=<replicas> (e.g. 3): our updater alone, as
+# one replica under leader election, then as that many replicas sharing
+# BENCH_SHARDS (12) shards of the namespaces, on the same workload; the
+# chart's shards' Leases (updater.shards=BENCH_SHARDS) are applied first.
+# Upstream's updater is not run. Results: <date>-<pods>pods-sharded<replicas>.md.
+# The v1.37 API server ignores the shards' selector unless
+# CLUSTER_FEATURE_GATES=ShardedListAndWatch=true (then it filters server-side).
+# BENCH_CHECK_ONLY=1: build, check the flags of every updater replica the
+# run would start against the updater's own parsing and validation, and stop
+# there (no cluster).
 # Logs: _output/bench/<profile>/.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-phases=,${BENCH_PHASES:-resize,recommender},
+sharded=${BENCH_SHARDED:-}
+if [[ -n ${sharded} ]] && ! [[ ${sharded} =~ ^[0-9]+$ && ${sharded} -ge 2 ]]; then
+  echo "BENCH_SHARDED must be a number of replicas, 2 or more" >&2
+  exit 2
+fi
+default_phases=resize,recommender
+[[ -n ${sharded} ]] && default_phases=resize
+phases=,${BENCH_PHASES:-${default_phases}},
 for phase in ${phases//,/ }; do
   [[ ${phase} == resize || ${phase} == recommender ]] || { echo "BENCH_PHASES: unknown phase ${phase} (resize, recommender)" >&2; exit 2; }
 done
+if [[ ${BENCH_CHECK_ONLY:-0} == 1 ]]; then
+  # The resize phase's replicas are what there is to check; no phase starts
+  # a cluster.
+  phases=,resize,
+fi
 if [[ ${phases} == *,recommender,* ]]; then
   # One phase after the other, each with its own cluster (same ports).
   if [[ ${phases} == *,resize,* ]]; then
@@ -78,6 +103,13 @@ else
 fi
 nodes=${BENCH_NODES:-$(((pods + per_node - 1) / per_node))}
 profile=${pods}pods
+if [[ -n ${sharded} ]]; then
+  shards=${BENCH_SHARDS:-12}
+  namespaces=${BENCH_NAMESPACES:-$((pods >= 200 ? pods / 100 : 2))}
+  profile+=-sharded${sharded}
+else
+  namespaces=${BENCH_NAMESPACES:-1}
+fi
 qps=${BENCH_QPS:-50}
 burst=${BENCH_BURST:-100}
 results=${BENCH_RESULTS:-bench/results/$(date -u +%Y-%m-%d)-${profile}.md}
@@ -108,17 +140,14 @@ if ((pods > nodes * CLUSTER_NODE_MAX_PODS)); then
   echo "error: ${pods} pods do not fit on ${nodes} nodes of ${CLUSTER_NODE_MAX_PODS} pods" >&2
   exit 2
 fi
-# About 0.6 GiB for the control plane (more with many pods) and 90 MiB per
-# hollow node (hack/cluster/README.md); refuse to start what cannot fit.
-need_mib=$((1024 + pods / 10 + (nodes + 1) * 90))
-avail_mib=$(($(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo) / 1024))
-if ((avail_mib < need_mib)); then
-  echo "error: ${nodes} hollow nodes and ${pods} pods need about ${need_mib} MiB; ${avail_mib} MiB available" >&2
-  exit 1
-fi
 
 mkdir -p "${bin}" "${logs}"
-echo "== building our updater, the upstream updater and the driver"
+if [[ -n ${sharded} ]]; then
+  echo "== building our updater, the driver and helm (to render the chart's shards' Leases)"
+  hack/tools/install.sh helm >/dev/null
+else
+  echo "== building our updater, the upstream updater and the driver"
+fi
 if [[ -n ${BENCH_OURS_BINARY:-} ]]; then
   ours_binary=${BENCH_OURS_BINARY}
   ours_version=${BENCH_OURS_VERSION:-"prebuilt ${BENCH_OURS_BINARY}"}
@@ -135,8 +164,59 @@ upstream_version=$(cd bench && go list -m -f '{{.Version}}' k8s.io/autoscaler/ve
 (
   cd bench
   go build -o "${bin}/resize-bench" ./cmd/resize-bench
-  go build -o "${bin}/vpa-updater-${upstream_version}" k8s.io/autoscaler/vertical-pod-autoscaler/pkg/updater
+  # The sharded mode runs ours alone.
+  if [[ -z ${sharded} ]]; then
+    go build -o "${bin}/vpa-updater-${upstream_version}" k8s.io/autoscaler/vertical-pod-autoscaler/pkg/updater
+  fi
 )
+
+# The driver's flags but --kubeconfig (the cluster's, once it runs).
+extra=()
+[[ -n ${BENCH_ONLY:-} ]] && extra+=(--only="${BENCH_ONLY}")
+[[ ${BENCH_PPROF:-0} == 1 ]] && extra+=(--pprof)
+ours_args="--feature-gates=InPlace=true --leader-elect=false --updater-interval=1m -v=2 ${BENCH_OURS_ARGS:-}"
+reproduce="make bench BENCH_PODS=${pods} BENCH_PHASES=resize${BENCH_ONLY:+ BENCH_ONLY=${BENCH_ONLY}}"
+if [[ -n ${sharded} ]]; then
+  # Leader election, its timings and the shards are the driver's to add
+  # (resize-bench --help: --lease-duration, ...).
+  ours_args="--feature-gates=InPlace=true --updater-interval=1m -v=2 ${BENCH_OURS_ARGS:-}"
+  extra+=(--sharded-replicas="${sharded}" --shards="${shards}" --apiserver-pid-file="${CLUSTER_DIR}/pids/kube-apiserver.pid")
+  reproduce+=" BENCH_SHARDED=${sharded} BENCH_SHARDS=${shards} BENCH_NAMESPACES=${namespaces}"
+elif ((namespaces != 1)); then
+  reproduce+=" BENCH_NAMESPACES=${namespaces}"
+fi
+driver_args=(
+  --pods="${pods}" --namespaces="${namespaces}" --qps="${qps}" --burst="${burst}"
+  --work-dir="${logs}" --results="${results}" --reproduce="${reproduce}"
+  --ours-binary="${ours_binary}" --ours-version="${ours_version}" --ours-kubeconfig="${out}/deploy/updater.kubeconfig"
+  --ours-identity="ServiceAccount vpa-inplace-system/vpa-inplace-updater (RBAC of deploy/)"
+  --ours-args="${ours_args}"
+  --upstream-binary="${bin}/vpa-updater-${upstream_version}" --upstream-version="k8s.io/autoscaler/vertical-pod-autoscaler ${upstream_version}" --upstream-kubeconfig="${CLUSTER_DIR}/admin.kubeconfig"
+  --upstream-identity="cluster admin (system:masters): upstream's RBAC is not deployed here"
+  --upstream-ready-path=""
+  --upstream-args="--feature-gates=InPlace=true --min-replicas=1 --in-place-skip-disruption-budget=true --eviction-tolerance=0.5 --use-admission-controller-status=false --updater-interval=1m --v=2 ${BENCH_UPSTREAM_ARGS:-}"
+  --token-volume="${token_volume}"
+  --cluster="${nodes} hollow nodes of ${CLUSTER_NODE_MAX_PODS} pods (${CLUSTER_NODE_CORES:-4} CPUs, ${CLUSTER_NODE_MEMORY:-8Gi}) plus ${CLUSTER_NODES##* }, running at nice ${CLUSTER_NODE_NICE}; hollow kubelet flags: ${CLUSTER_NODE_ARGS:-none}${CLUSTER_FEATURE_GATES:+; API server feature gates: ${CLUSTER_FEATURE_GATES}}"
+  "${extra[@]}"
+)
+# Before any cluster: every replica of ours the run starts, with its flags,
+# against the updater's own parsing and validation.
+echo "== checking the flags of our updater's replicas"
+# shellcheck disable=SC2086
+"${bin}/resize-bench" "${driver_args[@]}" ${BENCH_ARGS:-} --check-updater-args
+if [[ ${BENCH_CHECK_ONLY:-0} == 1 ]]; then
+  echo "== BENCH_CHECK_ONLY=1: flags checked, nothing started"
+  exit 0
+fi
+
+# About 0.6 GiB for the control plane (more with many pods) and 90 MiB per
+# hollow node (hack/cluster/README.md); refuse to start what cannot fit.
+need_mib=$((1024 + pods / 10 + (nodes + 1) * 90))
+avail_mib=$(($(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo) / 1024))
+if ((avail_mib < need_mib)); then
+  echo "error: ${nodes} hollow nodes and ${pods} pods need about ${need_mib} MiB; ${avail_mib} MiB available" >&2
+  exit 1
+fi
 
 driver_pid=
 cleanup() {
@@ -172,26 +252,16 @@ for path in mutatingwebhookconfigurations/vpa-inplace-pods validatingwebhookconf
     "${CLUSTER_APISERVER}/apis/admissionregistration.k8s.io/v1/${path}")
   [[ ${code} == 200 || ${code} == 404 ]] || { echo "error: deleting ${path}: HTTP ${code}" >&2; exit 1; }
 done
+if [[ -n ${sharded} ]]; then
+  echo "== applying the chart's shards' Leases and Role (updater.shards=${shards})"
+  # shellcheck source=hack/e2e-shards.sh
+  source hack/e2e-shards.sh
+  shard_objects apply "${logs}/shards" "${shards}" >>"${logs}/deploy.log"
+fi
 
-extra=()
-[[ -n ${BENCH_ONLY:-} ]] && extra+=(--only="${BENCH_ONLY}")
-[[ ${BENCH_PPROF:-0} == 1 ]] && extra+=(--pprof)
-echo "== running the benchmark (${pods} pods; logs in ${logs})"
-reproduce="make bench BENCH_PODS=${pods} BENCH_PHASES=resize${BENCH_ONLY:+ BENCH_ONLY=${BENCH_ONLY}}"
+echo "== running the benchmark (${pods} pods${sharded:+ over ${namespaces} namespaces, 1 replica then ${sharded} sharing ${shards} shards}; logs in ${logs})"
 # shellcheck disable=SC2086
-"${bin}/resize-bench" \
-  --kubeconfig="${KUBECONFIG}" --pods="${pods}" --qps="${qps}" --burst="${burst}" \
-  --work-dir="${logs}" --results="${results}" --reproduce="${reproduce}" \
-  --ours-binary="${ours_binary}" --ours-version="${ours_version}" --ours-kubeconfig="${out}/deploy/updater.kubeconfig" \
-  --ours-identity="ServiceAccount vpa-inplace-system/vpa-inplace-updater (RBAC of deploy/)" \
-  --ours-args="--feature-gates=InPlace=true --leader-elect=false --updater-interval=1m -v=2 ${BENCH_OURS_ARGS:-}" \
-  --upstream-binary="${bin}/vpa-updater-${upstream_version}" --upstream-version="k8s.io/autoscaler/vertical-pod-autoscaler ${upstream_version}" --upstream-kubeconfig="${KUBECONFIG}" \
-  --upstream-identity="cluster admin (system:masters): upstream's RBAC is not deployed here" \
-  --upstream-ready-path="" \
-  --upstream-args="--feature-gates=InPlace=true --min-replicas=1 --in-place-skip-disruption-budget=true --eviction-tolerance=0.5 --use-admission-controller-status=false --updater-interval=1m --v=2 ${BENCH_UPSTREAM_ARGS:-}" \
-  --token-volume="${token_volume}" \
-  --cluster="${nodes} hollow nodes of ${CLUSTER_NODE_MAX_PODS} pods (${CLUSTER_NODE_CORES:-4} CPUs, ${CLUSTER_NODE_MEMORY:-8Gi}) plus ${CLUSTER_NODES##* }, running at nice ${CLUSTER_NODE_NICE}; hollow kubelet flags: ${CLUSTER_NODE_ARGS:-none}" \
-  "${extra[@]}" ${BENCH_ARGS:-} \
+"${bin}/resize-bench" --kubeconfig="${KUBECONFIG}" "${driver_args[@]}" ${BENCH_ARGS:-} \
   > >(tee "${logs}/driver.log") 2>&1 &
 driver_pid=$!
 wait "${driver_pid}"

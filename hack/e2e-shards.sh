@@ -208,23 +208,24 @@ shard_stop_replicas() {
   done
 }
 
-# shard_objects apply|delete DIR: applies (server-side, as the cluster admin)
-# or deletes what the chart ships with updater.shards=12 only
-# (templates/updater/shards.yaml: the Leases, the node room buckets and their
-# Roles), rendered into DIR/objects. Run from the repository's root, with
-# hack/cluster's env.sh sourced.
+# shard_objects apply|delete DIR [SHARDS]: applies (server-side, as the
+# cluster admin) or deletes what the chart ships with updater.shards=SHARDS
+# (12 by default, the phase's) only (templates/updater/shards.yaml: the
+# Leases, the node room buckets and their Roles), rendered into DIR/objects.
+# Run from the repository's root, with hack/cluster's env.sh sourced. make
+# bench's sharded mode applies them too (hack/bench.sh).
 shard_objects() {
   (
     # shellcheck source=hack/deploy/lib.sh
     source hack/deploy/lib.sh
-    local action=$1 objects=$2/objects helm doc kind name path code docs
+    local action=$1 objects=$2/objects count=${3:-${shard_count}} helm doc kind name path code docs
     local admin=(--silent --show-error --cacert "${CLUSTER_CA}" --cert "${CLUSTER_PKI_DIR}/admin.crt"
       --key "${CLUSTER_PKI_DIR}/admin.key" --output /dev/null --write-out '%{http_code}')
     if [[ ${action} == apply ]]; then
       rm -rf "${objects}"
       helm=$(hack/tools/install.sh helm) || deploy::die "cannot build helm"
       "${helm}" template vpa-inplace charts/vpa-inplace --namespace "${shard_lease_namespace}" \
-        --set updater.shards="${shard_count}",updater.nodeRoomBuckets="${shard_node_room_buckets}" --show-only templates/updater/shards.yaml | deploy::split "${objects}" ||
+        --set updater.shards="${count}",updater.nodeRoomBuckets="${shard_node_room_buckets}" --show-only templates/updater/shards.yaml | deploy::split "${objects}" ||
         deploy::die "cannot render the chart's templates/updater/shards.yaml"
     fi
     docs=("${objects}"/*.yaml)

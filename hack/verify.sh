@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Formatting, vet and module tidiness of the product module; the bench
-# module builds; the e2e sharded phase's start script; the documentation's
-# links and flag reference (hack/docs/verify.sh).
+# module builds; the e2e sharded phase's start script; make bench's start
+# logic; the documentation's links and flag reference (hack/docs/verify.sh).
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,5 +27,9 @@ fi
 # The e2e suite's sharded phase without a cluster: the flags its replicas are
 # started with against the updater's own parsing and validation.
 hack/e2e-shards-check.sh
+# make bench's start logic without a cluster: every updater replica its
+# modes start (the sharded mode's too), with its flags, against the
+# updater's own parsing and validation.
+hack/bench-check.sh
 hack/docs/verify.sh
 echo "verify: ok"

@@ -45,6 +45,13 @@ func run() int {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	}
+	if opts.CheckUpdaterArgs {
+		if err := bench.CheckUpdaterArgs(ctx, opts, logf); err != nil {
+			logf("error: %v", err)
+			return 1
+		}
+		return 0
+	}
 	report, err := bench.Run(ctx, opts, logf)
 	rc := 0
 	if err != nil {

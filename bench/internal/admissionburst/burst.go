@@ -6,20 +6,13 @@
 package admissionburst
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +25,7 @@ import (
 	vpatypes "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/apis/autoscaling.k8s.io/v1"
 	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
 
+	"github.com/vpa-inplace/vpa-inplace/bench/internal/metricstext"
 	"github.com/vpa-inplace/vpa-inplace/bench/internal/proc"
 )
 
@@ -188,7 +182,7 @@ func Run(ctx context.Context, o Options, side *Side) (*Result, error) {
 		return nil, err
 	}
 	r := &Result{Side: side, Pods: pods, Patched: patched, Wall: wall, PeakRSS: end.PeakRSS, RSSBefore: stats.RSS, CPU: end.CPU - stats.CPU}
-	r.Calls, r.P50, r.P99, r.Buckets = delta(before, after)
+	r.Calls, r.P50, r.P99, r.Buckets = metricstext.Delta(before, after)
 	log("%d pods in %v, %d patched, %d webhook calls, p50 %.1f ms, p99 %.1f ms", r.Pods, wall.Round(time.Millisecond), r.Patched,
 		r.Calls, r.P50*1000, r.P99*1000)
 	return r, nil
@@ -321,83 +315,12 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, erro
 	}
 }
 
-// hist is a cumulative histogram: upper bound to count.
-type hist map[float64]uint64
-
 // scrape reads the API server's webhook latency histogram of the admission
 // of pod creations by webhook.
-func scrape(ctx context.Context, kube kubernetes.Interface, webhook string) (hist, error) {
-	raw, err := kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+func scrape(ctx context.Context, kube kubernetes.Interface, webhook string) (metricstext.Hist, error) {
+	families, err := metricstext.ScrapeAPIServer(ctx, kube)
 	if err != nil {
-		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+		return nil, err
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("parsing the API server's metrics: %w", err)
-	}
-	out := hist{}
-	f, ok := families[histogram]
-	if !ok {
-		return out, nil
-	}
-	for _, m := range f.GetMetric() {
-		if label(m, "name") != webhook || label(m, "operation") != "CREATE" || label(m, "type") != "admit" {
-			continue
-		}
-		for _, b := range m.GetHistogram().GetBucket() {
-			out[b.GetUpperBound()] += b.GetCumulativeCount()
-		}
-	}
-	return out, nil
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
-// delta returns the calls between two scrapes and their 50th and 99th
-// percentiles, interpolated linearly inside a bucket as Prometheus'
-// histogram_quantile does, and the buckets' counts.
-func delta(before, after hist) (calls uint64, p50, p99 float64, buckets string) {
-	bounds := make([]float64, 0, len(after))
-	for b := range after {
-		bounds = append(bounds, b)
-	}
-	sort.Float64s(bounds)
-	counts := make([]uint64, len(bounds))
-	var parts []string
-	for i, b := range bounds {
-		counts[i] = after[b] - before[b]
-		if !math.IsInf(b, 1) {
-			parts = append(parts, fmt.Sprintf("≤%gs: %d", b, counts[i]))
-		}
-	}
-	if len(bounds) == 0 {
-		return 0, 0, 0, ""
-	}
-	calls = counts[len(counts)-1]
-	q := func(p float64) float64 {
-		rank := p * float64(calls)
-		lower, prev := 0.0, uint64(0)
-		for i, b := range bounds {
-			if float64(counts[i]) >= rank {
-				if math.IsInf(b, 1) {
-					return lower
-				}
-				if counts[i] == prev {
-					return b
-				}
-				return lower + (b-lower)*(rank-float64(prev))/float64(counts[i]-prev)
-			}
-			lower, prev = b, counts[i]
-		}
-		return lower
-	}
-	return calls, q(0.5), q(0.99), strings.Join(parts, ", ")
+	return families.Hist(histogram, metricstext.Labels{"name": webhook, "operation": "CREATE", "type": "admit"}), nil
 }

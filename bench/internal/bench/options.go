@@ -34,8 +34,12 @@ type UpdaterSpec struct {
 
 // Options configure a benchmark run.
 type Options struct {
-	Kubeconfig  string
-	Namespace   string
+	Kubeconfig string
+	Namespace  string
+	// Namespaces spreads the Deployments over this many namespaces: 1, the
+	// workload lives in Namespace; more, in 000-Namespace, 001-Namespace...
+	// (Deployment i in namespace i modulo Namespaces).
+	Namespaces  int
 	Pods        int
 	Deployments int
 
@@ -66,6 +70,13 @@ type Options struct {
 	Upstream UpdaterSpec
 	// Only runs a single updater by name (for debugging).
 	Only string
+	// Sharded, when its Replicas are set, runs ours alone as one replica,
+	// then as several sharing the shards (sharded.go).
+	Sharded ShardedOptions
+	// CheckUpdaterArgs starts nothing on a cluster: it runs our updater
+	// with the flags each of its replicas would get and a kubeconfig that
+	// does not exist, to see them parsed and validated (check.go).
+	CheckUpdaterArgs bool
 	// Pprof fetches a CPU profile during the burst and a heap profile at the
 	// end from <address>/debug/pprof of updaters that serve it.
 	Pprof bool
@@ -80,6 +91,7 @@ type Options struct {
 func NewOptions() *Options {
 	return &Options{
 		Namespace:        "resize-bench",
+		Namespaces:       1,
 		Pods:             1000,
 		IsolatedChanges:  100,
 		IsolatedInterval: 3 * time.Second,
@@ -95,6 +107,7 @@ func NewOptions() *Options {
 		DriverBurst:      1000,
 		Ours:             UpdaterSpec{Name: "ours", ReadyPath: "/readyz"},
 		Upstream:         UpdaterSpec{Name: "upstream"},
+		Sharded:          defaultShardedOptions(),
 		WorkDir:          "_output/bench/run",
 	}
 }
@@ -102,7 +115,8 @@ func NewOptions() *Options {
 // AddFlags registers the options on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Cluster admin kubeconfig for the driver (workload setup, recommendations, watches).")
-	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the workload.")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the workload, or with --namespaces above 1 the end of its namespaces' names (000-<namespace>, ...).")
+	fs.IntVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces the Deployments are spread over, round robin (the deferred VPA and the filler pod are in the first).")
 	fs.IntVar(&o.Pods, "pods", o.Pods, "Pods under InPlace VPAs.")
 	fs.IntVar(&o.Deployments, "deployments", o.Deployments, "Deployments (one VPA each); 0: pods/10.")
 	fs.IntVar(&o.IsolatedChanges, "isolated-changes", o.IsolatedChanges, "VPAs changed one at a time in the isolated scenario.")
@@ -128,6 +142,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		fs.StringVar(&u.Version, p+"version", u.Version, "How the "+u.Name+" updater's build is described in the report.")
 	}
 	fs.StringVar(&o.Only, "only", o.Only, "Run only this updater (ours or upstream).")
+	o.Sharded.addFlags(fs)
+	fs.BoolVar(&o.CheckUpdaterArgs, "check-updater-args", o.CheckUpdaterArgs, "Start nothing: run our updater with the flags each of its replicas would get (every configuration of --sharded-replicas) and a kubeconfig that does not exist, and check that it parses and validates them (it stops at loading its client configuration).")
 	fs.BoolVar(&o.Pprof, "pprof", o.Pprof, "Fetch CPU (burst) and heap (end) profiles from updaters serving /debug/pprof.")
 	fs.StringVar(&o.Profile, "profile", o.Profile, "Name of the profile in the report; empty: <pods>pods.")
 	fs.StringVar(&o.WorkDir, "work-dir", o.WorkDir, "Directory for updater logs, proxy kubeconfigs and profiles.")
@@ -139,7 +155,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // that depend on other options.
 func (o *Options) Validate() []error {
 	var errs []error
-	if o.Kubeconfig == "" {
+	if o.Kubeconfig == "" && !o.CheckUpdaterArgs {
 		errs = append(errs, fmt.Errorf("--kubeconfig is required"))
 	}
 	if o.Deployments == 0 {
@@ -150,6 +166,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.Deployments > 10000 {
 		errs = append(errs, fmt.Errorf("--deployments must be at most 10000"))
+	}
+	if o.Namespaces < 1 || o.Namespaces > MaxNamespaces || o.Namespaces > max(1, o.Deployments) {
+		errs = append(errs, fmt.Errorf("--namespaces must be from 1 to %d and at most --deployments, got %d", MaxNamespaces, o.Namespaces))
 	}
 	o.IsolatedChanges = min(o.IsolatedChanges, o.Deployments)
 	if o.IsolatedChanges < 1 {
@@ -172,14 +191,41 @@ func (o *Options) Validate() []error {
 	if o.Only != "" && o.Only != o.Ours.Name && o.Only != o.Upstream.Name {
 		errs = append(errs, fmt.Errorf("--only must be %s or %s", o.Ours.Name, o.Upstream.Name))
 	}
+	errs = append(errs, o.validateSharded()...)
 	if o.Profile == "" {
 		o.Profile = fmt.Sprintf("%dpods", o.Pods)
+		if o.Sharded.Replicas > 0 {
+			o.Profile += fmt.Sprintf("-sharded%d", o.Sharded.Replicas)
+		}
 	}
 	return errs
 }
 
-// Updaters returns the updaters to run, in order.
+// MaxNamespaces bounds --namespaces: three digits in their names.
+const MaxNamespaces = 1000
+
+// NamespaceNames returns the workload's namespaces, the first holding the
+// deferred VPA and the filler pod. Their number comes first: the shards
+// cut the namespaces by the FNV-1a hash of their names, whose highest bits
+// (the shard) barely move with the last characters: "<namespace>-000" to
+// "<namespace>-099" all fall into one shard of 12.
+func (o *Options) NamespaceNames() []string {
+	if o.Namespaces <= 1 {
+		return []string{o.Namespace}
+	}
+	out := make([]string, o.Namespaces)
+	for i := range out {
+		out[i] = fmt.Sprintf("%03d-%s", i, o.Namespace)
+	}
+	return out
+}
+
+// Updaters returns the updaters to run, in order: ours alone in the
+// sharded mode.
 func (o *Options) Updaters() []UpdaterSpec {
+	if o.Sharded.Replicas > 0 {
+		return []UpdaterSpec{o.Ours}
+	}
 	var out []UpdaterSpec
 	for _, u := range []UpdaterSpec{o.Ours, o.Upstream} {
 		if o.Only == "" || o.Only == u.Name {

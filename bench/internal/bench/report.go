@@ -90,9 +90,12 @@ func percentile(ds []time.Duration, p float64) (time.Duration, bool) {
 // changeStats are the per-actuated-change request figures of one result
 // (isolated and burst phases together).
 type changeStats struct {
-	Actuated    int
-	Writes      int // every write except events
-	Events      int
+	Actuated int
+	Writes   int // every write except events and Leases
+	Events   int
+	// Leases counts the Leases' renewals (leader election, shards): they
+	// go on whatever changes.
+	Leases      int
 	PodWrites   proxy.Counts
 	OtherWrites proxy.Counts
 }
@@ -107,6 +110,8 @@ func (r *Result) changes() changeStats {
 			case !k.IsWrite():
 			case k.Resource == "events":
 				s.Events += v
+			case k.Resource == "leases":
+				s.Leases += v
 			case k.Resource == "pods":
 				s.Writes += v
 				s.PodWrites[k] += v
@@ -244,6 +249,9 @@ func (rep *Report) rows() []row {
 
 // Table renders the comparison table in markdown.
 func (rep *Report) Table() string {
+	if rep.Options.Sharded.Replicas > 0 {
+		return rep.shardedTable()
+	}
 	var b strings.Builder
 	b.WriteString("| metric |")
 	for _, r := range rep.Results {
@@ -341,6 +349,9 @@ func writesOnly(c proxy.Counts) proxy.Counts {
 // Markdown renders the whole report.
 func (rep *Report) Markdown(reproduce string) string {
 	o := rep.Options
+	if o.Sharded.Replicas > 0 {
+		return rep.shardedMarkdown(reproduce)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Updater benchmark: %s, %s\n\n", o.Profile, rep.Start.UTC().Format("2006-01-02"))
 	if reproduce != "" {
@@ -351,6 +362,10 @@ func (rep *Report) Markdown(reproduce string) string {
 		"Machine: %d CPUs, %s; load average %s at the start, %s at the end. Run from %s to %s (UTC).\n\n",
 		thousands(o.Pods), o.Deployments, o.Deployments, o.DeferredPods, o.DeferredNode, rep.ServerVersion, rep.Nodes,
 		rep.CPUs, rep.MemTotal, rep.LoadStart, rep.LoadEnd, rep.Start.UTC().Format("15:04"), rep.End.UTC().Format("15:04"))
+	if o.Namespaces > 1 {
+		fmt.Fprintf(&b, "The Deployments and their VPAs are spread over %d namespaces, round robin (`%s` to `%s`); the deferred VPA and the filler pod are in the first.\n\n",
+			o.Namespaces, o.NamespaceNames()[0], o.NamespaceNames()[o.Namespaces-1])
+	}
 	if o.Cluster != "" {
 		fmt.Fprintf(&b, "Nodes: %s.\n\n", o.Cluster)
 	}

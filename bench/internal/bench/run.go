@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 
 	vpaclientset "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/client/clientset/versioned"
 
-	"github.com/vpa-inplace/vpa-inplace/bench/internal/proc"
 	"github.com/vpa-inplace/vpa-inplace/bench/internal/proxy"
 )
 
@@ -60,6 +58,16 @@ type Result struct {
 	// Profiles lists pprof files fetched, Notes anything odd seen.
 	Profiles []string
 	Notes    []string
+
+	// The sharded mode's (sharded.go): what the API server was seen doing
+	// from the burst's first write to its last resize accepted; the
+	// configuration, its replicas and its failover. The figures above are
+	// then the configuration's before the failover: the largest replica's
+	// memory, the sum of their CPU and requests.
+	BurstAPI *APIWindow
+	Config   *configuration
+	Replicas []*ReplicaResult
+	Failover *FailoverResult
 }
 
 // Phase returns the named phase.
@@ -96,7 +104,7 @@ func Run(ctx context.Context, o *Options, log func(string, ...any)) (*Report, er
 	if err != nil {
 		return nil, err
 	}
-	tracker, err := NewTracker(kube, o.Namespace)
+	tracker, err := NewTracker(kube, o.NamespaceNames())
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +113,7 @@ func Run(ctx context.Context, o *Options, log func(string, ...any)) (*Report, er
 	if err := tracker.Start(trackerCtx); err != nil {
 		return nil, err
 	}
-	w := &workload{o: o, kube: kube, vpas: vpas, t: tracker, log: log}
+	w := newWorkload(o, kube, vpas, tracker, log)
 	if err := w.setup(ctx); err != nil {
 		return nil, fmt.Errorf("setting up the workload: %w", err)
 	}
@@ -115,6 +123,9 @@ func Run(ctx context.Context, o *Options, log func(string, ...any)) (*Report, er
 				log("teardown: %v", err)
 			}
 		}()
+	}
+	if o.Sharded.Replicas > 0 {
+		return report, runSharded(ctx, o, w, report, log)
 	}
 	for _, spec := range o.Updaters() {
 		if err := w.reset(ctx); err != nil {
@@ -135,209 +146,49 @@ func Run(ctx context.Context, o *Options, log func(string, ...any)) (*Report, er
 
 // runOne runs one updater behind its own proxy through every scenario.
 func runOne(ctx context.Context, o *Options, w *workload, spec UpdaterSpec, log func(string, ...any)) (*Result, error) {
-	creds, err := clientcmd.BuildConfigFromFlags("", spec.Kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("loading --%s-kubeconfig: %w", spec.Name, err)
-	}
-	p, err := proxy.Start(ctx, creds)
+	rp, err := startReplica(ctx, o, spec, spec.Name, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer p.Close()
-	kubeconfig := filepath.Join(o.WorkDir, spec.Name+"-proxy.kubeconfig")
-	if err := writeProxyKubeconfig(kubeconfig, p.URL()); err != nil {
-		return nil, err
+	f := newFleet(nil, rp)
+	defer f.stop()
+	r := &Result{Spec: spec, Args: rp.args}
+	if rp.note != "" {
+		r.Notes = append(r.Notes, rp.note)
 	}
-	port, err := freePort(ctx)
-	if err != nil {
-		return nil, err
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	r := &Result{Spec: spec}
-	r.Args = append([]string{
-		"--kubeconfig=" + kubeconfig,
-		"--kube-api-qps=" + strconv.FormatFloat(float64(o.QPS), 'f', -1, 32),
-		"--kube-api-burst=" + strconv.Itoa(o.Burst),
-		"--address=" + addr,
-	}, spec.Args...)
-	if o.Pprof {
-		// Both updaters serve /debug/pprof on --address with this flag.
-		r.Args = append(r.Args, "--profiling")
-	}
-	logFile, err := os.Create(filepath.Join(o.WorkDir, spec.Name+".log"))
-	if err != nil {
-		return nil, err
-	}
-	defer logFile.Close()
-	if err := proc.DropCache(spec.Binary); err != nil {
-		r.Notes = append(r.Notes, fmt.Sprintf("the page cache of the binary was not dropped before the start (%v): its file-backed memory may not compare with other runs'", err))
-	}
-	cmd := exec.Command(spec.Binary, r.Args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// The updater dies with the driver, whatever happens to the driver.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", spec.Binary, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer stopProcess(cmd, exited)
-	pid := cmd.Process.Pid
-	memory := proc.Sample(pid, MemorySampleInterval)
-	defer memory.Stop()
-	log("%s: pid %d, address %s, proxy %s, log %s", spec.Name, pid, addr, p.URL(), logFile.Name())
-
-	ph := &phaser{proxy: p, pid: pid, last: start, lastCounts: proxy.Counts{}, result: r}
-	alive := func() error {
-		select {
-		case err := <-exited:
-			exited <- err
-			return fmt.Errorf("the updater exited: %v (log %s)", err, logFile.Name())
-		default:
-			return nil
-		}
-	}
+	log("%s: pid %d, address %s, proxy %s, log %s", spec.Name, rp.pid(), rp.addr, rp.proxy.URL(), rp.log.Name())
 
 	// Startup: caches synced (readiness path, and watches of pods and VPAs
-	// through the proxy), then a settle time, then no write for Quiet (an
-	// updater may write every VPA's status once when it starts).
+	// through the proxy).
 	readyURL := ""
 	if spec.ReadyPath != "" {
-		readyURL = "http://" + addr + spec.ReadyPath
+		readyURL = "http://" + rp.addr + spec.ReadyPath
 	}
 	ok := waitUntil(ctx, 3*time.Minute, func() bool {
-		return alive() == nil &&
-			p.Seen(proxy.Key{Verb: "watch", Resource: "pods"}) &&
-			p.Seen(proxy.Key{Verb: "watch", Resource: "verticalpodautoscalers"}) &&
-			(readyURL == "" || httpOK(ctx, readyURL))
+		return f.alive() == nil && watching(rp) && (readyURL == "" || httpOK(ctx, readyURL))
 	})
-	if err := alive(); err != nil {
+	if err := f.alive(); err != nil {
 		return r, err
 	}
 	if !ok {
 		return r, fmt.Errorf("not ready after 3m")
 	}
-	log("%s: ready after %.1fs; settling %s", spec.Name, time.Since(start).Seconds(), o.Settle)
-	sleep(ctx, o.Settle)
-	r.quiesce(ctx, p, "startup", log)
-	ph.end("startup")
-
-	// Isolated changes: one VPA at a time.
-	begin := time.Now()
-	for i := range o.IsolatedChanges {
-		sleep(ctx, time.Until(begin.Add(time.Duration(i)*o.IsolatedInterval)))
-		app := appName(i)
-		t0 := time.Now()
-		w.t.Expect("isolated", app, isolated, t0)
-		if err := w.recommend(ctx, app, isolated); err != nil {
-			return r, err
-		}
-	}
-	tail := 5 * time.Minute
-	waitUntil(ctx, tail, func() bool {
-		g := w.t.Group("isolated")
-		return len(g.Completed) == g.Expected || alive() != nil
-	})
-	r.Isolated = w.t.Group("isolated")
-	log("%s: isolated: %d/%d pods accepted, %d completed", spec.Name, len(r.Isolated.Accepted), r.Isolated.Expected, len(r.Isolated.Completed))
-	r.quiesce(ctx, p, "isolated", log)
-	ph.end("isolated")
-	if err := alive(); err != nil {
-		return r, err
-	}
-
-	// Burst: every VPA at once.
-	var profiles chan string
-	t0 := time.Now()
-	for _, app := range w.apps() {
-		w.t.Expect("burst", app, burst, t0)
-	}
-	floor := time.Duration(float64(o.Pods) / float64(o.QPS) * float64(time.Second))
-	if o.Pprof {
-		profiles = make(chan string, 2)
-		// Within our updater's 30 s write timeout: the first part of a
-		// long burst.
-		secs := min(25, max(10, int(floor.Seconds())))
-		go func() {
-			profiles <- fetchProfile(ctx, addr, fmt.Sprintf("profile?seconds=%d", secs), filepath.Join(o.WorkDir, spec.Name+"-cpu-burst.pprof"))
-		}()
-		go func() {
-			sleep(ctx, floor/2)
-			profiles <- fetchProfile(ctx, addr, "goroutine?debug=1", filepath.Join(o.WorkDir, spec.Name+"-goroutines-burst.txt"))
-		}()
-	}
-	if err := forEach(ctx, w.apps(), func(ctx context.Context, _ int, app string) error {
-		return w.recommend(ctx, app, burst)
-	}); err != nil {
-		return r, err
-	}
-	r.BurstWrite = time.Since(t0)
-	burstTimeout := max(10*time.Minute, 10*floor)
-	waitUntil(ctx, burstTimeout, func() bool {
-		g := w.t.Group("burst")
-		return len(g.Completed) == g.Expected || alive() != nil
-	})
-	r.Burst = w.t.Group("burst")
-	log("%s: burst: %d/%d accepted (last %.1fs), %d completed (last %.1fs)", spec.Name,
-		len(r.Burst.Accepted), r.Burst.Expected, r.Burst.LastAccepted.Seconds(), len(r.Burst.Completed), r.Burst.LastCompleted.Seconds())
-	r.quiesce(ctx, p, "burst", log)
-	if profiles != nil {
-		for range 2 {
-			if f := <-profiles; f != "" {
-				r.Profiles = append(r.Profiles, f)
-			}
-		}
-	}
-	ph.end("burst")
-	if err := alive(); err != nil {
-		return r, err
-	}
-
-	// Deferral: the deferred VPA asks for more CPU than the node has left.
-	w.t.Expect("deferred", deferredApp, deferred, time.Now())
-	if err := w.recommend(ctx, deferredApp, deferred); err != nil {
-		return r, err
-	}
-	waitUntil(ctx, 4*time.Minute, func() bool {
-		g := w.t.Group("deferred")
-		return g.Deferred == g.Expected || alive() != nil
-	})
-	r.Deferred = w.t.Group("deferred")
-	log("%s: deferral: %d/%d accepted, %d held Deferred", spec.Name, len(r.Deferred.Accepted), r.Deferred.Expected, r.Deferred.Deferred)
-	if r.Deferred.Deferred != r.Deferred.Expected {
-		r.Notes = append(r.Notes, fmt.Sprintf("only %d of %d deferred pods were held Deferred before the steady-state window", r.Deferred.Deferred, r.Deferred.Expected))
-	}
-	r.quiesce(ctx, p, "deferral", log)
-	ph.end("deferral")
-
-	// Steady state.
-	bumps := w.t.GenBumps()
-	log("%s: steady state for %s", spec.Name, o.SteadyDuration)
-	sleep(ctx, o.SteadyDuration)
-	r.SteadyGenBumps = w.t.GenBumps() - bumps
-	for _, pod := range w.t.Pods(func(app string) bool { return app == deferredApp }) {
-		if resizeReason(pod, "PodResizePending") == "Deferred" {
-			r.SteadyStillDeferred++
-		}
-	}
-	ph.end("steady")
-	if err := alive(); err != nil {
+	if err := runScenarios(ctx, o, w, f, r, nil, log); err != nil {
 		return r, err
 	}
 	if o.Pprof {
-		if f := fetchProfile(ctx, addr, "heap", filepath.Join(o.WorkDir, spec.Name+"-heap.pprof")); f != "" {
-			r.Profiles = append(r.Profiles, f)
+		if file := fetchProfile(ctx, rp.addr, "heap", filepath.Join(o.WorkDir, spec.Name+"-heap.pprof")); file != "" {
+			r.Profiles = append(r.Profiles, file)
 		}
 	}
-	stats, err := proc.Read(pid)
+	fig, err := rp.read()
 	if err != nil {
-		return r, fmt.Errorf("reading /proc of the updater: %w", err)
+		return r, err
 	}
-	r.PeakRSS, r.CPU = stats.PeakRSS, stats.CPU
-	r.PeakAnon, r.PeakFile = memory.Stop()
-	r.Total = p.Snapshot()
-	r.Latencies = p.Latencies()
+	r.PeakRSS, r.CPU = fig.PeakRSS, fig.CPU
+	r.PeakAnon, r.PeakFile = rp.memory.Stop()
+	r.Total = fig.Requests
+	r.Latencies = fig.Latencies
 	if err := w.t.WriteCSV(filepath.Join(o.WorkDir, spec.Name+"-pods.csv")); err != nil {
 		log("%s: writing per-pod CSV: %v", spec.Name, err)
 	}
@@ -349,6 +200,148 @@ func runOne(ctx context.Context, o *Options, w *workload, spec UpdaterSpec, log 
 	return r, nil
 }
 
+// watching reports whether the replica has opened its watches of pods and
+// VPAs.
+func watching(rp *replica) bool {
+	return rp.proxy.Seen(proxy.Key{Verb: "watch", Resource: "pods"}) &&
+		rp.proxy.Seen(proxy.Key{Verb: "watch", Resource: "verticalpodautoscalers"})
+}
+
+// runScenarios runs the scenarios against f, ready: the end of the
+// startup (a settle time, then no write for Quiet: an updater may write
+// every VPA's status once when it starts), isolated changes, the burst
+// (api, when not nil, watches the API server from the burst's first write
+// to its last resize accepted), the deferral and the steady state. Each
+// phase's figures go into r as it ends.
+func runScenarios(ctx context.Context, o *Options, w *workload, f *fleet, r *Result, api *apiObserver, log func(string, ...any)) error {
+	name := r.Spec.Name
+	log("%s: ready after %.1fs; settling %s", name, time.Since(f.last).Seconds(), o.Settle)
+	sleep(ctx, o.Settle)
+	r.quiesce(ctx, f, "startup", log)
+	r.Phases = append(r.Phases, f.endPhase("startup"))
+
+	// Isolated changes: one VPA at a time.
+	begin := time.Now()
+	for i := range o.IsolatedChanges {
+		sleep(ctx, time.Until(begin.Add(time.Duration(i)*o.IsolatedInterval)))
+		app := appName(i)
+		t0 := time.Now()
+		w.t.Expect("isolated", app, isolated, t0)
+		if err := w.recommend(ctx, app, isolated); err != nil {
+			return err
+		}
+	}
+	tail := 5 * time.Minute
+	waitUntil(ctx, tail, func() bool {
+		g := w.t.Group("isolated")
+		return len(g.Completed) == g.Expected || f.alive() != nil
+	})
+	r.Isolated = w.t.Group("isolated")
+	log("%s: isolated: %d/%d pods accepted, %d completed", name, len(r.Isolated.Accepted), r.Isolated.Expected, len(r.Isolated.Completed))
+	r.quiesce(ctx, f, "isolated", log)
+	r.Phases = append(r.Phases, f.endPhase("isolated"))
+	if err := f.alive(); err != nil {
+		return err
+	}
+
+	// Burst: every VPA at once. The API server's first reading is taken
+	// before the clock starts.
+	var watch *apiWatch
+	if api != nil {
+		watch = api.start(ctx)
+	}
+	var profiles chan string
+	t0 := time.Now()
+	for _, app := range w.apps() {
+		w.t.Expect("burst", app, burst, t0)
+	}
+	floor := time.Duration(float64(o.Pods) / float64(o.QPS) * float64(time.Second))
+	if o.Pprof {
+		profiles = make(chan string, 2*len(f.replicas))
+		// Within our updater's 30 s write timeout: the first part of a
+		// long burst.
+		secs := min(25, max(10, int(floor.Seconds())))
+		for _, rp := range f.replicas {
+			go func() {
+				profiles <- fetchProfile(ctx, rp.addr, fmt.Sprintf("profile?seconds=%d", secs), filepath.Join(o.WorkDir, rp.name+"-cpu-burst.pprof"))
+			}()
+			go func() {
+				sleep(ctx, floor/2)
+				profiles <- fetchProfile(ctx, rp.addr, "goroutine?debug=1", filepath.Join(o.WorkDir, rp.name+"-goroutines-burst.txt"))
+			}()
+		}
+	}
+	if err := forEach(ctx, w.apps(), func(ctx context.Context, _ int, app string) error {
+		return w.recommend(ctx, app, burst)
+	}); err != nil {
+		if watch != nil {
+			watch.stop(ctx)
+		}
+		return err
+	}
+	r.BurstWrite = time.Since(t0)
+	burstTimeout := max(10*time.Minute, 10*floor)
+	deadline := time.Now().Add(burstTimeout)
+	// Every resize accepted, then every resize completed: the API server
+	// is watched while the updater sends, not while the kubelets work.
+	waitUntil(ctx, burstTimeout, func() bool {
+		g := w.t.Group("burst")
+		return len(g.Accepted) == g.Expected || f.alive() != nil
+	})
+	if watch != nil {
+		r.BurstAPI = watch.stop(ctx)
+	}
+	waitUntil(ctx, time.Until(deadline), func() bool {
+		g := w.t.Group("burst")
+		return len(g.Completed) == g.Expected || f.alive() != nil
+	})
+	r.Burst = w.t.Group("burst")
+	log("%s: burst: %d/%d accepted (last %.1fs), %d completed (last %.1fs)", name,
+		len(r.Burst.Accepted), r.Burst.Expected, r.Burst.LastAccepted.Seconds(), len(r.Burst.Completed), r.Burst.LastCompleted.Seconds())
+	r.quiesce(ctx, f, "burst", log)
+	if profiles != nil {
+		for range 2 * len(f.replicas) {
+			if file := <-profiles; file != "" {
+				r.Profiles = append(r.Profiles, file)
+			}
+		}
+	}
+	r.Phases = append(r.Phases, f.endPhase("burst"))
+	if err := f.alive(); err != nil {
+		return err
+	}
+
+	// Deferral: the deferred VPA asks for more CPU than the node has left.
+	w.t.Expect("deferred", deferredApp, deferred, time.Now())
+	if err := w.recommend(ctx, deferredApp, deferred); err != nil {
+		return err
+	}
+	waitUntil(ctx, 4*time.Minute, func() bool {
+		g := w.t.Group("deferred")
+		return g.Deferred == g.Expected || f.alive() != nil
+	})
+	r.Deferred = w.t.Group("deferred")
+	log("%s: deferral: %d/%d accepted, %d held Deferred", name, len(r.Deferred.Accepted), r.Deferred.Expected, r.Deferred.Deferred)
+	if r.Deferred.Deferred != r.Deferred.Expected {
+		r.Notes = append(r.Notes, fmt.Sprintf("only %d of %d deferred pods were held Deferred before the steady-state window", r.Deferred.Deferred, r.Deferred.Expected))
+	}
+	r.quiesce(ctx, f, "deferral", log)
+	r.Phases = append(r.Phases, f.endPhase("deferral"))
+
+	// Steady state.
+	bumps := w.t.GenBumps()
+	log("%s: steady state for %s", name, o.SteadyDuration)
+	sleep(ctx, o.SteadyDuration)
+	r.SteadyGenBumps = w.t.GenBumps() - bumps
+	for _, pod := range w.t.Pods(func(app string) bool { return app == deferredApp }) {
+		if resizeReason(pod, "PodResizePending") == "Deferred" {
+			r.SteadyStillDeferred++
+		}
+	}
+	r.Phases = append(r.Phases, f.endPhase("steady"))
+	return f.alive()
+}
+
 // MemorySampleInterval is how often the updater's anonymous and file-backed
 // memory are read during a run.
 const MemorySampleInterval = 250 * time.Millisecond
@@ -357,13 +350,13 @@ const MemorySampleInterval = 250 * time.Millisecond
 // its resizes are done: writes it queued (events) belong to the phase.
 const Quiet = 10 * time.Second
 
-// quiesce waits until the updater has made no write for Quiet, at most 3
-// minutes.
-func (r *Result) quiesce(ctx context.Context, p *proxy.Proxy, phase string, log func(string, ...any)) {
-	writes := p.Snapshot().Writes(nil)
+// quiesce waits until the updater has made no write for Quiet (of those
+// f.quiet selects), at most 3 minutes.
+func (r *Result) quiesce(ctx context.Context, f *fleet, phase string, log func(string, ...any)) {
+	writes := f.writes()
 	since := time.Now()
 	ok := waitUntil(ctx, 3*time.Minute, func() bool {
-		if n := p.Snapshot().Writes(nil); n != writes {
+		if n := f.writes(); n != writes {
 			writes, since = n, time.Now()
 		}
 		return time.Since(since) >= Quiet
@@ -372,29 +365,6 @@ func (r *Result) quiesce(ctx context.Context, p *proxy.Proxy, phase string, log 
 		r.Notes = append(r.Notes, fmt.Sprintf("%s: the updater was still writing 3 minutes after its resizes were done", phase))
 		log("%s: %s: still writing after 3m", r.Spec.Name, phase)
 	}
-}
-
-// phaser closes phases: request counts and CPU since the previous one.
-type phaser struct {
-	proxy      *proxy.Proxy
-	pid        int
-	last       time.Time
-	lastCounts proxy.Counts
-	lastCPU    time.Duration
-	result     *Result
-}
-
-func (ph *phaser) end(name string) {
-	now := time.Now()
-	counts := ph.proxy.Snapshot()
-	var cpu time.Duration
-	if s, err := proc.Read(ph.pid); err == nil {
-		cpu = s.CPU
-	}
-	ph.result.Phases = append(ph.result.Phases, Phase{
-		Name: name, Duration: now.Sub(ph.last), Requests: counts.Sub(ph.lastCounts), CPU: cpu - ph.lastCPU,
-	})
-	ph.last, ph.lastCounts, ph.lastCPU = now, counts, cpu
 }
 
 func stopProcess(cmd *exec.Cmd, exited chan error) {

@@ -21,11 +21,12 @@ import (
 // and its spec holds the target) and then completed (the kubelet has
 // observed that generation and no resize is pending or in progress).
 type expectation struct {
-	group    string
-	uid      string
-	target   corev1.ResourceList
-	t0       time.Time
-	startGen int64
+	group     string
+	namespace string
+	uid       string
+	target    corev1.ResourceList
+	t0        time.Time
+	startGen  int64
 
 	accepted  time.Time
 	completed time.Time
@@ -36,8 +37,14 @@ type expectation struct {
 type Tracker struct {
 	factory informers.SharedInformerFactory
 	synced  cache.InformerSynced
+	// namespaces are those watched when there are several (the informer
+	// then watches every namespace); nil when there is one (the informer
+	// watches it alone, and pods are known by their names).
+	namespaces map[string]bool
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// pods and exp are keyed by the pods' key: the name with one
+	// namespace, namespace/name with several.
 	pods     map[string]*corev1.Pod
 	exp      map[string]*expectation
 	past     []podRecord
@@ -50,12 +57,20 @@ type podRecord struct {
 	e   expectation
 }
 
-// NewTracker watches the pods of namespace.
-func NewTracker(kube kubernetes.Interface, namespace string) (*Tracker, error) {
-	t := &Tracker{
-		factory: informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(namespace)),
-		pods:    map[string]*corev1.Pod{},
-		exp:     map[string]*expectation{},
+// NewTracker watches the pods of namespaces.
+func NewTracker(kube kubernetes.Interface, namespaces []string) (*Tracker, error) {
+	if len(namespaces) == 0 {
+		return nil, fmt.Errorf("no namespace to watch")
+	}
+	t := &Tracker{pods: map[string]*corev1.Pod{}, exp: map[string]*expectation{}}
+	if len(namespaces) == 1 {
+		t.factory = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(namespaces[0]))
+	} else {
+		t.factory = informers.NewSharedInformerFactoryWithOptions(kube, 0)
+		t.namespaces = map[string]bool{}
+		for _, ns := range namespaces {
+			t.namespaces[ns] = true
+		}
 	}
 	inf := t.factory.Core().V1().Pods().Informer()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -65,9 +80,9 @@ func NewTracker(kube kubernetes.Interface, namespace string) (*Tracker, error) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if p, ok := obj.(*corev1.Pod); ok {
+			if p, ok := obj.(*corev1.Pod); ok && t.watched(p) {
 				t.mu.Lock()
-				delete(t.pods, p.Name)
+				delete(t.pods, t.key(p))
 				t.mu.Unlock()
 			}
 		},
@@ -91,19 +106,34 @@ func (t *Tracker) Start(ctx context.Context) error {
 // Shutdown stops the informer.
 func (t *Tracker) Shutdown() { t.factory.Shutdown() }
 
+// watched reports whether p is of a namespace of the workload.
+func (t *Tracker) watched(p *corev1.Pod) bool {
+	return t.namespaces == nil || t.namespaces[p.Namespace]
+}
+
+// key is how the tracker knows p: its name with one namespace,
+// namespace/name with several.
+func (t *Tracker) key(p *corev1.Pod) string {
+	if t.namespaces == nil {
+		return p.Name
+	}
+	return p.Namespace + "/" + p.Name
+}
+
 func (t *Tracker) observe(obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok {
+	if !ok || !t.watched(pod) {
 		return
 	}
 	now := time.Now()
+	key := t.key(pod)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if old := t.pods[pod.Name]; old != nil && old.UID == pod.UID && pod.Generation > old.Generation {
+	if old := t.pods[key]; old != nil && old.UID == pod.UID && pod.Generation > old.Generation {
 		t.genBumps++
 	}
-	t.pods[pod.Name] = pod
-	e := t.exp[pod.Name]
+	t.pods[key] = pod
+	e := t.exp[key]
 	if e == nil || e.uid != string(pod.UID) {
 		return
 	}
@@ -135,7 +165,7 @@ func (t *Tracker) Expect(group, app string, target corev1.ResourceList, t0 time.
 		if old := t.exp[name]; old != nil {
 			t.past = append(t.past, podRecord{pod: name, e: *old})
 		}
-		t.exp[name] = &expectation{group: group, uid: string(p.UID), target: target, t0: t0, startGen: p.Generation}
+		t.exp[name] = &expectation{group: group, namespace: p.Namespace, uid: string(p.UID), target: target, t0: t0, startGen: p.Generation}
 		n++
 	}
 	return n
@@ -219,6 +249,26 @@ func (t *Tracker) Group(group string) groupResult {
 		}
 	}
 	return r
+}
+
+// acceptance is one pod's resize accepted: the pod's namespace and the
+// time from its group's change.
+type acceptance struct {
+	namespace string
+	after     time.Duration
+}
+
+// Acceptances returns the resizes of group accepted so far, one per pod.
+func (t *Tracker) Acceptances(group string) []acceptance {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []acceptance
+	for _, e := range t.exp {
+		if e.group == group && !e.accepted.IsZero() {
+			out = append(out, acceptance{namespace: e.namespace, after: e.accepted.Sub(e.t0)})
+		}
+	}
+	return out
 }
 
 // GenBumps counts the generation changes seen on pods so far.

@@ -55,6 +55,19 @@ type workload struct {
 	vpas vpaclientset.Interface
 	t    *Tracker
 	log  func(format string, args ...any)
+	// namespaces are o's; namespace maps each app, the deferred one
+	// included, to its namespace.
+	namespaces []string
+	namespace  map[string]string
+}
+
+func newWorkload(o *Options, kube kubernetes.Interface, vpas vpaclientset.Interface, t *Tracker, log func(string, ...any)) *workload {
+	w := &workload{o: o, kube: kube, vpas: vpas, t: t, log: log, namespaces: o.NamespaceNames(), namespace: map[string]string{}}
+	for i, app := range w.apps() {
+		w.namespace[app] = w.namespaces[i%len(w.namespaces)]
+	}
+	w.namespace[deferredApp] = w.namespaces[0]
+	return w
 }
 
 // apps returns the names of the Deployments (and VPAs) under test,
@@ -67,17 +80,33 @@ func (w *workload) apps() []string {
 	return out
 }
 
+// firstApps returns, of each namespace of keep, its first app.
+func (w *workload) firstApps(keep func(namespace string) bool) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, app := range w.apps() {
+		ns := w.namespace[app]
+		if !seen[ns] && keep(ns) {
+			seen[ns] = true
+			out = append(out, app)
+		}
+	}
+	return out
+}
+
 func isBenchApp(app string) bool { return strings.HasPrefix(app, "app-") }
 
 // setup creates what is missing: namespace, Deployments, VPAs with the
 // baseline recommendation, the deferred Deployment and VPA, the filler pod;
 // and waits for every pod to run.
 func (w *workload) setup(ctx context.Context) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.o.Namespace, Labels: map[string]string{labelBench: "true"}}}
-	if _, err := w.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace: %w", err)
-	}
-	if err := waitForServiceAccount(ctx, w.kube, w.o.Namespace); err != nil {
+	if err := forEach(ctx, w.namespaces, func(ctx context.Context, _ int, name string) error {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{labelBench: "true"}}}
+		if _, err := w.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s: %w", name, err)
+		}
+		return waitForServiceAccount(ctx, w.kube, name)
+	}); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -115,6 +144,7 @@ func (w *workload) setup(ctx context.Context) error {
 }
 
 func (w *workload) createApp(ctx context.Context, app string, replicas int32, onDeferredNode bool) error {
+	ns := w.namespace[app]
 	labels := map[string]string{labelApp: app, labelBench: "true"}
 	spec := corev1.PodSpec{
 		TerminationGracePeriodSeconds: ptr.To[int64](1),
@@ -131,25 +161,25 @@ func (w *workload) createApp(ctx context.Context, app string, replicas int32, on
 		w.pinToDeferredNode(&spec)
 	}
 	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: w.o.Namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labelApp: app}},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
 		},
 	}
-	if _, err := w.kube.AppsV1().Deployments(w.o.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := w.kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating Deployment %s: %w", app, err)
 	}
 	mode := vpatypes.UpdateModeInPlace
 	v := &vpatypes.VerticalPodAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: w.o.Namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns, Labels: labels},
 		Spec: vpatypes.VerticalPodAutoscalerSpec{
 			TargetRef:    &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: app},
 			UpdatePolicy: &vpatypes.PodUpdatePolicy{UpdateMode: &mode},
 		},
 	}
-	if _, err := w.vpas.AutoscalingV1().VerticalPodAutoscalers(w.o.Namespace).Create(ctx, v, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := w.vpas.AutoscalingV1().VerticalPodAutoscalers(ns).Create(ctx, v, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating VPA %s: %w", app, err)
 	}
 	return w.recommend(ctx, app, baseline)
@@ -165,7 +195,7 @@ func (w *workload) pinToDeferredNode(spec *corev1.PodSpec) {
 // but for 30m, so that the deferred pods fit at baseline and no CPU
 // increase of theirs does.
 func (w *workload) ensureFiller(ctx context.Context) error {
-	pods := w.kube.CoreV1().Pods(w.o.Namespace)
+	pods := w.kube.CoreV1().Pods(w.namespaces[0])
 	if p, err := pods.Get(ctx, fillerName, metav1.GetOptions{}); err == nil {
 		if p.DeletionTimestamp == nil {
 			return nil
@@ -178,7 +208,9 @@ func (w *workload) ensureFiller(ctx context.Context) error {
 		return fmt.Errorf("reading node %s: %w", w.o.DeferredNode, err)
 	}
 	free := node.Status.Allocatable.Cpu().MilliValue()
-	all, err := pods.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + w.o.DeferredNode})
+	// Every namespace's: the node is the bench's alone (tainted), but
+	// whatever else runs there takes its room too.
+	all, err := w.kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + w.o.DeferredNode})
 	if err != nil {
 		return fmt.Errorf("listing pods of %s: %w", w.o.DeferredNode, err)
 	}
@@ -202,7 +234,7 @@ func (w *workload) ensureFiller(ctx context.Context) error {
 		}},
 	}
 	w.pinToDeferredNode(&spec)
-	filler := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fillerName, Namespace: w.o.Namespace, Labels: map[string]string{labelApp: fillerName}}, Spec: spec}
+	filler := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fillerName, Namespace: w.namespaces[0], Labels: map[string]string{labelApp: fillerName}}, Spec: spec}
 	if _, err := pods.Create(ctx, filler, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating filler pod: %w", err)
 	}
@@ -232,15 +264,15 @@ func (w *workload) reset(ctx context.Context) error {
 		return err
 	}
 	benchPod := func(app string) bool { return isBenchApp(app) || app == deferredApp }
-	var stale []string
+	var stale []*corev1.Pod
 	for _, p := range w.t.Pods(benchPod) {
 		if !sameResources(specRequests(p), baseline) {
-			stale = append(stale, p.Name)
+			stale = append(stale, p)
 		}
 	}
 	resizeStart := time.Now()
-	if err := forEach(ctx, stale, func(ctx context.Context, _ int, name string) error {
-		return w.resize(ctx, name, baseline)
+	if err := forEach(ctx, stale, func(ctx context.Context, _ int, p *corev1.Pod) error {
+		return w.resize(ctx, p.Namespace, p.Name, baseline)
 	}); err != nil {
 		return err
 	}
@@ -288,34 +320,36 @@ func (w *workload) recommend(ctx context.Context, app string, target corev1.Reso
 	if err != nil {
 		return err
 	}
-	_, err = w.vpas.AutoscalingV1().VerticalPodAutoscalers(w.o.Namespace).Patch(ctx, app, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+	_, err = w.vpas.AutoscalingV1().VerticalPodAutoscalers(w.namespace[app]).Patch(ctx, app, types.MergePatchType, body, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return fmt.Errorf("writing recommendation of VPA %s: %w", app, err)
 	}
 	return nil
 }
 
-func (w *workload) resize(ctx context.Context, pod string, target corev1.ResourceList) error {
+func (w *workload) resize(ctx context.Context, namespace, pod string, target corev1.ResourceList) error {
 	body, err := json.Marshal(map[string]any{"spec": map[string]any{"containers": []any{map[string]any{
 		"name": containerName, "resources": map[string]any{"requests": target},
 	}}}})
 	if err != nil {
 		return err
 	}
-	_, err = w.kube.CoreV1().Pods(w.o.Namespace).Patch(ctx, pod, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "resize")
+	_, err = w.kube.CoreV1().Pods(namespace).Patch(ctx, pod, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "resize")
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("resizing pod %s: %w", pod, err)
 	}
 	return nil
 }
 
-// teardown deletes the namespace.
+// teardown deletes the namespaces.
 func (w *workload) teardown(ctx context.Context) error {
-	err := w.kube.CoreV1().Namespaces().Delete(ctx, w.o.Namespace, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	return nil
+	return forEach(ctx, w.namespaces, func(ctx context.Context, _ int, ns string) error {
+		err := w.kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	})
 }
 
 func waitForServiceAccount(ctx context.Context, kube kubernetes.Interface, ns string) error {

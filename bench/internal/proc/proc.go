@@ -158,6 +158,14 @@ func (s *Sampler) read() {
 	s.peakFile = max(s.peakFile, st.File)
 }
 
+// Peaks takes a sample and returns the peaks so far, sampling on.
+func (s *Sampler) Peaks() (peakAnon, peakFile int64) {
+	s.read()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peakAnon, s.peakFile
+}
+
 // Stop stops sampling, takes a last sample and returns the peaks. It may be
 // called more than once.
 func (s *Sampler) Stop() (peakAnon, peakFile int64) {
@@ -167,4 +175,69 @@ func (s *Sampler) Stop() (peakAnon, peakFile int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.peakAnon, s.peakFile
+}
+
+// Machine is the CPU time of the whole machine, every CPU together, since
+// boot: Busy is the time spent running anything (user, nice, system, irq,
+// softirq, steal), Total adds idle and iowait.
+type Machine struct {
+	Busy, Total time.Duration
+}
+
+// ReadMachine reads the first line of /proc/stat.
+func ReadMachine() (Machine, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return Machine{}, err
+	}
+	return parseMachine(string(b))
+}
+
+// parseMachine reads the "cpu" line of a /proc/stat: user nice system idle
+// iowait irq softirq steal [guest guest_nice], in USER_HZ (guest time is
+// already in user).
+func parseMachine(stat string) (Machine, error) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return Machine{}, fmt.Errorf("/proc/stat: no cpu line with 8 fields: %q", line)
+	}
+	var v [8]int64
+	for i := range v {
+		n, err := strconv.ParseInt(f[i+1], 10, 64)
+		if err != nil || n < 0 {
+			return Machine{}, fmt.Errorf("/proc/stat: field %d of the cpu line: %q", i+1, f[i+1])
+		}
+		v[i] = n
+	}
+	busy := v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+	total := busy + v[3] + v[4]
+	tick := time.Second / clockTicks
+	return Machine{Busy: time.Duration(busy) * tick, Total: time.Duration(total) * tick}, nil
+}
+
+// ReadPIDFile reads a pid file whose first field is the process id (the
+// local cluster's pid files add the process's start time after it) and
+// checks that the process runs and its command name begins with comm.
+func ReadPIDFile(path, comm string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("%s: empty", path)
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("%s: %q is not a process id", path, f[0])
+	}
+	name, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return 0, fmt.Errorf("%s: process %d: %w", path, pid, err)
+	}
+	if got := strings.TrimSpace(string(name)); !strings.HasPrefix(got, comm) {
+		return 0, fmt.Errorf("%s: process %d is %q, not %s", path, pid, got, comm)
+	}
+	return pid, nil
 }

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -31,6 +32,8 @@ func TestSamplerKeepsTheAnonymousPeak(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	runtime.KeepAlive(b)
+	sofar, _ := s.Peaks()
+	assert.GreaterOrEqual(t, sofar, int64(size), "the peak so far, sampling on")
 	anon, file := s.Stop()
 	assert.GreaterOrEqual(t, anon, int64(size), "the 64 MiB touched were resident while sampled")
 	assert.Positive(t, file)
@@ -73,4 +76,41 @@ func resident(t *testing.T, path string) int {
 		n += int(v & 1)
 	}
 	return n
+}
+
+func TestParseMachine(t *testing.T) {
+	m, err := parseMachine("cpu  100 20 30 400 50 6 7 8 9 0\ncpu0 1 2 3 4 5 6 7 8 9 0\n")
+	require.NoError(t, err)
+	assert.Equal(t, 1710*time.Millisecond, m.Busy, "user, nice, system, irq, softirq, steal")
+	assert.Equal(t, 6210*time.Millisecond, m.Total, "and idle and iowait")
+	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 2 3", "cpu 1 2 x 4 5 6 7 8", "cpu 1 2 -3 4 5 6 7 8"} {
+		_, err := parseMachine(bad)
+		assert.Error(t, err, "%q", bad)
+	}
+	live, err := ReadMachine()
+	require.NoError(t, err)
+	assert.Greater(t, live.Total, live.Busy)
+}
+
+func TestReadPIDFile(t *testing.T) {
+	dir := t.TempDir()
+	self, err := os.ReadFile("/proc/self/comm")
+	require.NoError(t, err)
+	comm := string(self[:min(4, len(self)-1)])
+	file := func(content string) string {
+		path := filepath.Join(dir, "p.pid")
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+		return path
+	}
+	pid, err := ReadPIDFile(file(fmt.Sprintf("%d 12345\n", os.Getpid())), comm)
+	require.NoError(t, err, "the pid, then the start time")
+	assert.Equal(t, os.Getpid(), pid)
+	_, err = ReadPIDFile(file(fmt.Sprintf("%d\n", os.Getpid())), "kube-apiserver")
+	assert.Error(t, err, "another process than the one named")
+	for _, bad := range []string{"", "x 1", "-3", "0"} {
+		_, err := ReadPIDFile(file(bad), comm)
+		assert.Error(t, err, "%q", bad)
+	}
+	_, err = ReadPIDFile(filepath.Join(dir, "missing"), comm)
+	assert.Error(t, err)
 }

@@ -63,6 +63,18 @@ func (c Counts) Sub(before Counts) Counts {
 	return out
 }
 
+// Add returns c plus other.
+func (c Counts) Add(other Counts) Counts {
+	out := Counts{}
+	for k, v := range c {
+		out[k] += v
+	}
+	for k, v := range other {
+		out[k] += v
+	}
+	return out
+}
+
 // Total is the number of requests.
 func (c Counts) Total() int {
 	n := 0

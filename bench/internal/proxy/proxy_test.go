@@ -32,3 +32,17 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+func TestCountsAdd(t *testing.T) {
+	resize := Key{Verb: "patch", Resource: "pods", Subresource: "resize"}
+	renew := Key{Verb: "update", Resource: "leases"}
+	a := Counts{resize: 3}
+	b := Counts{resize: 2, renew: 1}
+	sum := a.Add(b)
+	if sum[resize] != 5 || sum[renew] != 1 || len(sum) != 2 {
+		t.Errorf("got %v, want patch pods/resize=5, update leases=1", sum)
+	}
+	if a[resize] != 3 || len(a) != 1 {
+		t.Errorf("Add changed its receiver: %v", a)
+	}
+}
