@@ -41,13 +41,9 @@ func FitsNode(node *corev1.Node, others []*corev1.Pod, held map[types.UID]corev1
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		// A pod's pod-level requests count at the larger of its spec and what
-		// its status shows (allocated, actual) as well, as the scheduler and
-		// the kubelet count them; the status is empty where the kubelet does
-		// not resize them.
-		requests := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true})
+		requests := HeldRequests(p)
 		if h, ok := held[p.UID]; ok {
-			requests = larger(requests, h)
+			requests = Larger(requests, h)
 		}
 		addTo(used, requests)
 	}
@@ -82,8 +78,16 @@ func ResizedRequests(pod *corev1.Pod, target resources.Resources) corev1.Resourc
 	return resourcehelper.PodRequests(withRequests(pod, target), resourcehelper.PodResourcesOptions{})
 }
 
-// larger returns, for each resource of a or b, the larger quantity.
-func larger(a, b corev1.ResourceList) corev1.ResourceList {
+// HeldRequests is what pod holds of its node as FitsNode counts it: its
+// requests, pod-level ones included, at the larger of its spec and what its
+// status shows (allocated, actual), as the scheduler and the kubelet count
+// them; the status is empty where the kubelet does not resize them.
+func HeldRequests(pod *corev1.Pod) corev1.ResourceList {
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true})
+}
+
+// Larger returns, for each resource of a or b, the larger quantity.
+func Larger(a, b corev1.ResourceList) corev1.ResourceList {
 	out := make(corev1.ResourceList, len(a)+len(b))
 	for name, q := range a {
 		out[name] = q

@@ -166,20 +166,6 @@ func covers(requests, reserved corev1.ResourceList) bool {
 	return true
 }
 
-// larger returns, for each resource of a or b, the larger quantity.
-func larger(a, b corev1.ResourceList) corev1.ResourceList {
-	out := make(corev1.ResourceList, len(a)+len(b))
-	for name, q := range a {
-		out[name] = q
-	}
-	for name, q := range b {
-		if v, ok := out[name]; !ok || q.Cmp(v) > 0 {
-			out[name] = q
-		}
-	}
-	return out
-}
-
 // roomOf keeps of requests the cpu and memory, what FitsNode compares.
 func roomOf(requests corev1.ResourceList) corev1.ResourceList {
 	out := make(corev1.ResourceList, 2)

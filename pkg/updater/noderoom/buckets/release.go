@@ -7,8 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
+
+	"github.com/vpa-inplace/vpa-inplace/pkg/resize"
 )
 
 // Release removes the reservation of a pod's resize, if this replica holds
@@ -39,7 +40,7 @@ func (r *Reservations) Seen(pod *corev1.Pod) {
 		r.end(pod, removedReleased, 0)
 		return
 	}
-	if covers(resourcehelper.PodRequests(pod, podRequests), o.requests) {
+	if covers(resize.HeldRequests(pod), o.requests) {
 		r.end(pod, removedShown, Linger)
 	}
 }

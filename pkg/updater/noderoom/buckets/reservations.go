@@ -40,7 +40,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -78,10 +77,6 @@ const (
 	RefusedConflicts  = "conflicts"
 	RefusedError      = "error"
 )
-
-// podRequests counts a pod's requests as resize.FitsNode counts them: at
-// the larger of its spec and its status.
-var podRequests = resourcehelper.PodResourcesOptions{UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true}
 
 // Name returns the name of bucket b's ConfigMap.
 func Name(prefix string, b int) string {
@@ -218,7 +213,7 @@ type Answer struct {
 func (r *Reservations) Reserve(ctx context.Context, req Request) Answer {
 	pod, node := req.Pod, req.Node
 	need := roomOf(resize.ResizedRequests(pod, req.Target))
-	if len(need) == 0 || covers(resourcehelper.PodRequests(pod, podRequests), need) {
+	if len(need) == 0 || covers(resize.HeldRequests(pod), need) {
 		// It takes no room the pod does not hold already (a decrease):
 		// nothing to reserve.
 		return Answer{Fits: true}
@@ -299,7 +294,7 @@ func (r *Reservations) decide(b *bucket, cm *corev1.ConfigMap, req Request, need
 			continue
 		}
 		if o, ok := held[uid]; ok {
-			h = larger(o, h)
+			h = resize.Larger(o, h)
 		}
 		held[uid] = h
 	}
@@ -316,7 +311,7 @@ func (r *Reservations) decide(b *bucket, cm *corev1.ConfigMap, req Request, need
 	if old, ok := v.live[key]; ok && old.node == node.Name && old.holder != r.identity {
 		// Another replica's resize of this pod (it held its shard
 		// before) may still be applied: the larger of both.
-		need = larger(roomOf(old.requests), need)
+		need = resize.Larger(roomOf(old.requests), need)
 	}
 	data := make(map[string]string, len(v.live)+1)
 	for k, e := range v.live {
