@@ -88,6 +88,7 @@ type fixture struct {
 	vpa      *vpafake.Clientset
 	store    records.Store
 	memStore records.Store
+	pods     *deliveringPods // the pod informer, knowing what its handlers were handed
 	recorder *eventRecorder
 	// clock is the controller's one clock: its queues' delays pass
 	// only when a test steps it.
@@ -241,7 +242,7 @@ func newFixtureOn(t testing.TB, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		podFactory = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(o.podNamespace), informers.WithTransform(cachetrim.Transform))
 		nodePodFactory = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(cachetrim.NodeView))
 	}
-	podInformer := podFactory.Core().V1().Pods()
+	podInformer := newDeliveringPods(podFactory.Core().V1().Pods())
 
 	gate := features.NewFeatureGate()
 	if !o.gateOff {
@@ -257,7 +258,7 @@ func newFixtureOn(t testing.TB, kube *kubefake.Clientset, vpaClient *vpafake.Cli
 		o.statusMinInterval = -1 // no rate limit, unless a test asks for one
 	}
 	vpaLister := vpaInformer.Lister()
-	f := &fixture{t: t, ctx: ctx, kube: kube, vpa: vpaClient, recorder: &eventRecorder{}, clock: testingclock.NewFakeClock(t0), opts: o}
+	f := &fixture{t: t, ctx: ctx, kube: kube, vpa: vpaClient, recorder: &eventRecorder{}, clock: testingclock.NewFakeClock(t0), opts: o, pods: podInformer}
 	switch {
 	case o.store != nil:
 		f.store = o.store

@@ -52,9 +52,9 @@ func (f *fixture) kubeletOn(name string, change func(*corev1.Pod)) {
 	change(p)
 	written, err := f.kube.CoreV1().Pods("default").UpdateStatus(f.ctx, p, metav1.UpdateOptions{})
 	require.NoError(f.t, err)
+	// Its handlers too, not only the store: what they enqueue is queued now.
 	require.Eventually(f.t, func() bool {
-		c, err := f.ctrl.pods.Pods("default").Get(name)
-		return err == nil && c.ResourceVersion == written.ResourceVersion
+		return f.pods.delivered("default/"+name, written.ResourceVersion)
 	}, waitFor, 10*time.Millisecond)
 }
 
