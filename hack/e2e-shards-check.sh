@@ -62,6 +62,17 @@ for pair in "shards ${shard_count}" "nodeRoomBuckets ${shard_node_room_buckets}"
   [[ ${got} == "${want}" ]] || fail "the phase's updater.${key} is ${want}, charts/vpa-inplace/ci/sharded-values.yaml's ${got:-unset}"
 done
 
+# Every kind the chart's shards.yaml renders has a REST path for
+# shard_objects (an unknown kind once went unapplied: the PATCH went to the
+# API server's root, which answers 200).
+kinds=$(sed -n 's/^kind: *\([A-Za-z]*\) *$/\1/p' charts/vpa-inplace/templates/updater/shards.yaml | sort -u)
+[[ -n ${kinds} ]] || fail "no kind found in charts/vpa-inplace/templates/updater/shards.yaml"
+for kind in ${kinds}; do
+  # shellcheck source=hack/deploy/lib.sh
+  (source hack/deploy/lib.sh && deploy::api_path v1 "${kind}" x ns >/dev/null 2>&1) ||
+    fail "shard_objects cannot apply the ${kind} of shards.yaml: deploy::api_path does not know it"
+done
+
 # shard_require_passed on go test -v logs.
 cat >"${work}/pass.log" <<'LOG'
 === RUN   TestShardsA

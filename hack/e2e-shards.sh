@@ -232,7 +232,10 @@ shard_objects() {
     [[ -f ${docs[0]} ]] || deploy::die "nothing rendered in ${objects}"
     for doc in "${docs[@]}"; do
       kind=$(deploy::field "${doc}" kind) name=$(deploy::field "${doc}" name)
-      path=$(deploy::api_path "$(deploy::field "${doc}" apiVersion)" "${kind}" "${name}" "$(deploy::field "${doc}" namespace)")
+      # An unknown kind is an error here, not an empty path: a PATCH of the
+      # API server's root is answered 200 and applies nothing.
+      path=$(deploy::api_path "$(deploy::field "${doc}" apiVersion)" "${kind}" "${name}" "$(deploy::field "${doc}" namespace)") ||
+        deploy::die "no REST path for ${kind}/${name}"
       if [[ ${action} == apply ]]; then
         code=$(curl "${admin[@]}" -X PATCH -H 'Content-Type: application/apply-patch+yaml' --data-binary @"${doc}" \
           "${CLUSTER_APISERVER}${path}?fieldManager=vpa-inplace-e2e&force=true") || code=000

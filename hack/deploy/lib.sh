@@ -127,6 +127,7 @@ deploy::api_path() {
     Role) plural=roles ;;
     RoleBinding) plural=rolebindings ;;
     Secret) plural=secrets ;;
+    ConfigMap) plural=configmaps ;;
     Lease) plural=leases ;;
     Service) plural=services ;;
     Deployment) plural=deployments ;;
