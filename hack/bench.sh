@@ -179,7 +179,10 @@ reproduce="make bench BENCH_PODS=${pods} BENCH_PHASES=resize${BENCH_ONLY:+ BENCH
 if [[ -n ${sharded} ]]; then
   # Leader election, its timings and the shards are the driver's to add
   # (resize-bench --help: --lease-duration, ...).
-  ours_args="--feature-gates=InPlace=true --updater-interval=1m -v=2 ${BENCH_OURS_ARGS:-}"
+  # shellcheck source=hack/e2e-shards.sh
+  source hack/e2e-shards.sh
+  # As many node room buckets as the chart's objects applied below.
+  ours_args="--feature-gates=InPlace=true --updater-interval=1m --node-room-buckets=${shard_node_room_buckets} -v=2 ${BENCH_OURS_ARGS:-}"
   extra+=(--sharded-replicas="${sharded}" --shards="${shards}" --apiserver-pid-file="${CLUSTER_DIR}/pids/kube-apiserver.pid")
   reproduce+=" BENCH_SHARDED=${sharded} BENCH_SHARDS=${shards} BENCH_NAMESPACES=${namespaces}"
 elif ((namespaces != 1)); then
@@ -254,8 +257,6 @@ for path in mutatingwebhookconfigurations/vpa-inplace-pods validatingwebhookconf
 done
 if [[ -n ${sharded} ]]; then
   echo "== applying the chart's shards' Leases and Role (updater.shards=${shards})"
-  # shellcheck source=hack/e2e-shards.sh
-  source hack/e2e-shards.sh
   shard_objects apply "${logs}/shards" "${shards}" >>"${logs}/deploy.log"
 fi
 
