@@ -54,6 +54,8 @@ DASHBOARD_METRICS = (
     "vpa_inplace_updater_job_template_writes_total", "vpa_inplace_updater_suspended_jobs",
     "vpa_inplace_updater_startup_boosts_active", "vpa_inplace_updater_worker_panics_total",
     "vpa_inplace_updater_records_write_failures_total",
+    "vpa_inplace_updater_shard_owned", "vpa_inplace_updater_shard_work_lag_seconds_bucket",
+    "vpa_inplace_updater_shard_work_longest_running_seconds", "vpa_inplace_updater_noderoom_reservations_total",
 )
 # Metrics the alerts and the dashboard may use besides ours (none today).
 EXTERNAL_METRICS = set()
@@ -1725,7 +1727,8 @@ def main():
                 check_metric_names(c, f"chart ({case}): the dashboard", text, known)
                 missing = [m for m in DASHBOARD_METRICS if m not in text]
                 c.check(not missing, f"chart ({case}): the dashboard shows the leader, the certificate's expiry, suspended "
-                        "Jobs, startup boosts, worker panics and records write failures", ", ".join(missing))
+                        "Jobs, startup boosts, worker panics, records write failures, the shards' owners and work lag and the node room "
+                        "reservations", ", ".join(missing))
         c.check(monitored, "chart: some values case renders the PrometheusRule and the dashboard")
         chart_sharded = None
         path = os.path.join(args.chart_rendered_dir, SHARDED_CHART_CASE + ".yaml")

@@ -116,6 +116,21 @@ def check_notes_case(c, where, notes, objs, release, namespace):
     else:
         c.check(shown is None and sharing is None, f"{where}: no leader named without leader election")
 
+    # The node room buckets: as many as the updater's --node-room-buckets,
+    # named as it names them, the release's.
+    room = re.search(r"first reserves that node's room in one of (\d+) node room buckets, ConfigMaps (\S+) to (\S+), "
+                     r"so that the replicas never together send more than a node holds", text)
+    if updater and shards > 1:
+        n = int(uflags.get("node-room-buckets") or 0)
+        prefix = f"{uflags.get('shard-lease-prefix')}-noderoom-"
+        c.check(room is not None and int(room.group(1)) == n and room.group(2) == f"{prefix}0"
+                and room.group(3) == f"{prefix}{n - 1}"
+                and {f"{prefix}{b}" for b in range(n)} <= _names(objs, "ConfigMap"),
+                f"{where}: the NOTES name the updater's node room buckets, which the release ships",
+                room.group(0) if room else "missing")
+    else:
+        c.check(room is None, f"{where}: no node room buckets named without shards")
+
     # The certificate.
     if admission and aflags.get("cert-mode") == "self-managed":
         secret = aflags.get("cert-secret-name")
