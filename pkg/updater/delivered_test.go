@@ -3,6 +3,7 @@ package updater
 import (
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -60,12 +61,12 @@ func (i *deliveringInformer) mark(n int, obj any) {
 	if err != nil {
 		return
 	}
-	version := ""
-	if m, ok := obj.(interface{ GetResourceVersion() string }); ok {
-		version = m.GetResourceVersion()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
 	}
 	i.mu.Lock()
-	i.seen[n][key] = version
+	i.seen[n][key] = m.GetResourceVersion()
 	i.mu.Unlock()
 }
 
