@@ -32,6 +32,8 @@ type fence struct {
 	raw        []byte
 	firstSent  time.Time
 	validUntil time.Time
+	// lastSent is when the last write the API server accepted was sent.
+	lastSent time.Time
 	// releasing: the Lease is being given up; no new write is let through.
 	releasing bool
 	// acquiring: an acquisition admitted and not answered yet.
@@ -50,6 +52,7 @@ func (f *fence) wrote(raw []byte, leaseSeconds int, sent time.Time) {
 		f.raw = raw
 	}
 	f.held, f.heldRun = true, true
+	f.lastSent = sent
 	f.acquiring = false
 	f.validUntil = f.firstSent.Add(time.Duration(leaseSeconds) * time.Second)
 }
@@ -194,6 +197,18 @@ func (o *Owner) wrote(ref leaseRef, raw []byte, leaseSeconds int, sent time.Time
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.fenceLocked(ref).wrote(raw, leaseSeconds, sent)
+}
+
+// renewalDue tells whether a renewal of ref's Lease, which this replica
+// holds, must be sent now: false while its last accepted write is younger
+// than the renew interval. A Lease not held (taken, lost, being given up)
+// is always written.
+func (o *Owner) renewalDue(ref leaseRef) bool {
+	now := o.clock.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	f := o.fenceLocked(ref)
+	return !f.held || f.releasing || now.Sub(f.lastSent) >= o.cfg.RenewInterval()
 }
 
 // writeFailed is told of a write that failed.

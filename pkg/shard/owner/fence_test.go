@@ -365,7 +365,8 @@ func TestLockReadsPastAStaleCache(t *testing.T) {
 	r, _, err := lock.Get(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "me", r.HolderIdentity, "the cache's older version was believed")
-	me.RenewTime = metav1.NewTime(clk.Now().Add(2 * time.Second))
+	clk.Step(o.cfg.RenewInterval())
+	me.RenewTime = metav1.NewTime(clk.Now())
 	require.NoError(t, lock.Update(ctx, me), "the renewal carried a version the API server no longer holds")
 
 	// Another writer: a conflict, then the API server is asked.
@@ -374,6 +375,8 @@ func TestLockReadsPastAStaleCache(t *testing.T) {
 	lease.Spec.HolderIdentity = ptr.To("other")
 	_, err = kube.CoordinationV1().Leases(leaseNamespace).Update(ctx, lease, metav1.UpdateOptions{})
 	require.NoError(t, err)
+	clk.Step(o.cfg.RenewInterval())
+	me.RenewTime = metav1.NewTime(clk.Now())
 	require.Error(t, lock.Update(ctx, me))
 	r, _, err = lock.Get(ctx)
 	require.NoError(t, err)

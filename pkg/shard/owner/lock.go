@@ -29,6 +29,10 @@ var errNotAdmitted = errors.New("not taken: past this replica's share")
 //     second holder; the read after a conflict asks the API server, and
 //     the Lease as this replica last wrote it stands in for a cache that
 //     has not seen that write yet;
+//   - a renewal is sent only once the last write is a renew interval old
+//     (Config.RenewInterval), not at every retry period: the elector is
+//     told it renewed, and the fence, which runs from writes actually
+//     sent, stays open until the next;
 //   - every write is told to the Owner (fence): when it was sent, and what
 //     it wrote, so that the Owner knows until when no one else can hold the
 //     Lease; and an acquisition is first admitted by the Owner's share.
@@ -99,14 +103,18 @@ func (l *leaseLock) Create(ctx context.Context, ler resourcelock.LeaderElectionR
 	return l.wrote(ler, acquiring, sent, "", created, err)
 }
 
-// Update implements resourcelock.Interface. A write that gives the Lease
-// up closes the fence before it is sent.
+// Update implements resourcelock.Interface. A renewal within the renew
+// interval of the last write is not sent (and succeeds); a write that gives
+// the Lease up closes the fence before it is sent.
 func (l *leaseLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	l.mu.Lock()
 	lease := l.lease.DeepCopy()
 	l.mu.Unlock()
 	if lease == nil {
 		return fmt.Errorf("lease %s not read yet", l.Describe())
+	}
+	if l.renewsOnly(lease, ler) && !l.o.renewalDue(l.ref) {
+		return nil
 	}
 	acquiring, err := l.o.admit(l.ref, ler.HolderIdentity)
 	if err != nil {
@@ -123,6 +131,15 @@ func (l *leaseLock) Update(ctx context.Context, ler resourcelock.LeaderElectionR
 	sent := l.o.clock.Now()
 	updated, err := l.o.client.Leases(l.o.cfg.Namespace).Update(ctx, lease, metav1.UpdateOptions{})
 	return l.wrote(ler, acquiring, sent, lease.ResourceVersion, updated, err)
+}
+
+// renewsOnly tells whether writing ler over lease, as last read or written,
+// only moves its renew time: the same holder (this replica), lease
+// duration and transitions.
+func (l *leaseLock) renewsOnly(lease *coordinationv1.Lease, ler resourcelock.LeaderElectionRecord) bool {
+	last := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
+	return ler.HolderIdentity == l.o.cfg.Identity && last.HolderIdentity == ler.HolderIdentity &&
+		last.LeaseDurationSeconds == ler.LeaseDurationSeconds && last.LeaderTransitions == ler.LeaderTransitions
 }
 
 // wrote keeps what a write returned and tells the Owner of it; replaced is
