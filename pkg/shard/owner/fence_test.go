@@ -299,6 +299,24 @@ func namespaceOf(o *Owner, k int) string {
 	}
 }
 
+// freeShardLock returns the lock of shard 0's Lease, created empty and
+// read, with o a member whose share is that shard.
+func freeShardLock(t *testing.T, o *Owner, kube *kubefake.Clientset, clk *clocktesting.FakeClock) *leaseLock {
+	t.Helper()
+	ctx := context.Background()
+	_, err := kube.CoordinationV1().Leases(leaseNamespace).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: leaseNamespace, Name: ShardLeaseName(leasePrefix, 0)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	lock := &leaseLock{o: o, ref: shardRef(0)}
+	require.Eventually(t, func() bool { _, _, err := lock.Get(ctx); return err == nil }, 30*time.Second, time.Millisecond)
+	o.mu.Lock()
+	o.target = 1
+	o.mu.Unlock()
+	o.wrote(memberRef(0), record(clk.Now()), 15, clk.Now())
+	return lock
+}
+
 // fixedLeases is a Lease cache that never sees a change.
 type fixedLeases struct{ lease *coordinationv1.Lease }
 
@@ -344,16 +362,7 @@ func TestLockReadsPastAStaleCache(t *testing.T) {
 	o, kube := newTestOwner(t, 1, clk)
 	ctx := context.Background()
 	name := ShardLeaseName(leasePrefix, 0)
-	_, err := kube.CoordinationV1().Leases(leaseNamespace).Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: leaseNamespace, Name: name},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	lock := &leaseLock{o: o, ref: shardRef(0)}
-	require.Eventually(t, func() bool { _, _, err := lock.Get(ctx); return err == nil }, 30*time.Second, time.Millisecond)
-	o.mu.Lock()
-	o.target = 1
-	o.mu.Unlock()
-	o.wrote(memberRef(0), record(clk.Now()), 15, clk.Now())
+	lock := freeShardLock(t, o, kube, clk)
 
 	// The cache is frozen at the version read: a lister of a fixed copy.
 	stuck, err := o.leases.Get(name)

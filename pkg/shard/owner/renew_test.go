@@ -54,16 +54,7 @@ func TestARenewalIsSentOncePerRenewInterval(t *testing.T) {
 	o, kube := newTestOwner(t, 1, clk)
 	ctx := context.Background()
 	name := ShardLeaseName(leasePrefix, 0)
-	_, err := kube.CoordinationV1().Leases(leaseNamespace).Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: leaseNamespace, Name: name},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	lock := &leaseLock{o: o, ref: shardRef(0)}
-	require.Eventually(t, func() bool { _, _, err := lock.Get(ctx); return err == nil }, 30*time.Second, time.Millisecond)
-	o.mu.Lock()
-	o.target = 1
-	o.mu.Unlock()
-	o.wrote(memberRef(0), record(clk.Now()), 15, clk.Now())
+	lock := freeShardLock(t, o, kube, clk)
 
 	me := resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 15,
 		AcquireTime: metav1.NewTime(clk.Now()), RenewTime: metav1.NewTime(clk.Now()), LeaderTransitions: 1}
