@@ -137,7 +137,7 @@ func (o *Options) configArgs(c configuration) []string {
 func identity(name string) []string { return []string{"POD_NAME=" + name} }
 
 // notLease selects the writes that end a phase: the Leases are renewed
-// every retry period whatever happens.
+// whatever happens.
 func notLease(k proxy.Key) bool { return k.Resource != "leases" }
 
 // ReplicaResult is what one replica of a configuration did.

@@ -73,9 +73,10 @@ func (c Config) RequestTimeout() time.Duration {
 // (which runs from a write's send for the lease duration, and lets a
 // write through only while the request timeout fits in it) never closes
 // between renewals. Every retry period would be 7.5 writes a second for
-// 3 replicas on 12 shards; every 5 s (the defaults: 15 s, 10 s, 2 s) is
-// about a third of that, and takeovers are as fast (candidates read the
-// Leases from the cache every retry period, as before).
+// 3 replicas on 12 shards; every 5 s (the defaults: 15 s, 10 s, 2 s; a
+// write every 6 s at the retry period's ticks) is a third of that. A
+// takeover does not wait for it: candidates read the Leases from the cache
+// every retry period.
 func (c Config) RenewInterval() time.Duration {
 	return min(c.LeaseDuration/3, c.RenewDeadline-time.Duration(leaderelection.JitterFactor*float64(c.RetryPeriod)))
 }
