@@ -68,17 +68,21 @@ func (c Config) RequestTimeout() time.Duration {
 // RenewInterval is how long a Lease this replica holds goes without a
 // write: client-go's elector renews every retry period, and the lock
 // (leaseLock.Update) sends a renewal only once the last accepted write is
-// this old. A third of the lease duration, and short enough that the next
-// retry period's write comes within the renew deadline, so the fence
-// (which runs from a write's send for the lease duration, and lets a
-// write through only while the request timeout fits in it) never closes
-// between renewals. Every retry period would be 7.5 writes a second for
-// 3 replicas on 12 shards; every 5 s (the defaults: 15 s, 10 s, 2 s; a
-// write every 6 s at the retry period's ticks) is a third of that. A
-// takeover does not wait for it: candidates read the Leases from the cache
-// every retry period.
+// this old: a third of the lease duration, and no more than half the renew
+// deadline less a retry period.
+//
+// The fence runs from a write's send for the lease duration and lets a
+// write through only while the request timeout fits in it: it closes a
+// renew deadline after the last renewal accepted, unless the next one is
+// accepted before. Renewals sent a renew interval plus a retry period apart
+// leave the next one at least half the renew deadline to be answered, for
+// an API server that slows down (every retry period would leave it the
+// renew deadline less a retry period). With the defaults (15 s, 10 s, 2 s)
+// that is a write every 4 s instead of every 2 s, and at least 5 s of
+// slack instead of 8 s; a takeover does not wait for it: candidates read the Leases from
+// the cache every retry period.
 func (c Config) RenewInterval() time.Duration {
-	return min(c.LeaseDuration/3, c.RenewDeadline-time.Duration(leaderelection.JitterFactor*float64(c.RetryPeriod)))
+	return max(0, min(c.LeaseDuration/3, c.RenewDeadline/2-c.RetryPeriod))
 }
 
 // ShardLeaseName is the name of shard i's Lease.
