@@ -31,6 +31,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/features"
 	"github.com/vpa-inplace/vpa-inplace/pkg/recommendation"
 	"github.com/vpa-inplace/vpa-inplace/pkg/records"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
 
@@ -63,8 +64,9 @@ func (f *fakeFence) Guard(ctx context.Context, namespace string) (context.Contex
 }
 
 // A replica sends a resize only through its shard's fence: refused, the
-// resize is not sent and the pod is retried; let through, it is sent and
-// the fence is told when it is answered.
+// resize is not sent, the pod is retried and nothing is reported (no
+// ResizeError on the VPA for a shard not held); let through, it is sent
+// and the fence is told when it is answered.
 func TestAResizeIsSentOnlyThroughItsShardsFence(t *testing.T) {
 	fence := &fakeFence{held: map[string]bool{}}
 	f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
@@ -73,9 +75,13 @@ func TestAResizeIsSentOnlyThroughItsShardsFence(t *testing.T) {
 	err := f.sync("p")
 	require.ErrorIs(t, err, errNotHeld, "a refused write is retried with backoff")
 	assert.Empty(t, f.resizePatches())
-	s, ok := f.ctrl.tracker.Get(f.podUID("p"))
-	require.True(t, ok)
-	assert.Equal(t, state.PodError, s.State)
+	if s, ok := f.ctrl.tracker.Get(f.podUID("p")); ok {
+		assert.NotEqual(t, state.PodError, s.State, "a shard not held reported as the pod's error: %s", s.Message)
+	}
+	require.NoError(t, f.syncStatus("web"))
+	if c := f.condition("web"); c != nil {
+		assert.NotEqual(t, condition.ReasonResizeError, c.Reason, "a shard not held reported on the VPA: %s", c.Message)
+	}
 
 	fence.mu.Lock()
 	fence.held["default"] = true

@@ -264,11 +264,14 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 	}
 
 	// A replica sends for the namespaces of the shards it holds only, and
-	// only while it holds them for as long as the patch may take.
+	// only while it holds them for as long as the patch may take. Refused,
+	// the pod is retried and nothing is reported: the VPA's condition is the
+	// shard holder's to write, and a fence closed while a renewal is slow
+	// says nothing about the pod.
 	pctx, done, err := c.fenced(ctx, pod.Namespace)
 	if err != nil {
 		logger.V(2).Info("Resize not sent", "target", d.Target.String(), "err", err)
-		return &state.Pod{State: state.PodError, Message: err.Error()}, gate.NotSent, err
+		return nil, gate.NotSent, err
 	}
 	patched, err := c.client.CoreV1().Pods(pod.Namespace).Patch(pctx, pod.Name, types.StrategicMergePatchType, d.Patch, metav1.PatchOptions{}, "resize")
 	done()
