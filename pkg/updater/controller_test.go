@@ -30,6 +30,7 @@ import (
 	"github.com/vpa-inplace/vpa-inplace/pkg/resources"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testpod"
 	"github.com/vpa-inplace/vpa-inplace/pkg/testing/testvpa"
+	"github.com/vpa-inplace/vpa-inplace/pkg/updater/condition"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/report"
 	"github.com/vpa-inplace/vpa-inplace/pkg/updater/state"
 )
@@ -102,6 +103,30 @@ func TestPatchOutcomes(t *testing.T) {
 		assert.Contains(t, err.Error(), "Transient")
 		assert.Equal(t, 0, f.store.Len())
 		assert.Empty(t, f.events())
+	})
+
+	t.Run("patch keeps failing with transient errors: reported from the third in a row", func(t *testing.T) {
+		f := newFixture(t, []*corev1.Pod{webPod("p").Running().Obj()}, []*vpatypes.VerticalPodAutoscaler{inPlaceVPA("300m", "300Mi")}, fixtureOpts{})
+		f.ctrl.started.Store(true)
+		f.failResize(apierrors.NewTooManyRequests("the API server is busy", 1))
+		f.ctrl.queue.Add("default/p")
+		for i := range 3 {
+			require.True(t, f.ctrl.processNext(f.ctx, f.ctrl.queue, "pod", f.ctrl.sync))
+			require.NoError(t, f.syncStatus("web"))
+			c := f.condition("web")
+			if i < quietTransientFailures {
+				if c != nil {
+					assert.NotEqual(t, condition.ReasonResizeError, c.Reason, "failure %d reported: %s", i+1, c.Message)
+				}
+				// The backoff, on the queues' clock.
+				f.stepUntil(time.Duration(200<<i)*time.Millisecond, func() bool { return f.ctrl.queue.Len() == 1 }, "the backoff brings it back")
+				continue
+			}
+			require.NotNil(t, c)
+			assert.Equal(t, condition.ReasonResizeError, c.Reason)
+			assert.Contains(t, c.Message, "the API server is busy")
+		}
+		assert.Len(t, f.resizePatches(), 3)
 	})
 
 	t.Run("patch times out: retried with backoff, nothing recorded", func(t *testing.T) {

@@ -341,9 +341,20 @@ func (c *Controller) act(ctx context.Context, pod *corev1.Pod, cachedVersion str
 		return nil, sent, nil
 	default:
 		err = fmt.Errorf("resize patch (%s): %w", outcome, err)
+		if c.queue.NumRequeues(pod.Namespace+"/"+pod.Name) < quietTransientFailures {
+			// A blip (a timeout, a 429 from an API server under load) is
+			// retried with backoff before the VPA hears of it: only a patch
+			// that keeps failing is reported.
+			return nil, sent, err
+		}
 		return &state.Pod{State: state.PodError, Message: err.Error()}, sent, err
 	}
 }
+
+// quietTransientFailures is how many transient failures in a row of a
+// pod's resize patch are retried before its VPA reports ResizeError: the
+// third is reported, after the pod queue's backoff of 200 ms and 400 ms.
+const quietTransientFailures = 2
 
 // errRecordsNotLoaded: a pod or Job is not decided before the records of
 // earlier attempts are loaded; a resize recorded as infeasible before a
