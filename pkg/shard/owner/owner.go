@@ -79,8 +79,8 @@ func (c Config) RequestTimeout() time.Duration {
 // an API server that slows down (every retry period would leave it the
 // renew deadline less a retry period). With the defaults (15 s, 10 s, 2 s)
 // that is a write every 4 s instead of every 2 s, and at least 5 s of
-// slack instead of 8 s; a takeover does not wait for it: candidates read the Leases from
-// the cache every retry period.
+// slack instead of 8 s. A takeover does not wait for it: candidates read
+// the Leases from the cache every retry period.
 func (c Config) RenewInterval() time.Duration {
 	return max(0, min(c.LeaseDuration/3, c.RenewDeadline/2-c.RetryPeriod))
 }
