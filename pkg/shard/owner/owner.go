@@ -271,13 +271,12 @@ func (o *Owner) rebalance(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	o.mu.Unlock()
 	o.cfg.Metrics.observe(len(members), target)
-	for _, k := range Extras(held, target) {
-		if ctx.Err() != nil {
-			return
-		}
-		klog.FromContext(ctx).Info("Giving a shard up to share them", "shard", k, "members", len(members), "share", target)
-		o.release(ctx, k)
+	extras := Extras(held, target)
+	if len(extras) == 0 || ctx.Err() != nil {
+		return
 	}
+	klog.FromContext(ctx).Info("Giving shards up to share them", "shards", extras, "members", len(members), "share", target)
+	o.release(ctx, extras)
 }
 
 // runShard runs electors on shard k's Lease one after the other until the
@@ -358,24 +357,34 @@ func (o *Owner) lost(ref leaseRef) {
 	o.poke()
 }
 
-// release gives shard k up: no new write is let through, the writes in
-// flight are cancelled and waited for, the work stops (OnChange), and only
-// then is the Lease given up (the elector's release, which frees it at
-// once).
-func (o *Owner) release(ctx context.Context, k int) {
+// release gives the shards ks up, as one change: no new write is let
+// through, the writes in flight are cancelled and waited for, the work
+// stops (one OnChange for all of them, so that a replica giving up several
+// shards rebuilds its spans once), and only then are the Leases given up
+// (the electors' release, which frees each at once).
+func (o *Owner) release(ctx context.Context, ks []int) {
 	o.mu.Lock()
-	f := o.shards[k]
-	if !f.held || o.shardRunners == nil || o.shardRunners[k] == nil {
-		o.mu.Unlock()
+	var runners []*runner
+	for _, k := range ks {
+		f := o.shards[k]
+		if !f.held || o.shardRunners == nil || o.shardRunners[k] == nil {
+			continue
+		}
+		o.quiesceLocked(f)
+		runners = append(runners, o.shardRunners[k])
+	}
+	o.mu.Unlock()
+	if len(runners) == 0 {
 		return
 	}
-	o.quiesceLocked(f)
-	r := o.shardRunners[k]
-	o.mu.Unlock()
 	o.publish(ctx)
-	r.cancel()
-	<-r.done
-	o.cfg.Metrics.transition(transitionReleased)
+	for _, r := range runners {
+		r.cancel()
+	}
+	for _, r := range runners {
+		<-r.done
+		o.cfg.Metrics.transition(transitionReleased)
+	}
 }
 
 // publish tells OnChange of the shards to work, when they changed.

@@ -91,6 +91,8 @@ type replica struct {
 
 	mu      sync.Mutex
 	working []int
+	// changes counts the OnChange calls.
+	changes atomic.Int32
 }
 
 func (r *replica) stop() {
@@ -147,6 +149,7 @@ func (c *cluster) start(id string) *replica {
 			r.mu.Lock()
 			r.working = working
 			r.mu.Unlock()
+			r.changes.Add(1)
 		},
 	})
 	require.NoError(c.t, err)
@@ -261,4 +264,26 @@ func TestShardsAreSharedFairlyAndNeverWrittenByTwo(t *testing.T) {
 
 	require.Greater(t, c.writes.count(), 100, "the writers let too little through to tell")
 	require.Empty(t, c.writes.overlaps())
+}
+
+// A replica past its share gives its extra shards up as one change: its
+// spans are rebuilt once, not once per shard given up.
+func TestExtraShardsAreGivenUpAsOneChange(t *testing.T) {
+	c := newCluster(t, 8)
+	r0 := c.start("r0")
+	c.shared([]*replica{r0})
+	require.Eventually(t, func() bool {
+		r0.mu.Lock()
+		defer r0.mu.Unlock()
+		return len(r0.working) == 8
+	}, 60*time.Second, 10*time.Millisecond, "r0 works every shard")
+	before := r0.changes.Load()
+
+	r1 := c.start("r1")
+	c.shared([]*replica{r0, r1})
+	r0.mu.Lock()
+	working := slices.Clone(r0.working)
+	r0.mu.Unlock()
+	require.Len(t, working, 4)
+	require.Equal(t, before+1, r0.changes.Load(), "r0 gave its 4 extra shards up in %d changes", r0.changes.Load()-before)
 }
